@@ -17,8 +17,7 @@ Packages and modules below the facade:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 from . import autodiff as _autodiff
 from . import diffcache as _diffcache
@@ -81,15 +80,11 @@ def Jacobian(output: Tensor, input: Tensor, optimize: bool = True) -> Tensor:  #
 
     ``optimize=True`` applies the nonzeroness optimizer; ``optimize=False`` shows the raw
     elementwise Jacobian (a reduction over zeros, as in the seed tutorial)."""
-    if optimize and _symbolic(output, input):
-        return _deferred(lambda: [_autodiff.jacobian(output, input, optimizer=_optimizer(True))],
-                         lambda: [Jacobian(output, input, False)],
-                         lambda im: [Jacobian(im(output), im(input))])[0]
-    with _differentiating(f"Jacobian({_name(output)}, {_name(input)})"):
-        result = _diffcache.cached("jacobian", [[output], [input]], (optimize,), lambda: [
-            _autodiff.jacobian(output, input, optimizer=_optimizer(optimize))])[0]
-    _dump_tensors("jacobian", [result])
-    return result
+    return _differentiated("jacobian", f"Jacobian({_name(output)}, {_name(input)})", optimize,
+                           (output, input), ("jacobian", [[output], [input]], (optimize,)),
+                           lambda opt: [_autodiff.jacobian(output, input, optimizer=opt)],
+                           lambda: [Jacobian(output, input, False)],
+                           lambda im: [Jacobian(im(output), im(input))], finish=False)[0]
 
 
 def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa: N802
@@ -97,59 +92,38 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
     """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, _autodiff.jacobian_recursive(output, inputs, head, override=override,
-                                                         optimizer=opt))
-
-    if optimize and _symbolic(output, inputs, head):
-        return _deferred(differentiate, lambda: JacobianRecursive(output, inputs, head, override, False),
-                         lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
-                             im(t): f for t, f in override.items()}))
-    with _differentiating(f"JacobianRecursive({_name(output)})"):
-        if override:  # (functions: nothing to key them by)
-            result = differentiate()
-        else:
-            result = _diffcache.cached("reverse", [[output], _listed(inputs), _listed(head)],
-                                       (optimize, isinstance(inputs, Tensor)), differentiate)
-    _dump_tensors("gradient", result)
-    return result
+    key = None if override else (  # (functions: nothing to key them by)
+        "reverse", [[output], _listed(inputs), _listed(head)], (optimize, isinstance(inputs, Tensor)))
+    return _differentiated("gradient", f"JacobianRecursive({_name(output)})", optimize,
+                           (output, inputs, head), key,
+                           lambda opt: _autodiff.jacobian_recursive(output, inputs, head, override=override,
+                                                                    optimizer=opt),
+                           lambda: JacobianRecursive(output, inputs, head, override, False),
+                           lambda im: JacobianRecursive(im(output), im(inputs), im(head), override and {
+                               im(t): f for t, f in override.items()}))
 
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
     """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, [_autodiff.jvp(output, inputs, tangents, optimizer=opt)])
-
-    if optimize and _symbolic(output, inputs, tangents):
-        return _deferred(differentiate, lambda: [jvp(output, inputs, tangents, False)],
-                         lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
-    with _differentiating(f"jvp({_name(output)})"):
-        result = _diffcache.cached("jvp", [[output], _listed(inputs), _listed(tangents)],
-                                   (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor)),
-                                   differentiate)[0]
-    _dump_tensors("jvp", [result])
-    return result
+    return _differentiated("jvp", f"jvp({_name(output)})", optimize, (output, inputs, tangents),
+                           ("jvp", [[output], _listed(inputs), _listed(tangents)],
+                            (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor))),
+                           lambda opt: [_autodiff.jvp(output, inputs, tangents, optimizer=opt)],
+                           lambda: [jvp(output, inputs, tangents, False)],
+                           lambda im: [jvp(im(output), im(inputs), im(tangents))])[0]
 
 
 def hessian_vector_product(output: Tensor, inputs: Sequence[Tensor] | Tensor,
                            vectors: Sequence[Tensor] | Tensor, optimize: bool = True) -> list[Tensor]:
     """``H . v`` for each input of a scalar ``output``, by forward-over-reverse."""
-    def differentiate() -> list[Tensor]:
-        opt = _optimizer(optimize)
-        return _finish(opt, _autodiff.hessian_vector_product(output, inputs, vectors, optimizer=opt))
-
-    if optimize and _symbolic(output, inputs, vectors):
-        return _deferred(differentiate, lambda: hessian_vector_product(output, inputs, vectors, False),
-                         lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
-    with _differentiating(f"hessian_vector_product({_name(output)})"):
-        result = _diffcache.cached("hvp", [[output], _listed(inputs), _listed(vectors)],
-                                   (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor)),
-                                   differentiate)
-    _dump_tensors("hvp", result)
-    return result
+    return _differentiated("hvp", f"hessian_vector_product({_name(output)})", optimize,
+                           (output, inputs, vectors), ("hvp", [[output], _listed(inputs), _listed(vectors)],
+                            (optimize, isinstance(inputs, Tensor), isinstance(vectors, Tensor))),
+                           lambda opt: _autodiff.hessian_vector_product(output, inputs, vectors,
+                                                                        optimizer=opt),
+                           lambda: hessian_vector_product(output, inputs, vectors, False),
+                           lambda im: hessian_vector_product(im(output), im(inputs), im(vectors)))
 
 
 def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool = True, **options) -> bool:
@@ -160,11 +134,28 @@ def gradcheck(output: Tensor, inputs: Sequence[Tensor] | Tensor, optimize: bool 
     return _autodiff.gradcheck(output, inputs, optimizer=_optimizer(optimize), **options)
 
 
-@contextmanager
-def _differentiating(detail: str) -> Iterator[None]:
-    """A differentiation call: timed as the ``differentiate`` stage, with fewer garbage collections."""
+def _differentiated(what: str, detail: str, optimize: bool, args: tuple, key: tuple | None,
+                    make: Callable[[Callable | None], list[Tensor]], raw: Callable[[], list[Tensor]],
+                    redo: Callable[[Callable], list[Tensor]], finish: bool = True) -> list[Tensor]:
+    """One differentiation of the facade: ``make(optimizer)`` with one optimizer (``None`` without
+    ``optimize``), whose last step (``Optimizer.finish``) runs over all its results where ``finish``.  Of a
+    symbolic program (``args``) it is deferred over the sizes (:func:`~tensorad.symbolic.deferred`); else
+    read from the disk cache by ``key`` (``(kind, parts, options)``; ``None``: not cached), timed as the
+    ``differentiate`` stage with fewer garbage collections, its results dumped as ``what``."""
+    def differentiate() -> list[Tensor]:
+        opt = _optimizer(optimize)
+        made = make(opt)
+        return made if opt is None or not finish else opt.finish(made)  # type: ignore[attr-defined]
+
+    if optimize and _symbolic(*args):
+        return _deferred(differentiate, raw, redo)
     with _trace.stage("differentiate", detail), _fewer_collections():
-        yield
+        result = differentiate() if key is None else _diffcache.cached(*key, differentiate)
+    if _trace.dumping():  # TENSORAD_DUMP: the printed results
+        text = "\n".join(PrintTensorRecursively(t) for t in result)
+        first = result[0].name if result else ""
+        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
+    return result
 
 
 def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
@@ -180,22 +171,9 @@ def _optimizer(optimize: bool) -> Callable[[Tensor], Tensor] | None:
     return traced
 
 
-def _finish(optimizer: Callable[[Tensor], Tensor] | None, tensors: list[Tensor]) -> list[Tensor]:
-    """The optimizer's last step over all the results of one call (see ``Optimizer.finish``)."""
-    return tensors if optimizer is None else optimizer.finish(tensors)  # type: ignore[attr-defined]
-
-
 def _name(x: object) -> str:
     """A tensor's name for a log line (the call itself reports a bad argument)."""
     return x.name if isinstance(x, Tensor) else type(x).__name__
-
-
-def _dump_tensors(what: str, tensors: Sequence[Tensor]) -> None:
-    """``TENSORAD_DUMP``: the printed result tensors of a differentiation."""
-    if _trace.dumping():
-        text = "\n".join(PrintTensorRecursively(t) for t in tensors)
-        first = tensors[0].name if tensors else ""
-        _trace.dump(f"{what}-{first}-{_trace.short_hash(text)}", "tensors.txt", text)
 
 
 gradient = JacobianRecursive

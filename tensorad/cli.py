@@ -34,15 +34,10 @@ class UsageError(Exception):
     """A bad command line: reported in one line, exit status 2."""
 
 
-def version() -> str:
-    """The package's version."""
-    return ta.__version__
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Automatic differentiation of tensor expressions, compiled by LLVM.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {ta.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     show = sub.add_parser(
         "show", help="print a tensor of a script, its gradients and their loops",
@@ -163,19 +158,13 @@ def _show(target: str, as_main: bool, optimize: bool, lower: bool, out, build: b
         print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
               file=out)
         print(ta.PrintTensorRecursively(g, namer=names), file=out)
-        if lower:
-            _print_lowered(g, p, out, names)
+        if lower:  # the loops of the gradient, its tensors named as in the printouts, and their work
+            lowered = ta.lower([g], placeholders([g]))
+            print(f"# lowered loops of the gradient with respect to {p.name} (work {lowered.work})", file=out)
+            print(f"{lowered.text_with(names)}\n", file=out)
         if build:
             ta.build([g], placeholders([g]))
     return 0
-
-
-def _print_lowered(grad: Tensor, wrt: Tensor, out, names: Namer) -> None:
-    """Print the loops of ``grad`` (its tensors named as in the printouts) and their work."""
-    lowered = ta.lower([grad], placeholders([grad]))
-    print(f"# lowered loops of the gradient with respect to {wrt.name} (work {lowered.work})",
-          file=out)
-    print(f"{lowered.text_with(names)}\n", file=out)
 
 
 def _find_benchmarks() -> str:

@@ -41,6 +41,7 @@ from ..ir.expr import (
     cast,
     choice,
     compare,
+    conjuncts,
     const,
     data_index,
     logical,
@@ -49,7 +50,7 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import free_vars, rewrite, walk
+from ..ir.rewrite import fold_along, free_vars, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..poly.affine import always, decide
 from ..poly.nesting import plain_prefix, running_order
@@ -79,18 +80,13 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
     if not reads:
         return own
     memo: dict[Tensor, float] = {}
-    todo = list(reads)
-    while todo:
-        t = todo[-1]
-        if t in memo:
-            todo.pop()
-            continue
+
+    def visit(t: Tensor) -> float:
         n, below = _own_roundings(t.op.body[t.value_index], True)
-        missing = [r for r in below if r not in memo]
-        if missing:
-            todo.extend(missing)
-            continue
-        memo[todo.pop()] = min(2.0, n + sum(memo[r] for r in below))
+        return min(2.0, n + sum(memo[r] for r in below))
+
+    for t in reads:
+        fold_along(t, lambda r: _own_roundings(r.op.body[r.value_index], True)[1], visit, memo)
     return min(2.0, own + sum(memo[r] for r in reads))
 
 
@@ -160,10 +156,6 @@ def _digit(flat: Expr, shape: Sequence[int], dims: Sequence[int], k: int) -> Exp
     stride = math.prod([shape[q] for q in dims[n + 1:]])
     digit = flat // const(stride, dt.INDEX) if stride != 1 else flat
     return digit % const(shape[k], dt.INDEX) if n else digit
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.src[0]) + _conjuncts(e.src[1]) if e.op is Op.AND else [e]
 
 
 def _holds(c: Expr) -> bool:
@@ -437,7 +429,7 @@ class AdjointBuilder:
             point = data_index(winner[0][tuple(iv)], combiners.box_size(ra.axes), "clip", winner[0].name)
         m.update(zip(ra.axes, _unflatten(point, ra.axes)))
         conds = [c for g in [rename(body.src[0], m)] + [unchecked(rename(g, m)) for g in guards]
-                 for c in _conjuncts(g) if not _holds(c)]
+                 for c in conjuncts(g) if not _holds(c)]
         none = const(-1, dt.INDEX)
         if ties is not None:
             count = ties[tuple(iv)]

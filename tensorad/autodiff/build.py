@@ -49,9 +49,7 @@ def head_sum(value: Expr, axes: Sequence[Expr], where: Expr) -> Expr:
     """``sum(value, axes, where)``; with no axes, ``select(where, value, 0)``."""
     if axes:
         return sum_reducer(value, list(axes), where=None if where is TRUE else where)
-    if where is TRUE:
-        return value
-    return choice(Op.SELECT, where, value, const(0, value.dtype))
+    return value if where is TRUE else choice(Op.SELECT, where, value, const(0, value.dtype))
 
 
 def compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr],

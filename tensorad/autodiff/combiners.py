@@ -115,9 +115,7 @@ def classify(comb: CommReducer) -> tuple[str, Expr | None]:
         if r.op is Op.MINIMUM and _sides(r, x, y):
             return "min", None
     cond = _common_selection(comb)
-    if cond is not None:
-        return "select", cond
-    return "generic", None
+    return ("select", cond) if cond is not None else ("generic", None)
 
 
 def _derived_from_prod(comb: CommReducer) -> str | None:

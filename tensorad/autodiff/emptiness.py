@@ -33,6 +33,4 @@ def empty_where(node: Expr) -> Expr | None:
     domain = IndexSet.from_conditions(outer + rvars, kept, space).project_onto(outer)
     box = IndexSet.box(outer)
     empty = IndexSet(outer, box.set.subtract(domain.set))
-    if empty.is_empty():
-        return None
-    return empty.gist(box).to_cond()
+    return None if empty.is_empty() else empty.gist(box).to_cond()

@@ -166,4 +166,3 @@ def partial_by_read(expr: Expr, site: Expr) -> Tangent:
     """``d expr / d site`` for one read node ``site`` (other reads are held constant)."""
     one = const(1, site.dtype)
     return tangent(expr, lambda n: one if n is site else ZERO)
-

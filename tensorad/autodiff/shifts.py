@@ -145,9 +145,7 @@ class _Proof:
         } | {op: _unary for op in (Op.NEG, Op.EXP, Op.LOG, Op.SQRT, Op.CAST)}
 
     def change(self, t: Tensor) -> Change | None:
-        if t == self.m:
-            return None
-        return self.changes.get(t, INV)
+        return None if t == self.m else self.changes.get(t, INV)
 
     def _power(self, node: Expr, a: Change | None, b: Change | None) -> Change | None:
         k = _const(node.src[1])

@@ -136,9 +136,7 @@ def mul(a: Tangent, b: Tangent) -> Tangent:
 
 def div(a: Tangent, b: Expr) -> Tangent:
     """``a / b``; the zero branches of a select numerator stay strong zeros (not ``0 / 0 = NaN``)."""
-    if a is ZERO:
-        return ZERO
-    return _push(a, lambda x: x / b)
+    return ZERO if a is ZERO else _push(a, lambda x: x / b)
 
 
 def to_dtype(a: Tangent, dtype: str) -> Tangent:

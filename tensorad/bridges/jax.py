@@ -207,7 +207,7 @@ class _Level:
         self.fn, self.mask = fn, mask
         n_out = len(fn.outputs)
         self.forward = Program(fn.outputs + list(fn.plan.extras), fn.inputs, base.build_options,
-                               run=lambda *a: _as_list(fn.forward_parts(*a)), policy=base.policy)
+                               run=lambda *a: sum(fn.forward_parts(*a), []), policy=base.policy)
         self.forward.jvp_rule = lambda p, t: self._forward_jvp(base, n_out, p, t)
         tangent = base.jvp_program(mask)
         n_saved = len(fn.plan.sources)
@@ -250,11 +250,6 @@ class _Level:
 
 def _listed(res: Any) -> list:
     return list(res) if isinstance(res, tuple) else [res]
-
-
-def _as_list(parts: tuple[list, list]) -> list:
-    outs, extras = parts
-    return list(outs) + list(extras)
 
 
 class JaxFunction:

@@ -43,7 +43,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.intrange import check_index_range
 from tensorad.ir.printer import expr_to_str
-from tensorad.ir.rewrite import fold, tensor_graph, walk
+from tensorad.ir.rewrite import fold, fold_along, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang.bounds import OutOfBoundsError
 
@@ -476,25 +476,20 @@ def exact_indices(body: Expr) -> Expr:
     """``body`` with the int32 constants of its read indices made int64, outside gathers: a read's index
     is exact index arithmetic (64 bits, as compiled), where an int32 value elsewhere (data) wraps."""
     memo: dict[tuple[Expr, bool], Expr] = {}
-    stack = [(body, False)]  # (no recursion: programs may be 10,000 nodes deep)
-    while stack:
-        e, index = key = stack[-1]
-        if key in memo:
-            stack.pop()
-            continue
-        if index and e.op is Op.CONST and e.dtype == "int32":
-            memo[key] = Expr(Op.CONST, "int64", (), int(e.arg))
-            stack.pop()
-            continue
+
+    def operands(key: tuple[Expr, bool]) -> list[tuple[Expr, bool]]:
+        e, index = key
         inner = index and e.op is not Op.DATA_INDEX or e.op is Op.READ
-        todo = [(x, inner) for x in e.src if (x, inner) not in memo]
-        if todo:
-            stack.extend(todo)
-            continue
-        stack.pop()
-        src = tuple(memo[(x, inner)] for x in e.src)
-        memo[key] = e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
-    return memo[(body, False)]
+        return [(x, inner) for x in e.src]
+
+    def visit(key: tuple[Expr, bool]) -> Expr:
+        e, index = key
+        if index and e.op is Op.CONST and e.dtype == "int32":
+            return Expr(Op.CONST, "int64", (), int(e.arg))
+        src = tuple(memo[k] for k in operands(key))
+        return e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
+
+    return fold_along((body, False), operands, visit, memo)  # (iterative: programs may be 10,000 deep)
 
 
 def evaluate_op(op: ComputeOp, values: dict[Tensor, np.ndarray], order: str = "numpy",

@@ -134,14 +134,10 @@ def promote(a: str, b: str) -> str:
 def min_value(dtype: str) -> float | int:
     """The smallest value of ``dtype`` (``-inf`` for floats): the identity of a max reduction."""
     dtype = check_dtype(dtype)
-    if is_float(dtype):
-        return float("-inf")
-    return int(np.iinfo(dtype).min)
+    return float("-inf") if is_float(dtype) else int(np.iinfo(dtype).min)
 
 
 def max_value(dtype: str) -> float | int:
     """The largest value of ``dtype`` (``+inf`` for floats): the identity of a min reduction."""
     dtype = check_dtype(dtype)
-    if is_float(dtype):
-        return float("inf")
-    return int(np.iinfo(dtype).max)
+    return float("inf") if is_float(dtype) else int(np.iinfo(dtype).max)

@@ -511,6 +511,11 @@ def logical_not(a: Any) -> Expr:
     return Expr(Op.NOT, dt.BOOL, (_as_bool(a),))
 
 
+def conjuncts(c: Expr) -> list[Expr]:
+    """The operands of a chain of ``AND`` nodes, left to right (``c`` itself when it is no ``AND``)."""
+    return [x for y in c.src for x in conjuncts(y)] if c.op is Op.AND else [c]
+
+
 def choice(op: Op, cond: Any, a: Any, b: Any) -> Expr:
     """SELECT or IF_THEN_ELSE with a boolean condition and branches of one dtype."""
     cond = _as_bool(cond)

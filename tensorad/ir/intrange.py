@@ -72,9 +72,7 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
             a, b = kids[1], kids[2]
             return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
         rule = _ARITH.get(node.op)
-        if rule is None or any(k is None for k in kids):
-            return None
-        return rule(node, *kids)
+        return None if rule is None or any(k is None for k in kids) else rule(node, *kids)
 
     return fold(e, visit, memo)
 

@@ -48,9 +48,7 @@ class Namer:
 
     def tensor(self, t: Tensor) -> str:
         name = self.op_name(t.op)
-        if t.op.num_outputs > 1:
-            return f"{name}.v{t.value_index}"
-        return name
+        return f"{name}.v{t.value_index}" if t.op.num_outputs > 1 else name
 
 
 def _float_text(v: float, dtype: str) -> str:
@@ -219,7 +217,6 @@ def _op_lines(t: Tensor, namer: Namer) -> list[str]:
     else:
         lines.append("    " + expr_to_str(body, namer))
     return lines
-
 
 
 def print_tensor_recursively(tensor: Tensor, namer: Namer | None = None) -> str:

@@ -117,9 +117,7 @@ _UNTIMED = nullcontext()  # (reusable: a stage nobody records costs no generator
 
 def stage(name: str, detail: str = "") -> AbstractContextManager[None]:
     """Time the block as stage ``name``; reported when it ends (also on an exception)."""
-    if _TIMINGS.get() is None and not current().log:
-        return _UNTIMED
-    return _timed(name, detail)
+    return _UNTIMED if _TIMINGS.get() is None and not current().log else _timed(name, detail)
 
 
 @contextmanager

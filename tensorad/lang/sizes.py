@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, SizeInfo, const, data_index, fresh_uid, is_size, var
+from ..ir.expr import Expr, Op, SizeInfo, conjuncts, const, data_index, fresh_uid, is_size, var
 from ..ir.rewrite import fold, rename, rewrite, tensor_graph, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
@@ -263,7 +263,7 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind
 def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> str:
     """Why ``op`` (its bodies' ``nodes``) reads other than the row ``row`` of the tensors of ``n`` rows,
     or ``""``.  A reduction axis over ``[0, n)`` that a sum's condition pins to ``row`` is ``row``."""
-    pins = {c for r in nodes if r.op is Op.REDUCE for c in _conjuncts(r.src[0])
+    pins = {c for r in nodes if r.op is Op.REDUCE for c in conjuncts(r.src[0])
             if c.op is Op.EQ and row is not None and any(x is row for x in c.src)
             and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
     rowlike = {row} | {x for c in pins for x in c.src}
@@ -275,11 +275,4 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
         sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
-    if any(b in rowlike for b in op.body):
-        return "is its row index"
-    return ""
-
-
-def _conjuncts(c: Expr) -> list[Expr]:
-    """The operands of a chain of ``AND`` nodes (``c`` itself when it is no ``AND``)."""
-    return [x for y in c.src for x in _conjuncts(y)] if c.op is Op.AND else [c]
+    return "is its row index" if any(b in rowlike for b in op.body) else ""

@@ -186,10 +186,7 @@ def _check_body_form(bodies: tuple[Expr, ...], nodes: list[list[Expr]], axes: tu
                                  "come from one reducer call")
     allowed = set(axes)
     for b, body_nodes in zip(bodies, nodes):
-        if b.op is Op.REDUCE:
-            allowed_here = allowed | set(b.arg.axes)
-        else:
-            allowed_here = allowed
+        allowed_here = allowed | set(b.arg.axes) if b.op is Op.REDUCE else allowed
         bound = {a for n in body_nodes if n.op is Op.REDUCE for a in n.arg.axes}
         for v in body_nodes:  # (free_vars: variables in order of first appearance)
             if v.op is Op.VAR and v.lo is not None and v not in bound and v not in allowed_here:
@@ -236,14 +233,8 @@ def _lift_nested_reductions(bodies: tuple[Expr, ...], axes: tuple[Expr, ...],
         op, index = lifted[key]
         return Tensor(op, node.arg.value_index)[index] if index else Tensor(op, node.arg.value_index)[()]
 
-    out = []
-    for b in bodies:
-        if b.op is Op.REDUCE:
-            new_src = tuple(rewrite(s, lift) for s in b.src)
-            out.append(b.replace(src=new_src))
-        else:
-            out.append(rewrite(b, lift))
-    return tuple(out)
+    return tuple(b.replace(src=tuple(rewrite(s, lift) for s in b.src)) if b.op is Op.REDUCE
+                 else rewrite(b, lift) for b in bodies)
 
 
 def select(cond: Any, a: Any, b: Any) -> Expr:

@@ -200,31 +200,23 @@ class IndexSpace:
     def cond(self, c: Expr, exact: bool = True) -> isl.Set:
         """The set where boolean ``c`` holds.  With ``exact=False`` an atom isl cannot represent is taken
         as possibly true (a superset), under ``NOT`` as possibly false.  Iterative, memoized (:meth:`aff`)."""
-        memo = self._cond_memo
-        root = (c, exact, True)
-        stack: list[tuple[tuple[Expr, bool, bool], bool]] = [(root, False)]
-        while stack:
-            key, ready = stack.pop()
-            if key in memo:
-                continue
+        def operands(key: tuple[Expr, bool, bool]) -> list[tuple[Expr, bool, bool]]:
             node, _, positive = key
             if node.op is Op.NOT:
-                operands = [(node.src[0], exact, not positive)]
-            elif node.op in (Op.AND, Op.OR):
-                operands = [(x, exact, positive) for x in node.src]
-            else:
-                memo[key] = self._atom(node, exact, positive)
-                continue
-            if not ready:
-                stack.append((key, True))
-                stack.extend((k, False) for k in reversed(operands) if k not in memo)
-            elif node.op is Op.NOT:
-                memo[key] = self.outside(memo[operands[0]])
-            elif node.op is Op.AND:
-                memo[key] = memo[operands[0]].intersect(memo[operands[1]])
-            else:
-                memo[key] = memo[operands[0]].union(memo[operands[1]])
-        return memo[root]
+                return [(node.src[0], exact, not positive)]
+            return [(x, exact, positive) for x in node.src] if node.op in (Op.AND, Op.OR) else []
+
+        def visit(key: tuple[Expr, bool, bool]) -> isl.Set:
+            node, _, positive = key
+            sets = [memo[k] for k in operands(key)]
+            if node.op is Op.NOT:
+                return self.outside(sets[0])
+            if node.op is Op.AND:
+                return sets[0].intersect(sets[1])
+            return sets[0].union(sets[1]) if node.op is Op.OR else self._atom(node, exact, positive)
+
+        memo = self._cond_memo
+        return fold_along((c, exact, True), operands, visit, memo)
 
     def is_affine(self, c: Expr) -> bool:
         """Whether isl represents boolean ``c`` exactly over this space."""
@@ -376,7 +368,6 @@ def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b else
     return a.intersect_domain(c).union_add(b.intersect_domain(space.outside(c)))
 
 
-
 # The atoms of a linear form that isl represents, besides the space's variables: op -> (the operands
 # converted first, or ``None`` when not quasi-affine; the node's function of theirs).
 _ATOMS = {
@@ -405,7 +396,5 @@ def point_str(space: IndexSpace, s: isl.Set) -> str:
     dims = [(_SET, k, v) for k, v in enumerate(space.vars)]
     dims += [(_PARAM, k, s.get_dim_id(_PARAM, k).user) for k in range(s.dim(_PARAM))]
 
-
     return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}="
                      f"{p.get_coordinate_val(t, k).to_python()}" for t, k, v in dims)
-

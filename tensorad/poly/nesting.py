@@ -45,9 +45,7 @@ def nesting(dom: isl.Set, proj: isl.Set, pos: int, step: int) -> tuple[isl.Set, 
     predecessor is computed and the terms they carry; ``None`` if nothing is or a term leaves the set."""
     carry = proj.intersect(shift(proj, pos, step))
     prev = shift(dom, pos, step).intersect(lift(carry, dom))
-    if prev.is_empty() or not prev.is_subset(dom):
-        return None
-    return carry, prev
+    return None if prev.is_empty() or not prev.is_subset(dom) else (carry, prev)
 
 
 def _as_map(s: isl.Set, n_out: int) -> isl.Map:

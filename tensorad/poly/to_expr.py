@@ -52,7 +52,7 @@ def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int,
     for j in range(aff.dim(_DIV)):
         f = val_to_fraction(aff.get_coefficient_val(_DIV, j))
         if f:
-            coefs.append((f, floor_expr(aff.get_div(j), variables)))
+            coefs.append((f, aff_to_expr(aff.get_div(j), variables)))
     c = val_to_fraction(aff.get_constant_val())
     d = lcm(c.denominator, *(f.denominator for f, _ in coefs))
     return [(int(f * d), t) for f, t in coefs], int(c * d), d
@@ -68,28 +68,21 @@ def _sum(terms: list[tuple[int, Expr]], c: int) -> Expr:
     return out + c if c else out
 
 
-def floor_expr(aff: isl.Aff, variables: Sequence[Expr]) -> Expr:
-    """``floor(aff)`` as an IR expression (``(numerator) // D``)."""
+def aff_to_expr(aff: isl.Aff, variables: Sequence[Expr]) -> Expr:
+    """``floor(aff)`` as an IR index expression (``(numerator) // D``; an integer-valued quasi-affine
+    function: itself)."""
     terms, c, d = _aff_terms(aff, variables)
     num = _sum(terms, c)
     return num if d == 1 else num // d
 
 
-def aff_to_expr(aff: isl.Aff, variables: Sequence[Expr]) -> Expr:
-    """An integer-valued quasi-affine function as an IR index expression."""
-    return floor_expr(aff, variables)
-
-
-def constraint_to_cond(c: isl.Constraint, variables: Sequence[Expr]) -> Expr:
-    terms, k, _ = _aff_terms(c.get_aff(), variables)
-    e = _sum(terms, k)
-    return (e == 0) if c.is_equality() else (e >= 0)
-
-
 def basic_set_to_cond(bs: isl.BasicSet, variables: Sequence[Expr]) -> Expr:
+    """The conjunction of ``bs``'s constraints (``e == 0`` or ``e >= 0``) over ``variables``."""
     out = TRUE
     for c in bs.get_constraints():
-        cond = constraint_to_cond(c, variables)
+        terms, k, _ = _aff_terms(c.get_aff(), variables)
+        e = _sum(terms, k)
+        cond = (e == 0) if c.is_equality() else (e >= 0)
         out = cond if out is TRUE else logical(Op.AND, out, cond)
     return out
 

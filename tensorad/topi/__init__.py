@@ -4,20 +4,8 @@ Every operator is one or a few ``compute`` definitions built from reads, scalar 
 reducers and ``if_then_else``: nothing here is opaque to autodiff or the optimizer, which see
 exactly what a user would have written by hand.
 
-* ``ta.topi.nn``: ``dense``, ``conv2d`` (``groups``), ``conv2d_transpose``, ``pool``,
-  ``upsampling``, ``softmax``, ``log_softmax``, ``flatten``, ``relu``, ``gelu``, ``pad``,
-  ``layer_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``rms_norm``, ``silu``,
-  ``scaled_dot_product_attention``, ``cross_entropy`` (``label_smoothing``), ``nll_loss``
-  (integer labels);
-* elementwise math: ``exp``, ``log``, ``sqrt``, ``sigmoid``, ``tanh``, ``erf``, ``negative``, ``abs``, ...;
-* broadcasting arithmetic: ``add``, ``subtract``, ``multiply``, ``divide``, ``power``,
-  ``maximum``, ``minimum`` (also ``Tensor``'s ``+ - * /`` and unary ``-``);
-* reductions: ``sum``, ``max``, ``min``, ``prod``, ``mean``, ``var`` (``axis``, ``keepdims``);
-* gathers (indexed by integer tensors; gradient: a scatter-add): ``take``, ``index_select``,
-  ``embedding``, ``embedding_bag`` (also in ``nn``);
-* transforms: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``expand_dims``,
-  ``squeeze``, ``broadcast_to``, ``strided_slice`` (and the views ``X[:, 1:-1]`` of
-  ``Tensor.__getitem__``); ``matmul``; ``full``/``zeros``/``ones`` and their ``_like``.
+Its operators are the names of ``__all__`` here and in ``nn``; an operator on half tensors returns a
+half tensor, and ``Tensor``'s ``+ - * /``, unary ``-`` and views (``X[:, 1:-1]``) are operators here.
 
 Modules: ``nn`` (dense, convolution, pooling, softmax, activations), ``spatial`` (transposed
 convolution, upsampling), ``norm``, ``attention``, ``loss``, ``gather``, ``linalg``,
@@ -69,4 +57,3 @@ for _name in nn.__all__:
 
 TENSOR_OPERATORS.update(add=add, subtract=subtract, multiply=multiply, divide=divide,
                         negative=negative, getitem=keeps_storage(index))
-

@@ -28,8 +28,7 @@ from .transform import reshape
 
 __all__ = ["dense", "conv2d", "conv2d_transpose", "pool", "upsampling", "pad", "softmax",
            "log_softmax", "flatten", "relu", "gelu", "silu", "erf", "layer_norm", "batch_norm",
-           "batch_norm_stats",
-           "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
+           "batch_norm_stats", "group_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention",
            "cross_entropy", "nll_loss", "embedding", "embedding_bag"]
 
 
@@ -322,4 +321,3 @@ def gelu(x: Tensor, approximate: str = "none", name: str = "gelu") -> Tensor:
         return elemwise(x, lambda v: v * c(0.5) * (c(1.0) + lang.tanh(
             c(math.sqrt(2 / math.pi)) * (v + c(0.044715) * v * v * v))), name)
     raise ValueError(f"{name}: approximate must be 'none' or 'tanh', got {approximate!r}")
-

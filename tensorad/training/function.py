@@ -52,15 +52,13 @@ def _tensor_list(x: Any, what: str) -> list[Tensor]:
     return items
 
 
-def _copy(t: Tensor, name: str) -> Tensor:
-    """A compute that copies ``t`` (a kernel's outputs are distinct computed tensors)."""
-    return compute(t.shape, lambda *i: t[i] if i else t[()], name=name)
-
-
 def distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
+    """``ts`` with each placeholder or repeated tensor copied by a compute (a kernel's outputs are
+    distinct computed tensors)."""
     out: list[Tensor] = []
     for t in ts:
-        out.append(_copy(t, f"{t.name}.{suffix}") if t.is_placeholder or t in out else t)
+        out.append(compute(t.shape, lambda *i, t=t: t[i] if i else t[()], name=f"{t.name}.{suffix}")
+                   if t.is_placeholder or t in out else t)
     return out
 
 
@@ -294,10 +292,3 @@ def value_and_grad(loss: Tensor, params: Sequence[Tensor] | Tensor,
                    **build_options: Any) -> ValueAndGrad:
     """``ta.value_and_grad``: see :class:`ValueAndGrad`."""
     return ValueAndGrad(loss, params, inputs, policy, **build_options)
-
-
-def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
-             wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
-             **build_options: Any) -> Function:
-    """``ta.function`` (API.md section 6): see :class:`Function`."""
-    return Function(outputs, inputs, wrt, policy, **build_options)
