@@ -26,30 +26,32 @@ from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, da
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
+_FRAME = ("ptr desc", "i64 parts", "i64 n", "ptr given", "ptr moves", "i64 m", "i64 width", "i64 offset",
+          "ptr sums", "i64 nsums")
+_LOADS = "".join(f"  %g{k} = getelementptr i64, ptr %frame, i64 {k}\n  %{name} = load {ty}, ptr %g{k}\n"
+                 for k, (ty, name) in enumerate(field.split() for field in _FRAME))
+
+
+def _add_loop(bits: int, ty: str) -> str:
+    """The block that adds ``count`` elements of ``ty`` of a sum's scratch into its array."""
+    return f"""add{bits}:
+  %i{bits} = phi i64 [0, %pick], [%in{bits}, %add{bits}]
+  %ps{bits} = getelementptr {ty}, ptr %scratch2, i64 %i{bits}
+  %vs{bits} = load {ty}, ptr %ps{bits}
+  %pd{bits} = getelementptr {ty}, ptr %dst, i64 %i{bits}
+  %vd{bits} = load {ty}, ptr %pd{bits}
+  %sum{bits} = fadd {ty} %vd{bits}, %vs{bits}
+  store {ty} %sum{bits}, ptr %pd{bits}
+  %in{bits} = add i64 %i{bits}, 1
+  %more{bits} = icmp slt i64 %in{bits}, %count
+  br i1 %more{bits}, label %add{bits}, label %acc_next
+"""
+
+
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
-  %g0 = getelementptr i64, ptr %frame, i64 0
-  %desc = load ptr, ptr %g0
-  %g1 = getelementptr i64, ptr %frame, i64 1
-  %parts = load i64, ptr %g1
-  %g2 = getelementptr i64, ptr %frame, i64 2
-  %n = load i64, ptr %g2
-  %g3 = getelementptr i64, ptr %frame, i64 3
-  %given = load ptr, ptr %g3
-  %g4 = getelementptr i64, ptr %frame, i64 4
-  %moves = load ptr, ptr %g4
-  %g5 = getelementptr i64, ptr %frame, i64 5
-  %m = load i64, ptr %g5
-  %g6 = getelementptr i64, ptr %frame, i64 6
-  %width = load i64, ptr %g6
-  %g7 = getelementptr i64, ptr %frame, i64 7
-  %offset = load i64, ptr %g7
-  %g8 = getelementptr i64, ptr %frame, i64 8
-  %sums = load ptr, ptr %g8
-  %g9 = getelementptr i64, ptr %frame, i64 9
-  %nsums = load i64, ptr %g9
-  %local = alloca ptr, i64 %width
+""" + _LOADS + """  %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   %objects = icmp sge i64 %offset, 0
   br i1 %objects, label %data, label %start
@@ -139,29 +141,7 @@ acc_one:
   br i1 %cany, label %pick, label %acc_next
 pick:
   br i1 %wide, label %add64, label %add32
-add64:
-  %i64 = phi i64 [0, %pick], [%in64, %add64]
-  %ps64 = getelementptr double, ptr %scratch2, i64 %i64
-  %vs64 = load double, ptr %ps64
-  %pd64 = getelementptr double, ptr %dst, i64 %i64
-  %vd64 = load double, ptr %pd64
-  %sum64 = fadd double %vd64, %vs64
-  store double %sum64, ptr %pd64
-  %in64 = add i64 %i64, 1
-  %more64 = icmp slt i64 %in64, %count
-  br i1 %more64, label %add64, label %acc_next
-add32:
-  %i32 = phi i64 [0, %pick], [%in32, %add32]
-  %ps32 = getelementptr float, ptr %scratch2, i64 %i32
-  %vs32 = load float, ptr %ps32
-  %pd32 = getelementptr float, ptr %dst, i64 %i32
-  %vd32 = load float, ptr %pd32
-  %sum32 = fadd float %vd32, %vs32
-  store float %sum32, ptr %pd32
-  %in32 = add i64 %i32, 1
-  %more32 = icmp slt i64 %in32, %count
-  br i1 %more32, label %add32, label %acc_next
-acc_next:
+""" + _add_loop(64, "double") + _add_loop(32, "float") + """acc_next:
   %en = add i64 %e, 1
   br label %acc_test
 next:
