@@ -20,16 +20,12 @@ from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
-# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
-# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
-# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
-# where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
-# array by the first block, to its scratch and then added into its array by each later one
-_FRAME = ("ptr desc", "i64 parts", "i64 n", "ptr given", "ptr moves", "i64 m", "i64 width", "i64 offset",
-          "ptr sums", "i64 nsums")
-_LOADS = "".join(f"  %g{k} = getelementptr i64, ptr %frame, i64 {k}\n  %{name} = load {ty}, ptr %g{k}\n"
-                 for k, (ty, name) in enumerate(field.split() for field in _FRAME))
+
+def _loads(record: str, fields: str) -> str:
+    """Loads of the 8-byte fields of ``%record``, ``fields`` as ``"type name, ..."``: each into ``%name``."""
+    pairs = enumerate(field.split() for field in fields.split(", "))
+    return "".join(f"  %{record}.{k} = getelementptr i64, ptr %{record}, i64 {k}\n"
+                   f"  %{name} = load {ty}, ptr %{record}.{k}\n" for k, (ty, name) in pairs)
 
 
 def _add_loop(bits: int, ty: str) -> str:
@@ -48,10 +44,18 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
+# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
+# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
+# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
+# where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
+# array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
-""" + _LOADS + """  %local = alloca ptr, i64 %width
+""" + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
+                   "i64 offset, ptr sums, i64 nsums") + """\
+  %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   %objects = icmp sge i64 %offset, 0
   br i1 %objects, label %data, label %start
@@ -71,15 +75,7 @@ part:
   %p = phi i64 [0, %start], [%pn, %next]
   %r0 = phi i64 [0, %start], [%r, %next]
   %d = getelementptr [5 x i64], ptr %desc, i64 %p
-  %f1 = getelementptr i64, ptr %d, i64 1
-  %f2 = getelementptr i64, ptr %d, i64 2
-  %f3 = getelementptr i64, ptr %d, i64 3
-  %f4 = getelementptr i64, ptr %d, i64 4
-  %main = load ptr, ptr %d
-  %temps = load ptr, ptr %f1
-  %ntemps = load i64, ptr %f2
-  %rows = load i64, ptr %f3
-  %t64 = load i64, ptr %f4
+""" + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64") + """\
   %threads = trunc i64 %t64 to i32
   %bytes = shl i64 %ntemps, 3
   call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
@@ -110,9 +106,7 @@ set_test:
   br i1 %sany, label %set, label %call
 set:
   %se = getelementptr [4 x i64], ptr %sums, i64 %s
-  %sidx = load i64, ptr %se
-  %se1 = getelementptr i64, ptr %se, i64 1
-  %scratch = load ptr, ptr %se1
+""" + _loads("se", "i64 sidx, ptr scratch") + """\
   %sl = getelementptr ptr, ptr %local, i64 %sidx
   store ptr %scratch, ptr %sl
   %sn = add i64 %s, 1
@@ -127,13 +121,7 @@ acc_test:
   br i1 %eany, label %acc_one, label %test
 acc_one:
   %ae = getelementptr [4 x i64], ptr %sums, i64 %e
-  %aidx = load i64, ptr %ae
-  %ae1 = getelementptr i64, ptr %ae, i64 1
-  %scratch2 = load ptr, ptr %ae1
-  %ae2 = getelementptr i64, ptr %ae, i64 2
-  %count = load i64, ptr %ae2
-  %ae3 = getelementptr i64, ptr %ae, i64 3
-  %kind = load i64, ptr %ae3
+""" + _loads("ae", "i64 aidx, ptr scratch2, i64 count, i64 kind") + """\
   %pdst = getelementptr ptr, ptr %given, i64 %aidx
   %dst = load ptr, ptr %pdst
   %cany = icmp sgt i64 %count, 0
@@ -199,10 +187,9 @@ class RowsKernel:
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
-        self.moves = np.array([d.itemsize * math.prod(shape[1:]) if rest is not None else 0
-                               for (_, rest, shape, d) in self.inputs] +
-                              [d.itemsize * math.prod(shape[1:]) if rest is not None else 0
-                               for (rest, shape, d, _) in self.outputs], np.int64)
+        rests = [(rest, d) for _, rest, _, d in self.inputs] + [(rest, d) for rest, _, d, _ in self.outputs]
+        self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
+                              np.int64)
         self.sums = [(len(self.inputs) + k, shape, d) for k, (_, shape, d, summed) in enumerate(self.outputs)
                      if summed]
         self.line = host_target().line
