@@ -386,10 +386,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         return bool(readers)
 
     namer = Namer()
-    buffers: dict[Tensor, Buffer] = {}
-    for kind, ts in (("input", inputs), ("output", outputs)):
-        for t in ts:
-            buffers[t] = memo.buffer(namer.tensor(t), t, kind)
+    buffers: dict[Tensor, Buffer] = {t: memo.buffer(namer.tensor(t), t, kind)
+                                     for kind, ts in (("input", inputs), ("output", outputs)) for t in ts}
     temps = []
     for g in groups:
         for u in g.units:

@@ -123,10 +123,8 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
 
 def padded_cycles(pieces: list, ctx: PlanContext) -> float:
     """The pieces of :func:`.gemm.contraction.pad_contraction`: each one's copies and product."""
-    total = 0.0
-    for copies, spec, _ in pieces:
-        total += contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
-    return total
+    return sum((contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+                for copies, spec, _ in pieces), 0.0)
 
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
