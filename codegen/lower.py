@@ -69,8 +69,7 @@ class LoweredFunc:
 
     @cached_property
     def text(self) -> str:
-        """The loop program as text, printed when first asked for (a build does not need it:
-        printing a 10,000-step chain's gradient was a tenth of its lowering)."""
+        """The loop program as text, printed when first asked for (a build does not need it)."""
         return program_text(self.program)
 
     @property

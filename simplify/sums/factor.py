@@ -279,9 +279,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         if found is not None:
             plan.out.append(scaled(coef, found))
             return True
-        if provably_zero(body, ctx):
-            return True
-        return False
+        return provably_zero(body, ctx)
 
     try:
         groups = like_terms(terms(src, bound))
