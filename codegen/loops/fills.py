@@ -45,9 +45,7 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
         if worth_sharing:
             steps[k] = dataclasses.replace(step, parallel=True)
         k += 1
-    if steps == program.steps:
-        return program
-    return dataclasses.replace(program, steps=steps)
+    return program if steps == program.steps else dataclasses.replace(program, steps=steps)
 
 
 def _fill_work(fill: Fill, target: Target) -> int:

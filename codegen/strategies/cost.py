@@ -82,9 +82,7 @@ def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     if not op.is_reduction or red.arg.combiner.arity != 1 or not op.axes or not red.arg.axes:
         return None
     o, r = op.axes[-1], red.arg.axes[-1]
-    if o.extent < 8:
-        return None
-    return strip_access_costs(reads_in(red.src), o, r, strides)
+    return None if o.extent < 8 else strip_access_costs(reads_in(red.src), o, r, strides)
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:

@@ -134,9 +134,7 @@ def scaled(coef: Expr, t: Expr) -> Expr:
         return Expr(Op.NEG, coef.dtype, (scaled(coef.src[0], t),))
     if coef.op is Op.MUL:
         return scaled(coef.src[0], scaled(coef.src[1], t))
-    if coef.op is Op.CONST and coef.arg == 1:
-        return t
-    return coef * t
+    return t if coef.op is Op.CONST and coef.arg == 1 else coef * t
 
 
 def product(factors: Sequence[Expr], dtype: str) -> Expr:
