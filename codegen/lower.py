@@ -69,8 +69,7 @@ class LoweredFunc:
 
     @cached_property
     def text(self) -> str:
-        """The loop program as text, printed when first asked for (a build does not need it:
-        printing a 10,000-step chain's gradient was a tenth of its lowering)."""
+        """The loop program as text, printed when first asked for (a build does not need it)."""
         return program_text(self.program)
 
     @property
@@ -386,10 +385,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         return bool(readers)
 
     namer = Namer()
-    buffers: dict[Tensor, Buffer] = {}
-    for kind, ts in (("input", inputs), ("output", outputs)):
-        for t in ts:
-            buffers[t] = memo.buffer(namer.tensor(t), t, kind)
+    buffers: dict[Tensor, Buffer] = {t: memo.buffer(namer.tensor(t), t, kind)
+                                     for kind, ts in (("input", inputs), ("output", outputs)) for t in ts}
     temps = []
     for g in groups:
         for u in g.units:

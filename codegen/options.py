@@ -42,10 +42,8 @@ def tile(value: Any) -> tuple:
     entries = tuple(value)
     if not 1 <= len(entries) <= 4:
         raise ValueError(f"tile must have 1 to 4 entries (MR, NR, KC, MC), got {value!r}")
-    out = []
-    for x, (label, hi) in zip(entries, TILE_LIMITS):
-        out.append(None if x is None else integer(f"tile {label}", x, 1, hi))
-    return tuple(out)
+    return tuple(None if x is None else integer(f"tile {label}", x, 1, hi)
+                 for x, (label, hi) in zip(entries, TILE_LIMITS))
 
 
 def register_file_bytes(target) -> int:

@@ -304,9 +304,7 @@ def stmt_exprs(s) -> tuple:
         return (s.lo, s.hi)
     if isinstance(s, If):
         return (s.cond,)
-    if isinstance(s, Store):
-        return (*s.index, s.value)
-    return s.values
+    return (*s.index, s.value) if isinstance(s, Store) else s.values
 
 
 def stores(stmts: tuple) -> list[Store]:

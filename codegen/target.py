@@ -237,10 +237,8 @@ def needed_features(target: Target) -> list[str]:
     neither what a CPU name implies nor what switching a feature off takes); no tuning preferences."""
     known = host_features()
     listed = target.features if target.is_host else ",".join(_parse_options(target.spec)[1])
-    on: dict[str, bool] = {}
-    for item in listed.split(","):
-        if len(item) > 1 and item[0] in "+-":
-            on[item[1:]] = item[0] == "+"  # a later entry overrides an earlier one
+    # (a later entry overrides an earlier one)
+    on = {item[1:]: item[0] == "+" for item in listed.split(",") if len(item) > 1 and item[0] in "+-"}
     need = {f for f, enabled in on.items() if enabled and (not known or f in known)}
     if target.triple.startswith(("x86_64", "i686", "i386")):
         need.update(f for f, used in (("avx512f", target.vector_bits >= 512),

@@ -169,10 +169,8 @@ def plan_side(expr: Expr, batch: tuple, outer: tuple, kaxes: tuple, strides_of, 
         mode = COPY if coef[o_last] == 1 and o_steps <= {-1, 0, 1} else None
     elif run_k > run_o and run_k * 4 >= block_size(width, vw) > 0:
         mode = TRANSPOSE  # (a run shorter than a block is one masked block: a 13-wide window's rows)
-    elif coef[o_last] == 1:
-        mode = COPY
     else:
-        mode = GATHER
+        mode = COPY if coef[o_last] == 1 else GATHER
     if mode is None:
         return None
     fields[S_MODE] = mode

@@ -104,9 +104,7 @@ def _masked_copy(side: Expr) -> Padding | None:
     if side.op not in (Op.IF_THEN_ELSE, Op.SELECT):
         return None
     read = pointwise_read(side)
-    if read is None:
-        return None
-    return Padding(read, (0,) * len(read.src), (0,) * len(read.src), side)
+    return None if read is None else Padding(read, (0,) * len(read.src), (0,) * len(read.src), side)
 
 
 def plan_padding(side: Expr, axes: tuple[Expr, ...]) -> Padding | None:

@@ -16,6 +16,8 @@ import re
 import struct
 from collections import Counter
 
+from tensorad.ir.rewrite import walk_along
+
 _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
 _LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
 _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
@@ -108,19 +110,11 @@ def split(text: str, parts: int) -> list[str]:
     named = {e.name: e for e in entities if e.name is not None}
     roots = [e for e in entities if e.kind == "function" and not e.local]
 
-    def closure(e: _Entity) -> list[_Entity]:  # the local entities ``e`` reaches
-        seen, todo, out = {e.name}, list(e.uses), []
-        while todo:
-            n = todo.pop()
-            d = named.get(n)
-            if d is None or n in seen or not d.local:
-                continue
-            seen.add(n)
-            out.append(d)
-            todo += d.uses
-        return out
+    def local_uses(name: str) -> list[str]:
+        return [n for n in named[name].uses if n in named and named[n].local]
 
-    reach = {r.name: closure(r) for r in roots}
+    # the local entities each root reaches
+    reach = {r.name: [named[n] for n in walk_along(r.name, local_uses)][1:] for r in roots}
     weight = {r.name: r.cost + sum(d.cost for d in reach[r.name]) for r in roots}
     total = sum(weight.values())
     parts = min(parts, total // MIN_PART_LINES)

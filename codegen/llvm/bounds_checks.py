@@ -132,15 +132,8 @@ def has_raise_gather(program) -> bool:
     bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
                                  for step in program.steps if isinstance(step, Nest))}
     exprs = [e for b in bodies.values() for e in nest_exprs(b)]
-    seen: set = set()
-    for e in exprs + [s.value for s in program.steps if isinstance(s, Fill)]:
-        for n in walk(e):
-            if n in seen:
-                continue
-            seen.add(n)
-            if n.op is Op.DATA_INDEX and n.arg.mode == "raise":
-                return True
-    return False
+    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise"
+               for e in exprs + [s.value for s in program.steps if isinstance(s, Fill)] for n in walk(e))
 
 
 def gather_message(site: Site, values: list[int]) -> str:

@@ -508,9 +508,8 @@ class ModuleEmitter:
         ``unit`` steps, as a loop over a constant table of each repetition's pointer positions."""
         steps = self.program.steps
         shape = steps[first:first + unit]  # (the first repetition's steps: every one's code)
-        rows = []
-        for k in range(first, stop, unit):
-            rows.append([p for s in steps[k:k + unit] for p in self._positions(s, by_step)])
+        rows = [[p for s in steps[k:k + unit] for p in self._positions(s, by_step)]
+                for k in range(first, stop, unit)]
         width = len(rows[0])
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32]), f"{self.prefix}_run{first}")
         self._glue(fn)

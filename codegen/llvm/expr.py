@@ -26,7 +26,7 @@ import numpy as np
 from tensorad.ir.dtype import numpy_dtype
 from tensorad.ir.expr import Expr, Op, binary, const, var
 from tensorad.ir.intrange import cast_keeps_value
-from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk
+from tensorad.ir.rewrite import MissingRuleError, fold, rewrite, walk, walk_along
 
 from . import half as halfconv
 from .ir_loops import declare
@@ -238,13 +238,8 @@ class ExprEmitter:
             return memo[e]
         if not any(n.op is Op.DATA_INDEX for n in walk(e)):
             return fold(e, self.irules, memo)
-        outside, stack = set(), [e]  # the index arithmetic around the gathers (shared nodes too)
-        while stack:
-            node = stack.pop()
-            if node not in outside:
-                outside.add(node)
-                if node.op is not Op.DATA_INDEX:
-                    stack.extend(node.src)
+        # the index arithmetic around the gathers (shared nodes too)
+        outside = set(walk_along(e, lambda node: () if node.op is Op.DATA_INDEX else node.src))
         for node in walk(e):
             if node in memo or node not in outside:
                 continue

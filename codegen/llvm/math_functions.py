@@ -30,16 +30,8 @@ _F32, _F64 = ir.FloatType(), ir.DoubleType()
 
 def math_sites(exprs) -> int:
     """How many distinct float math nodes (:data:`MATH_OPS`) ``exprs`` hold: what inline emission copies."""
-    seen: set[int] = set()
-    count = 0
-    for e in exprs:
-        for n in walk(e):
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            if n.op in MATH_OPS and n.dtype.startswith("float"):
-                count += 1
-    return count
+    nodes = {n for e in exprs for n in walk(e)}
+    return sum(1 for n in nodes if n.op in MATH_OPS and n.dtype.startswith("float"))
 
 
 class InlineBudget:

@@ -142,9 +142,7 @@ class _Deps:
         key = id(v)
         if key in self.memo:
             return self.memo[key]
-        out: set = {key}
-        stack = [v]
-        seen = {key}
+        seen, stack = {key}, [v]
         while stack:
             x = stack.pop()
             if not isinstance(x, ir.Instruction) or id(x) not in self.inside:
@@ -152,9 +150,8 @@ class _Deps:
             for o in x.operands:
                 if id(o) not in seen:
                     seen.add(id(o))
-                    out.add(id(o))
                     stack.append(o)
-        self.memo[key] = frozenset(out)
+        self.memo[key] = frozenset(seen)
         return self.memo[key]
 
     def reaches(self, v, source) -> bool:

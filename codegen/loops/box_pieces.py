@@ -12,6 +12,7 @@ are cut, into at most :data:`MAX_PIECES` pieces."""
 from __future__ import annotations
 
 import islpy as isl
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import substitute, walk
@@ -21,14 +22,10 @@ GUARD_ATTR = "guard_pieces"  # an elementwise op whose guards are decided per pi
 MAX_PIECES = 32  # (a 5 x 5 stencil's box: 25)
 
 
-def _zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0 and e.dtype != "bool"
-
-
 def _guards(body: Expr) -> list[Expr]:
     """The choices of ``body`` with a zero branch, in order of first appearance."""
     return [n for n in walk(body) if n.op in (Op.IF_THEN_ELSE, Op.SELECT)
-            and (_zero(n.src[1]) or _zero(n.src[2]))]
+            and (is_zero(n.src[1]) or is_zero(n.src[2]))]
 
 
 def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:

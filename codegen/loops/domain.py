@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 from tensorad.simplify.algebra.logic import conjuncts
+from tensorad.simplify.algebra.rules import is_zero
 
 from tensorad.ir.expr import TRUE, Expr, Op, choice, const, logical, logical_not, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
@@ -84,18 +85,14 @@ def split_condition(space: IndexSpace, c: Expr) -> tuple[isl.Set, Expr]:
     return aff, rest
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0 and not (e.dtype == "bool")
-
-
 def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
     """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain)."""
     dom = space.universe()
     while body.op in (Op.SELECT, Op.IF_THEN_ELSE):
         c, a, b = body.src
-        if _is_zero(b):
+        if is_zero(b):
             e = a
-        elif _is_zero(a):
+        elif is_zero(a):
             c, e = logical_not(c), b
         else:
             break

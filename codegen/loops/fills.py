@@ -45,9 +45,7 @@ def place_fills(program: Program, opts: Options, target: Target) -> Program:
         if worth_sharing:
             steps[k] = dataclasses.replace(step, parallel=True)
         k += 1
-    if steps == program.steps:
-        return program
-    return dataclasses.replace(program, steps=steps)
+    return program if steps == program.steps else dataclasses.replace(program, steps=steps)
 
 
 def _fill_work(fill: Fill, target: Target) -> int:
@@ -84,16 +82,11 @@ def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | N
     """The index tuples of every access of ``buf`` in ``stmts`` (``None`` when one goes through
     a tensor of another shape sharing the buffer: a padded chunk)."""
     out: list[tuple[Expr, ...]] = [tuple(s.index) for s in stores(stmts) if s.buffer is buf]
-    seen: set[int] = set()
-    for e in nest_exprs(stmts):
-        for n in walk(e):
-            if id(n) in seen or n.op is not Op.READ:
-                continue
-            seen.add(id(n))
-            if program.buffers.get(n.arg) is buf:
-                if tuple(n.arg.shape) != tuple(buf.shape):
-                    return None
-                out.append(tuple(n.src))
+    for n in dict.fromkeys(n for e in nest_exprs(stmts) for n in walk(e) if n.op is Op.READ):
+        if program.buffers.get(n.arg) is buf:
+            if tuple(n.arg.shape) != tuple(buf.shape):
+                return None
+            out.append(tuple(n.src))
     return out
 
 

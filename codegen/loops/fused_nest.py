@@ -41,9 +41,7 @@ def _box_work(group: Group) -> int:
 
 def _scalarized(body: Expr, acc_of: dict[Tensor, Expr]) -> Expr:
     """``body`` reading the accumulators ``acc_of`` gives for the reductions it reads (none: unchanged)."""
-    if not acc_of:
-        return body
-    return replace_reads(body, lambda n: acc_of.get(n.arg))
+    return body if not acc_of else replace_reads(body, lambda n: acc_of.get(n.arg))
 
 
 def _scanned(u, split) -> tuple | None:

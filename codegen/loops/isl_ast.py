@@ -114,9 +114,7 @@ def _statements_under(n: isl.AstNode) -> set[str]:
     if t == T.if_:
         out = _statements_under(n.if_get_then_node())
         return out | _statements_under(n.if_get_else_node()) if n.if_has_else_node() else out
-    if t == T.mark:
-        return _statements_under(n.mark_get_node())
-    return set()
+    return _statements_under(n.mark_get_node()) if t == T.mark else set()
 
 
 class AstConverter:

@@ -93,19 +93,9 @@ def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inli
     hold more than :data:`INLINE_BUDGET` expensive operations; ``ops`` lists producers first."""
     gathered: dict[ComputeOp, int] = {}
     for op in ops:
-        seen: set[int] = set()
-        total = 0
-        producers: dict[ComputeOp, None] = {}
-        for b in op.body:
-            for n in walk(b):
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
-                if n.op in EXPENSIVE:
-                    total += 1
-                elif n.op is Op.READ and n.arg.op in gathered:
-                    producers.setdefault(n.arg.op, None)
-        total += sum(gathered[p] for p in producers)
+        nodes = {n for b in op.body for n in walk(b)}
+        producers = {n.arg.op for n in nodes if n.op is Op.READ and n.arg.op in gathered}
+        total = sum(1 for n in nodes if n.op in EXPENSIVE) + sum(gathered[p] for p in producers)
         if total > INLINE_BUDGET and op not in force_inline:
             chosen.add(op)
         gathered[op] = 0 if op in chosen else total

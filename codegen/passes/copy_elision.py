@@ -42,9 +42,7 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
 
     def reroute(node: Expr) -> Expr | None:
         dst = taken.get(node.arg.op)
-        if dst is None:
-            return None
-        return Expr(Op.READ, node.dtype, node.src, Tensor(dst, 0))
+        return None if dst is None else Expr(Op.READ, node.dtype, node.src, Tensor(dst, 0))
 
     moved = set(taken.values())
     # every reader is rerouted, the moved outputs too (a temporary may read another elided one)

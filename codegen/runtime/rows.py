@@ -20,6 +20,30 @@ from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
 
+
+def _loads(record: str, fields: str) -> str:
+    """Loads of the 8-byte fields of ``%record``, ``fields`` as ``"type name, ..."``: each into ``%name``."""
+    pairs = enumerate(field.split() for field in fields.split(", "))
+    return "".join(f"  %{record}.{k} = getelementptr i64, ptr %{record}, i64 {k}\n"
+                   f"  %{name} = load {ty}, ptr %{record}.{k}\n" for k, (ty, name) in pairs)
+
+
+def _add_loop(bits: int, ty: str) -> str:
+    """The block that adds ``count`` elements of ``ty`` of a sum's scratch into its array."""
+    return f"""add{bits}:
+  %i{bits} = phi i64 [0, %pick], [%in{bits}, %add{bits}]
+  %ps{bits} = getelementptr {ty}, ptr %scratch2, i64 %i{bits}
+  %vs{bits} = load {ty}, ptr %ps{bits}
+  %pd{bits} = getelementptr {ty}, ptr %dst, i64 %i{bits}
+  %vd{bits} = load {ty}, ptr %pd{bits}
+  %sum{bits} = fadd {ty} %vd{bits}, %vs{bits}
+  store {ty} %sum{bits}, ptr %pd{bits}
+  %in{bits} = add i64 %i{bits}, 1
+  %more{bits} = icmp slt i64 %in{bits}, %count
+  br i1 %more{bits}, label %add{bits}, label %acc_next
+"""
+
+
 # tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
 # the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
 # offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
@@ -29,26 +53,8 @@ from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, da
 _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
-  %g0 = getelementptr i64, ptr %frame, i64 0
-  %desc = load ptr, ptr %g0
-  %g1 = getelementptr i64, ptr %frame, i64 1
-  %parts = load i64, ptr %g1
-  %g2 = getelementptr i64, ptr %frame, i64 2
-  %n = load i64, ptr %g2
-  %g3 = getelementptr i64, ptr %frame, i64 3
-  %given = load ptr, ptr %g3
-  %g4 = getelementptr i64, ptr %frame, i64 4
-  %moves = load ptr, ptr %g4
-  %g5 = getelementptr i64, ptr %frame, i64 5
-  %m = load i64, ptr %g5
-  %g6 = getelementptr i64, ptr %frame, i64 6
-  %width = load i64, ptr %g6
-  %g7 = getelementptr i64, ptr %frame, i64 7
-  %offset = load i64, ptr %g7
-  %g8 = getelementptr i64, ptr %frame, i64 8
-  %sums = load ptr, ptr %g8
-  %g9 = getelementptr i64, ptr %frame, i64 9
-  %nsums = load i64, ptr %g9
+""" + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
+                   "i64 offset, ptr sums, i64 nsums") + """\
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   %objects = icmp sge i64 %offset, 0
@@ -69,15 +75,7 @@ part:
   %p = phi i64 [0, %start], [%pn, %next]
   %r0 = phi i64 [0, %start], [%r, %next]
   %d = getelementptr [5 x i64], ptr %desc, i64 %p
-  %f1 = getelementptr i64, ptr %d, i64 1
-  %f2 = getelementptr i64, ptr %d, i64 2
-  %f3 = getelementptr i64, ptr %d, i64 3
-  %f4 = getelementptr i64, ptr %d, i64 4
-  %main = load ptr, ptr %d
-  %temps = load ptr, ptr %f1
-  %ntemps = load i64, ptr %f2
-  %rows = load i64, ptr %f3
-  %t64 = load i64, ptr %f4
+""" + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64") + """\
   %threads = trunc i64 %t64 to i32
   %bytes = shl i64 %ntemps, 3
   call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
@@ -108,9 +106,7 @@ set_test:
   br i1 %sany, label %set, label %call
 set:
   %se = getelementptr [4 x i64], ptr %sums, i64 %s
-  %sidx = load i64, ptr %se
-  %se1 = getelementptr i64, ptr %se, i64 1
-  %scratch = load ptr, ptr %se1
+""" + _loads("se", "i64 sidx, ptr scratch") + """\
   %sl = getelementptr ptr, ptr %local, i64 %sidx
   store ptr %scratch, ptr %sl
   %sn = add i64 %s, 1
@@ -125,13 +121,7 @@ acc_test:
   br i1 %eany, label %acc_one, label %test
 acc_one:
   %ae = getelementptr [4 x i64], ptr %sums, i64 %e
-  %aidx = load i64, ptr %ae
-  %ae1 = getelementptr i64, ptr %ae, i64 1
-  %scratch2 = load ptr, ptr %ae1
-  %ae2 = getelementptr i64, ptr %ae, i64 2
-  %count = load i64, ptr %ae2
-  %ae3 = getelementptr i64, ptr %ae, i64 3
-  %kind = load i64, ptr %ae3
+""" + _loads("ae", "i64 aidx, ptr scratch2, i64 count, i64 kind") + """\
   %pdst = getelementptr ptr, ptr %given, i64 %aidx
   %dst = load ptr, ptr %pdst
   %cany = icmp sgt i64 %count, 0
@@ -139,29 +129,7 @@ acc_one:
   br i1 %cany, label %pick, label %acc_next
 pick:
   br i1 %wide, label %add64, label %add32
-add64:
-  %i64 = phi i64 [0, %pick], [%in64, %add64]
-  %ps64 = getelementptr double, ptr %scratch2, i64 %i64
-  %vs64 = load double, ptr %ps64
-  %pd64 = getelementptr double, ptr %dst, i64 %i64
-  %vd64 = load double, ptr %pd64
-  %sum64 = fadd double %vd64, %vs64
-  store double %sum64, ptr %pd64
-  %in64 = add i64 %i64, 1
-  %more64 = icmp slt i64 %in64, %count
-  br i1 %more64, label %add64, label %acc_next
-add32:
-  %i32 = phi i64 [0, %pick], [%in32, %add32]
-  %ps32 = getelementptr float, ptr %scratch2, i64 %i32
-  %vs32 = load float, ptr %ps32
-  %pd32 = getelementptr float, ptr %dst, i64 %i32
-  %vd32 = load float, ptr %pd32
-  %sum32 = fadd float %vd32, %vs32
-  store float %sum32, ptr %pd32
-  %in32 = add i64 %i32, 1
-  %more32 = icmp slt i64 %in32, %count
-  br i1 %more32, label %add32, label %acc_next
-acc_next:
+""" + _add_loop(64, "double") + _add_loop(32, "float") + """acc_next:
   %en = add i64 %e, 1
   br label %acc_test
 next:
@@ -219,10 +187,9 @@ class RowsKernel:
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
-        self.moves = np.array([d.itemsize * math.prod(shape[1:]) if rest is not None else 0
-                               for (_, rest, shape, d) in self.inputs] +
-                              [d.itemsize * math.prod(shape[1:]) if rest is not None else 0
-                               for (rest, shape, d, _) in self.outputs], np.int64)
+        rests = [(rest, d) for _, rest, _, d in self.inputs] + [(rest, d) for rest, _, d, _ in self.outputs]
+        self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
+                              np.int64)
         self.sums = [(len(self.inputs) + k, shape, d) for k, (_, shape, d, summed) in enumerate(self.outputs)
                      if summed]
         self.line = host_target().line

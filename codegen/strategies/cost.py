@@ -82,9 +82,7 @@ def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     if not op.is_reduction or red.arg.combiner.arity != 1 or not op.axes or not red.arg.axes:
         return None
     o, r = op.axes[-1], red.arg.axes[-1]
-    if o.extent < 8:
-        return None
-    return strip_access_costs(reads_in(red.src), o, r, strides)
+    return None if o.extent < 8 else strip_access_costs(reads_in(red.src), o, r, strides)
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:
@@ -123,10 +121,8 @@ def loop_cycles(op: ComputeOp, bodies: tuple, ctx: PlanContext, strips: bool = F
 
 def padded_cycles(pieces: list, ctx: PlanContext) -> float:
     """The pieces of :func:`.gemm.contraction.pad_contraction`: each one's copies and product."""
-    total = 0.0
-    for copies, spec, _ in pieces:
-        total += contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
-    return total
+    return sum((contraction_cycles(spec, ctx) + sum(loop_cycles(c, c.body, ctx) for c in copies)
+                for copies, spec, _ in pieces), 0.0)
 
 
 def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:

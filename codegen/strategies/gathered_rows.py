@@ -22,11 +22,7 @@ def _checked(e: Expr) -> bool:
 
 def _guarded_reads(e: Expr) -> set[Expr]:
     """Reads under a choice (``select``/``if_then_else``): evaluated only where it says."""
-    out: set[Expr] = set()
-    for n in walk(e):
-        if n.op in (Op.SELECT, Op.IF_THEN_ELSE):
-            out.update(m for m in walk(n) if m.op is Op.READ)
-    return out
+    return {m for n in walk(e) if n.op in (Op.SELECT, Op.IF_THEN_ELSE) for m in walk(n) if m.op is Op.READ}
 
 
 def gather_rows(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:

@@ -14,7 +14,7 @@ op.  Whether it pays is :class:`Hoist`'s cost."""
 from __future__ import annotations
 
 from tensorad.ir.expr import Expr, Op, var
-from tensorad.ir.rewrite import fold_along, free_vars, substitute, walk
+from tensorad.ir.rewrite import fold_along, free_vars, substitute, walk, walk_along
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..loops.schedule import HEAVY
@@ -35,26 +35,18 @@ def _candidates(body: Expr, axes: tuple[Expr, ...]) -> list[Expr]:
     every, has_inner = (1 << len(repeated)) - 1, bit[inner]
     heavy, reduce = 1 << len(repeated), 1 << (len(repeated) + 1)
     masks = _masks(body, bit, heavy, reduce)
-    out: list[Expr] = []
-    stack = [body]
-    seen: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
+
+    def taken(n: Expr) -> bool:  # heavy, using the innermost repeated axis but not every one, no sum
         m = masks[n]
-        if m & reduce:
-            children = n.src
-        elif m & heavy:
-            if m & has_inner and m & every != every and n.op is not Op.READ:
-                out.append(n)
-                continue
-            children = n.src
-        else:
-            continue
-        stack.extend(children[:1] if n.op in _GUARDS else children)
-    return list(dict.fromkeys(out))
+        wanted = not m & reduce and m & heavy and m & has_inner and m & every != every
+        return bool(wanted) and n.op is not Op.READ
+
+    def below(n: Expr) -> tuple[Expr, ...]:  # a sum's or a heavy node's operands (a guard's condition only)
+        if taken(n) or not masks[n] & (reduce | heavy):
+            return ()
+        return n.src[:1] if n.op in _GUARDS else n.src
+
+    return [n for n in walk_along(body, below) if taken(n)]
 
 
 def _masks(body: Expr, bit: dict[Expr, int], heavy: int, reduce: int) -> dict[Expr, int]:

@@ -152,9 +152,7 @@ class SplitK:
             return []
         part, total = split_k(op, bodies[0])
         part_spec = default_spec(part, part.body, ctx)
-        if part_spec is None:
-            return []
-        return [Candidate(self, op, bodies, (part, part_spec, total))]
+        return [] if part_spec is None else [Candidate(self, op, bodies, (part, part_spec, total))]
 
     def cost(self, cand, ctx):
         part, part_spec, total = cand.data

@@ -29,9 +29,7 @@ def _num(node: Expr, v: Any) -> Any:
     """Round a Python/NumPy result to the node's dtype."""
     if node.dtype == dt.BOOL:
         return bool(v)
-    if dt.is_int(node.dtype):
-        return int(v)
-    return _np(node.dtype)(v)
+    return int(v) if dt.is_int(node.dtype) else _np(node.dtype)(v)
 
 
 def _sigmoid(x):

@@ -157,9 +157,7 @@ def negate(c: Expr, memo: IndexMemo | None = None) -> Expr | None:
         if memo is not None:
             memo.negations[c] = out
         return out
-    if c.op is Op.NOT:
-        return c.src[0]
-    return None
+    return c.src[0] if c.op is Op.NOT else None
 
 
 def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
@@ -200,9 +198,7 @@ def mod_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Exp
     lo, hi = form_bounds(r, memo)
     if lo is not None and hi is not None and 0 <= lo and hi < c:
         return from_linear(r, node.dtype)
-    if r == f:
-        return None
-    return Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
+    return None if r == f else Expr(Op.MOD, node.dtype, (from_linear(r, node.dtype), b))
 
 
 def minmax_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:

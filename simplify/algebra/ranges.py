@@ -141,9 +141,7 @@ class _Bounds:
             return e.src[:1]
         if op in (Op.SELECT, Op.IF_THEN_ELSE):
             return e.src[1:]
-        if op is Op.CAST and dt.is_int(e.src[0].dtype):
-            return e.src
-        return ()
+        return e.src if op is Op.CAST and dt.is_int(e.src[0].dtype) else ()
 
     def visit(self, e: Expr) -> Bound:
         if not dt.is_int(e.dtype):

@@ -134,9 +134,7 @@ def scaled(coef: Expr, t: Expr) -> Expr:
         return Expr(Op.NEG, coef.dtype, (scaled(coef.src[0], t),))
     if coef.op is Op.MUL:
         return scaled(coef.src[0], scaled(coef.src[1], t))
-    if coef.op is Op.CONST and coef.arg == 1:
-        return t
-    return coef * t
+    return t if coef.op is Op.CONST and coef.arg == 1 else coef * t
 
 
 def product(factors: Sequence[Expr], dtype: str) -> Expr:
@@ -279,9 +277,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
         if found is not None:
             plan.out.append(scaled(coef, found))
             return True
-        if provably_zero(body, ctx):
-            return True
-        return False
+        return provably_zero(body, ctx)
 
     try:
         groups = like_terms(terms(src, bound))
@@ -622,33 +618,23 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
 
 def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
     """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt, producers first."""
-    from tensorad.ir.rewrite import reads, replace_reads
+    from tensorad.ir.rewrite import fold_along, reads, replace_reads
 
-    def deps(op: ComputeOp) -> list[Tensor]:
-        return [t for b in bodies.get(op, op.body) for t in reads(b)]
+    def deps(op: ComputeOp) -> list[ComputeOp]:
+        return [t.op for b in bodies.get(op, op.body) for t in reads(b) if isinstance(t.op, ComputeOp)]
 
     new: dict[ComputeOp, ComputeOp] = {}
-    stack = [(t.op, False) for t in outputs if isinstance(t.op, ComputeOp)]
-    seen: set = set()
 
     def read(node: Expr) -> Expr | None:
         op = new.get(node.arg.op)
         return None if op is None or op is node.arg.op else \
             Expr(Op.READ, node.dtype, node.src, Tensor(op, node.arg.value_index))
 
-    while stack:
-        op, expanded = stack.pop()
-        if expanded:
-            if op in new:
-                continue
-            bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
-            new[op] = op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs,
-                                                         op.provenance)
-            continue
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.append((op, True))
-        stack.extend((t.op, False) for t in reversed(deps(op))
-                     if isinstance(t.op, ComputeOp) and t.op not in seen)
+    def rebuilt(op: ComputeOp) -> ComputeOp:
+        bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
+        return op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs, op.provenance)
+
+    for t in reversed(outputs):  # (the last output's producers first)
+        if isinstance(t.op, ComputeOp):
+            fold_along(t.op, deps, rebuilt, new)
     return [Tensor(new[t.op], t.value_index) if t.op in new else t for t in outputs]

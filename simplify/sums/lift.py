@@ -48,9 +48,7 @@ def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
     if not affine:
         return body
     cond = _box_guard(axes, affine, ctx)
-    if cond is None:
-        return const(0, body.dtype)
-    return _ite(cond, assume(body, affine, ctx), ctx)
+    return const(0, body.dtype) if cond is None else _ite(cond, assume(body, affine, ctx), ctx)
 
 
 def _box_guard(axes: Sequence[Expr], affine: Sequence[Expr], ctx) -> Expr | None:

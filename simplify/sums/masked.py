@@ -165,6 +165,4 @@ def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr |
 
 def _masked(op: Op, keep: Expr, value: Expr) -> Expr:
     """``op(keep, value, 0)`` (``value`` itself where ``keep`` is true everywhere)."""
-    if keep is TRUE:
-        return value
-    return Expr(op, value.dtype, (keep, value, const(0, value.dtype)))
+    return value if keep is TRUE else Expr(op, value.dtype, (keep, value, const(0, value.dtype)))

@@ -82,9 +82,7 @@ def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict
     if len(by_cond) == 1:
         return [group]
     rvars = [_positional(pos, j, r) for j, r in enumerate(inst[group[0]][2].axes)]
-    if _overlap_saves(axes, rvars, list(by_cond)):
-        return [group]
-    return list(by_cond.values())
+    return [group] if _overlap_saves(axes, rvars, list(by_cond)) else list(by_cond.values())
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],

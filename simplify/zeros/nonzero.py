@@ -123,9 +123,7 @@ def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
         guard = guards.get(t)
         if guard is None:
             guard = guards[t] = tensor_guard(t)
-    if guard is TRUE:
-        return TRUE
-    return substitute(guard, dict(zip(t.op.axes, n.src)))
+    return TRUE if guard is TRUE else substitute(guard, dict(zip(t.op.axes, n.src)))
 
 
 def nonzero(e: Expr, ctx=None) -> Expr:

@@ -464,10 +464,8 @@ class _Builder:
                 del f[atom]
             vs = [w for w in vs if w is not v]
             outer.discard(v)
-        if vs and f:
+        if vs:  # (no factor left: a count of the domain's points)
             out = _mono_mul(out, ((self._sum_atom(vs, conds, tuple(f.items()), e), 1),), self.keys)
-        elif vs:  # (no factor: a count of the domain's points)
-            out = _mono_mul(out, ((self._sum_atom(vs, conds, (), e), 1),), self.keys)
         return out
 
     def _shape(self, v: Expr, conds: list[Expr], factors: dict, blank: tuple) -> tuple:

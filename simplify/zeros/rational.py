@@ -45,9 +45,7 @@ def add(a: Any, b: Any) -> Any:
     s = da // g
     t = na * (db // g) + nb * s
     g2 = gcd(t, g)
-    if g2 == 1:
-        return make(t, s * db)
-    return make(t // g2, s * (db // g2))
+    return make(t, s * db) if g2 == 1 else make(t // g2, s * (db // g2))
 
 
 def sub(a: Any, b: Any) -> Any:

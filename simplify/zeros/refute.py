@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import random
 from collections.abc import Callable
 from fractions import Fraction
@@ -157,10 +158,6 @@ def _data_index(info: Any, v: Any) -> int:
     return v % n  # wrap; under "raise" any value in range models the opaque index
 
 
-def _floordiv(a: Any, b: Any) -> Any:
-    return a // b  # (floor division of ints and of fractions alike; by zero: give up)
-
-
 def _mod(a: Any, b: Any) -> Any:
     return _big(a - b * (a // b))
 
@@ -169,7 +166,7 @@ _BINARY: dict[Op, Callable[[Any, Any], Any]] = {
     Op.ADD: rational.add,
     Op.SUB: rational.sub,
     Op.MUL: _mul,
-    Op.FLOORDIV: _floordiv,
+    Op.FLOORDIV: operator.floordiv,  # (ints and fractions alike; by zero: give up)
     Op.MOD: _mod,
     Op.MAXIMUM: max,
     Op.MINIMUM: min,
