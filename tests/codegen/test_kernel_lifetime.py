@@ -39,7 +39,7 @@ BUILD = sys.modules["tensorad.codegen.build"]  # (``tensorad.codegen.build`` is 
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
                                 reason="reads /proc/self/statm and /proc/self/maps (Linux)")
 
-SOAK_CYCLES = 2000
+SOAK_CYCLES = 1000
 # bytes a cycle may add: lowering keeps about 2 KiB, inside islpy (its wrappers leak 8 bytes, a
 # 32-byte block, for each object an isl function consumes, and every string isl prints), code none
 RSS_PER_CYCLE = 6 * 1024
