@@ -206,7 +206,7 @@ def test_reshape_over_a_symbolic_batch_and_its_gradient(shape):
 
 
 def test_torch_function_of_a_symbolic_program_at_each_size():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 8), name="X"), ta.placeholder((5, 8), name="W")
     f = ta.torch.function(ta.topi.nn.softmax(ta.topi.nn.dense(X, W)), [X, W])
@@ -222,7 +222,7 @@ def test_torch_function_of_a_symbolic_program_at_each_size():
 
 
 def test_jax_function_of_a_symbolic_program_at_each_size():
-    jax = pytest.importorskip("jax")
+    jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 8), name="X"), ta.placeholder((5, 8), name="W")
     f = ta.jax.function(ta.topi.nn.dense(X, W), [X, W])
