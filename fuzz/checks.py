@@ -966,10 +966,10 @@ class Case:
         1.7e16).  Asked only after a backward disagrees."""
         from tensorad.evaluate import evaluate_in_order
 
-        given = dict(zip(fn._backward_inputs(), [*residuals, head]))
+        given = dict(zip(fn.backward_inputs, [*residuals, head]))
         feed = {p: v for p, v in given.items() if p.is_placeholder}
         given = {p: v for p, v in given.items() if not p.is_placeholder}
-        program = fn._backward_grads
+        program = fn.backward_grads
 
         def run(jitter=None):
             return _tuple(evaluate_in_order(program, feed, "numpy", given=given, jitter=jitter))

@@ -146,12 +146,14 @@ class Function:
         program, and the values of :mod:`.training.saved_values` that the forward stores for it)."""
         return tuple(self.plan.original.get(t, t) for t in self.plan.saved)
 
-    def _backward_inputs(self) -> list[Tensor]:
+    @property
+    def backward_inputs(self) -> list[Tensor]:
+        """The backward kernel's inputs, in order: the inputs it reads, the saved values, the heads."""
         return ([self.inputs[i] for i in self.plan.inputs] + list(self.plan.saved)
                 + [h for h in self.heads if h is not None])
 
     @property
-    def _backward_grads(self) -> list[Tensor]:
+    def backward_grads(self) -> list[Tensor]:
         """The gradients as the backward kernel computes them (reading the saved values)."""
         return list(self.plan.grads)
 
@@ -181,7 +183,7 @@ class Function:
 
     @cached_property
     def backward_kernel(self) -> Kernel:
-        return build(self._backward_grads, self._backward_inputs(), name="backward", **self.build_options)
+        return build(self.backward_grads, self.backward_inputs, name="backward", **self.build_options)
 
     def lower_forward(self) -> LoweredFunc:
         """The forward-with-residuals loop program (``.work``: its work)."""
@@ -189,7 +191,7 @@ class Function:
 
     def lower_backward(self) -> LoweredFunc:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
-        return lower(self._backward_grads, self._backward_inputs(), **self.lower_options)
+        return lower(self.backward_grads, self.backward_inputs, **self.lower_options)
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.forward_kernel(*arrays, out=out)
