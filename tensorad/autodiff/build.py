@@ -4,7 +4,7 @@ autodiff creates gets its own axis and reduce-axis variables, so no two ops shar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, choice, compare, const, logical, var
@@ -12,6 +12,8 @@ from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rename as rename
 from ..ir.tensor import Provenance, Role, Tensor
 from ..lang import make_compute
+
+Optimizer = Callable[[Tensor], Tensor]  # the facade's optimizer, passed in
 
 
 def copy_vars(variables: Sequence[Expr]) -> dict[Expr, Expr]:
