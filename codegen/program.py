@@ -43,11 +43,7 @@ class Buffer:
 
     @property
     def strides(self) -> tuple[int, ...]:
-        out, acc = [], 1
-        for s in reversed(self.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return tuple(math.prod(self.shape[d + 1:]) for d in range(len(self.shape)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -370,9 +370,7 @@ class ExprEmitter:
     # ---- helpers used by the rule tables --------------------------------------------------
     def math(self, name: str, *args: ir.Value) -> ir.Value:
         """A vector-math function (:mod:`.llvm.vector_math`): inline, or a call of :attr:`mathlib` if set."""
-        if self.mathlib is None:
-            return EMIT[name](self.b, *args)
-        return self.mathlib.call(self.b, name, *args)
+        return EMIT[name](self.b, *args) if self.mathlib is None else self.mathlib.call(self.b, name, *args)
 
     def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
         t = LLTYPE[dtype]
@@ -614,9 +612,7 @@ def _index_rules(em: ExprEmitter) -> dict:
     def narrowing_cast(node, x):
         """Index arithmetic is exact in ``i64``; a cast to a narrower integer type wraps (as in
         ``ta.evaluate``) unless the operand is proved within the type."""
-        if cast_keeps_value(node, em.bounds_memo):
-            return x
-        return b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
+        return x if cast_keeps_value(node, em.bounds_memo) else b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
 
     rules = {
         Op.VAR: var_rule,

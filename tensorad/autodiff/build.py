@@ -42,9 +42,7 @@ def equal_all(lhs: Sequence[Expr], rhs: Sequence[Expr]) -> Expr:
 
 def delta(cond: Expr, dtype: str) -> Expr:
     """``select(cond, 1, 0)``: the derivative of a read by an element (1 when they coincide)."""
-    if cond is TRUE:
-        return const(1, dtype)
-    return choice(Op.SELECT, cond, const(1, dtype), const(0, dtype))
+    return const(1, dtype) if cond is TRUE else choice(Op.SELECT, cond, const(1, dtype), const(0, dtype))
 
 
 def head_sum(value: Expr, axes: Sequence[Expr], where: Expr) -> Expr:

@@ -19,9 +19,7 @@ def body_jacobian(body: Expr, x: Tensor, jac: list[Expr]) -> Tangent:
     """The derivative of ``body`` by ``x[jac]`` (``ZERO`` when ``body`` does not read ``x``)."""
 
     def leaf(node: Expr) -> Tangent:
-        if node.op is Op.READ and node.arg == x:
-            return delta(equal_all(jac, node.src), node.dtype)
-        return ZERO
+        return delta(equal_all(jac, node.src), node.dtype) if node.op is Op.READ and node.arg == x else ZERO
 
     return tangent(body, leaf)
 

@@ -418,9 +418,7 @@ def as_expr(x: Any, like: str | None = None) -> Expr:
     if isinstance(x, bool):
         return const(x, dt.BOOL)
     if isinstance(x, int):
-        if like is not None and like != dt.BOOL:
-            return const(x, like)
-        return const(x, "int32")
+        return const(x, like) if like is not None and like != dt.BOOL else const(x, "int32")
     if isinstance(x, float):
         return const(x, like if like is not None and dt.is_float(like) else "float32")
     if hasattr(x, "dtype") and hasattr(x, "item"):  # numpy scalar
