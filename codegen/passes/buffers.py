@@ -26,12 +26,13 @@ from tensorad.simplify.algebra.ranges import wraps_where_stored
 
 from tensorad.ir.dtype import is_float, is_int
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
-from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
+from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 from ..gemm.padding import pointwise_read
 from ..strategies.cost import recompute_cost
 from ..target import Target
+from .shared_windows import expansion
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -168,14 +169,9 @@ def _factors(e: Expr) -> Iterator[Expr]:
 
 
 def _expansion(read: Expr) -> float:
-    """How many times the loops around ``read`` read each point of its tensor (the ranges of its index's
-    variables over the tensor's size)."""
-    points = 1
-    for v in {v for e in read.src for v in free_vars(e)}:
-        if v.arg.lo is None or v.arg.hi is None:
-            return math.inf
-        points *= max(0, v.arg.hi - v.arg.lo)
-    return points / max(1, read.arg.size)
+    """How many times the loops around ``read`` read each point of its tensor (inf: a range unknown)."""
+    found = expansion(read.src, read.arg.shape, {})
+    return math.inf if found is None else found
 
 
 def _may_fault(value: Expr) -> bool:
