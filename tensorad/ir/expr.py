@@ -514,6 +514,15 @@ def conjuncts(c: Expr) -> list[Expr]:
     return [x for y in c.src for x in conjuncts(y)] if c.op is Op.AND else [c]
 
 
+def signed_sum(terms: list[tuple[int, Expr]]) -> Expr:
+    """``s1 t1 + s2 t2 + ...`` for signs ``s`` of +-1, left to right (at least one term)."""
+    (sign, acc), *rest = terms
+    acc = acc if sign > 0 else Expr(Op.NEG, acc.dtype, (acc,))
+    for sign, t in rest:
+        acc = Expr(Op.ADD if sign > 0 else Op.SUB, t.dtype, (acc, t))
+    return acc
+
+
 def choice(op: Op, cond: Any, a: Any, b: Any) -> Expr:
     """SELECT or IF_THEN_ELSE with a boolean condition and branches of one dtype."""
     cond = _as_bool(cond)
