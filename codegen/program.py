@@ -240,11 +240,7 @@ def program_text(program: Program, names: Namer | None = None) -> str:
 
 def owned(st, owner):
     """``st`` (a statement, recursively) with ``owner`` set on its stores and assignments."""
-    return map_stmt(st, _same, lambda x: replace(x, owner=owner))
-
-
-def _same(e: Expr) -> Expr:
-    return e
+    return map_stmt(st, lambda e: e, lambda x: replace(x, owner=owner))
 
 
 def map_stmt(st, expr: Callable[[Expr], Expr], leaf: Callable | None = None):

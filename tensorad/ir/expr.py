@@ -308,8 +308,7 @@ class Expr:
     def __ror__(self, o): return logical(Op.OR, o, self)
     def __invert__(self): return logical_not(self)
 
-    def astype(self, dtype: str) -> Expr:
-        return cast(dtype, self)
+    def astype(self, dtype: str) -> Expr: return cast(dtype, self)
 
     # ``repr``/``str`` are the printer's :func:`.printer.expr_to_str`, attached by the package
 
