@@ -43,11 +43,7 @@ class Buffer:
 
     @property
     def strides(self) -> tuple[int, ...]:
-        out, acc = [], 1
-        for s in reversed(self.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return tuple(math.prod(self.shape[d + 1:]) for d in range(len(self.shape)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,11 +240,7 @@ def program_text(program: Program, names: Namer | None = None) -> str:
 
 def owned(st, owner):
     """``st`` (a statement, recursively) with ``owner`` set on its stores and assignments."""
-    return map_stmt(st, _same, lambda x: replace(x, owner=owner))
-
-
-def _same(e: Expr) -> Expr:
-    return e
+    return map_stmt(st, lambda e: e, lambda x: replace(x, owner=owner))
 
 
 def map_stmt(st, expr: Callable[[Expr], Expr], leaf: Callable | None = None):

@@ -51,8 +51,7 @@ def _inlinable(t: Tensor) -> bool:
         and not wraps_where_stored(op.body[0])
 
 
-def _inlined_size_within(t: Tensor, budget: int,
-                         inlinable: Callable[[Tensor], bool] = _inlinable) -> bool:
+def _inlined_size_within(t: Tensor, budget: int, inlinable: Callable[[Tensor], bool]) -> bool:
     """Whether ``t``'s body, with the cheap producers it reads inlined in turn, stays within ``budget``
     nodes counted as a tree: a chain of cheap producers is not cheap (inlined transitively, a forward
     chain would enter every adjoint).  Stops once the budget is spent: O(budget) per read."""

@@ -100,15 +100,14 @@ def _load_tensor(target: str, as_main: bool) -> tuple[Tensor, str]:
 
 
 def show(target: str, as_main: bool = False, optimize: bool = True, lower: bool = True,
-         out=None, timings: bool = False) -> int:
+         timings: bool = False) -> int:
     """``tensorad show``: print the tensor, its gradients and (if available) their loops;
     ``timings``: also compile the gradients and print the time of each compiler stage."""
-    out = out or sys.stdout
     if not timings:
-        return _show(target, as_main, optimize, lower, out, build=False)
+        return _show(target, as_main, optimize, lower, build=False)
     with trace.collect() as stages:
-        status = _show(target, as_main, optimize, lower, out, build=True)
-    print(_timing_table(stages), file=out)
+        status = _show(target, as_main, optimize, lower, build=True)
+    print(_timing_table(stages))
     return status
 
 
@@ -124,7 +123,7 @@ def _timing_table(stages: list[tuple[str, float, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _show(target: str, as_main: bool, optimize: bool, lower: bool, out, build: bool) -> int:
+def _show(target: str, as_main: bool, optimize: bool, lower: bool, build: bool) -> int:
     try:
         tensor, name = _load_tensor(target, as_main)
     except UsageError:
@@ -134,18 +133,18 @@ def _show(target: str, as_main: bool, optimize: bool, lower: bool, out, build: b
         print(f"{PROG}: error: running {target.rpartition(':')[0]} failed", file=sys.stderr)
         return 1
     names = Namer()  # one name per tensor across every printout below
-    print(f"# tensor {name}", file=out)
-    print(ta.PrintTensorRecursively(tensor, namer=names), file=out)
+    print(f"# tensor {name}")
+    print(ta.PrintTensorRecursively(tensor, namer=names))
     if tensor.dtype not in FLOAT_DTYPES:
-        print(f"# {name} is {tensor.dtype}: not differentiable", file=out)
+        print(f"# {name} is {tensor.dtype}: not differentiable")
         return 0
     inputs = placeholders([tensor])
     wrt = [p for p in inputs if p.dtype in FLOAT_DTYPES]
     for p in inputs:
         if p not in wrt:
-            print(f"# {p.name} is {p.dtype}: not differentiable, skipped\n", file=out)
+            print(f"# {p.name} is {p.dtype}: not differentiable, skipped\n")
     if not wrt:
-        print(f"# {name} depends on no float placeholder: no gradient to show", file=out)
+        print(f"# {name} depends on no float placeholder: no gradient to show")
         return 0
     head = ta.placeholder(tensor.shape, tensor.dtype, name="head")
     try:
@@ -155,13 +154,12 @@ def _show(target: str, as_main: bool, optimize: bool, lower: bool, out, build: b
         print(f"{PROG}: error: differentiating {name} failed", file=sys.stderr)
         return 1
     for p, g in zip(wrt, grads):
-        print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})",
-              file=out)
-        print(ta.PrintTensorRecursively(g, namer=names), file=out)
+        print(f"# gradient of {name} with respect to {p.name} (head: head {list(tensor.shape)})")
+        print(ta.PrintTensorRecursively(g, namer=names))
         if lower:  # the loops of the gradient, its tensors named as in the printouts, and their work
             lowered = ta.lower([g], placeholders([g]))
-            print(f"# lowered loops of the gradient with respect to {p.name} (work {lowered.work})", file=out)
-            print(f"{lowered.text_with(names)}\n", file=out)
+            print(f"# lowered loops of the gradient with respect to {p.name} (work {lowered.work})")
+            print(f"{lowered.text_with(names)}\n")
         if build:
             ta.build([g], placeholders([g]))
     return 0

@@ -151,9 +151,7 @@ def _unpack(key: str, data: bytes) -> bytes | None:
     if n != len(k) or data[head:head + n] != k:
         return None  # written for another key (a copied or renamed entry)
     digest, payload = data[head + n:head + n + 32], data[head + n + 32:]
-    if len(digest) != 32 or hashlib.sha256(k + payload).digest() != digest:
-        return None
-    return payload
+    return None if len(digest) != 32 or hashlib.sha256(k + payload).digest() != digest else payload
 
 
 def _read_entry(path: Path) -> bytes | None:

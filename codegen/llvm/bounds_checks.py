@@ -43,9 +43,9 @@ class Site:
 class Checks:
     """The access sites of one module and the emission of their tests."""
 
-    def __init__(self, namer: Namer | None = None, every_access: bool = True) -> None:
+    def __init__(self, every_access: bool = True) -> None:
         self.sites: list[Site] = []
-        self.namer = namer or Namer()
+        self.namer = Namer()
         self.every_access = every_access  # checked=True; else only gather indices are tested
 
     def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],

@@ -113,9 +113,7 @@ def nest_trips(s: Loop) -> int | None:
     if not any(isinstance(x, (Loop, If)) for x in s.body):
         return None
     t, d = const_trips(s), deepest(s.body)
-    if t is None or d is None or d == 1:
-        return None
-    return t * d
+    return None if t is None or d is None or d == 1 else t * d
 
 
 class ModuleEmitter:

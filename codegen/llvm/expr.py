@@ -370,9 +370,7 @@ class ExprEmitter:
     # ---- helpers used by the rule tables --------------------------------------------------
     def math(self, name: str, *args: ir.Value) -> ir.Value:
         """A vector-math function (:mod:`.llvm.vector_math`): inline, or a call of :attr:`mathlib` if set."""
-        if self.mathlib is None:
-            return EMIT[name](self.b, *args)
-        return self.mathlib.call(self.b, name, *args)
+        return EMIT[name](self.b, *args) if self.mathlib is None else self.mathlib.call(self.b, name, *args)
 
     def call(self, name: str, dtype: str, *args: ir.Value, flags: tuple = ()) -> ir.Value:
         t = LLTYPE[dtype]
@@ -539,9 +537,6 @@ def _value_rules(em: ExprEmitter) -> dict:
             return b.call(fn, [x, I1(0)])
         return em.call(_UNARY_INTRINSIC[node.op], node.dtype, x, flags=fl(node))
 
-    def sigmoid(node, x):
-        return em.math("sigmoid", x)
-
     def power(node, x, y):
         if node.dtype.startswith("float"):
             e = node.src[1]
@@ -582,7 +577,7 @@ def _value_rules(em: ExprEmitter) -> dict:
         Op.NOT: lambda n, x: b.xor(x, I1(1)),
         Op.SELECT: select,
         Op.CAST: lambda n, x: _cast(em, n, x),
-        Op.SIGMOID: sigmoid,
+        Op.SIGMOID: lambda n, x: em.math("sigmoid", x),
         Op.ERF: lambda n, x: em.math("erf", x),
         Op.READ: lambda n, *idx: em.load(n.arg, n.src),
         Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
@@ -612,16 +607,12 @@ def _index_rules(em: ExprEmitter) -> dict:
         return rule
 
     def minmax(name):
-        def rule(node, x, y):
-            return b.call(declare(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
-        return rule
+        return lambda n, x, y: b.call(declare(em.module, f"llvm.{name}.i64", I64, [I64, I64]), [x, y])
 
     def narrowing_cast(node, x):
         """Index arithmetic is exact in ``i64``; a cast to a narrower integer type wraps (as in
         ``ta.evaluate``) unless the operand is proved within the type."""
-        if cast_keeps_value(node, em.bounds_memo):
-            return x
-        return b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
+        return x if cast_keeps_value(node, em.bounds_memo) else b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
 
     rules = {
         Op.VAR: var_rule,

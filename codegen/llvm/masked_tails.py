@@ -54,9 +54,7 @@ def short_row_width(loop: Loop, target: Target, strides_of) -> int | None:
         return None
     lanes = min(target.lanes(d) for d in dtypes)
     trips = int(loop.hi.arg) - int(loop.lo.arg)
-    if not lanes < trips < SHORT_VECTORS * lanes or trips % lanes == 0:
-        return None
-    return lanes
+    return None if not lanes < trips < SHORT_VECTORS * lanes or trips % lanes == 0 else lanes
 
 
 def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:

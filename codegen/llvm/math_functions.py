@@ -37,15 +37,14 @@ def math_sites(exprs) -> int:
 class InlineBudget:
     """Which nests of one module inline their math: owned by one emission, asked per nest in order."""
 
-    def __init__(self, nest_sites: int | None = None, module_sites: int | None = None) -> None:
-        self.nest_sites = NEST_INLINE_SITES if nest_sites is None else nest_sites
-        self.left = MODULE_INLINE_SITES if module_sites is None else module_sites
+    def __init__(self) -> None:
+        self.left = MODULE_INLINE_SITES
 
     def inline(self, sites: int) -> bool:
         """Whether a nest with ``sites`` math sites inlines them (and spends the budget)."""
         if sites == 0:
             return True
-        if sites > self.nest_sites or sites > self.left:
+        if sites > NEST_INLINE_SITES or sites > self.left:
             return False
         self.left -= sites
         return True

@@ -198,9 +198,7 @@ def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[
     else:
         return universe, sources
     aff, rest = split_condition(space, keep)
-    if rest is not TRUE:
-        return universe, sources
-    return aff, [value]
+    return (universe, sources) if rest is not TRUE else (aff, [value])
 
 
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],

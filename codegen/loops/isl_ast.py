@@ -419,9 +419,7 @@ def _product_axis(s: PolyStmt) -> tuple[int, tuple[int, int]] | None:
     rest = s.domain.project_out(isl.dim_type.set, i, 1).insert_dims(isl.dim_type.set, i, 1)
     interval = rng.insert_dims(isl.dim_type.set, 1, n - i - 1).insert_dims(isl.dim_type.set, 0, i)
     product = rest.intersect(interval.reset_space(rest.get_space()))
-    if not product.is_subset(s.domain):
-        return None
-    return i, (lo, hi)
+    return None if not product.is_subset(s.domain) else (i, (lo, hi))
 
 
 def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:

@@ -198,11 +198,7 @@ def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:
 
 
 def strides(t: Tensor) -> tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(t.shape):
-        out.append(acc)
-        acc *= s
-    return tuple(reversed(out))
+    return tuple(math.prod(t.shape[d + 1:]) for d in range(len(t.shape)))
 
 
 HEAVY = UNARY_MATH | {Op.POW}

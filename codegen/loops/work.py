@@ -44,15 +44,11 @@ def _exact(a) -> np.ndarray:
 
 def exact_mul(a, b) -> np.ndarray:
     """``a * b`` elementwise, exact (int64 while it cannot overflow, Python ints beyond)."""
-    if _magnitude(a) * _magnitude(b) < _SAFE:
-        return np.asarray(a) * np.asarray(b)
-    return _exact(a) * _exact(b)
+    return np.asarray(a) * np.asarray(b) if _magnitude(a) * _magnitude(b) < _SAFE else _exact(a) * _exact(b)
 
 
 def exact_add(a, b) -> np.ndarray:
-    if _magnitude(a) + _magnitude(b) < _SAFE:
-        return np.asarray(a) + np.asarray(b)
-    return _exact(a) + _exact(b)
+    return np.asarray(a) + np.asarray(b) if _magnitude(a) + _magnitude(b) < _SAFE else _exact(a) + _exact(b)
 
 _RULES = {
     Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg),

@@ -26,12 +26,13 @@ from tensorad.simplify.algebra.ranges import wraps_where_stored
 
 from tensorad.ir.dtype import is_float, is_int
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
-from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
+from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 from ..gemm.padding import pointwise_read
 from ..strategies.cost import recompute_cost
 from ..target import Target
+from .shared_windows import expansion
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
@@ -41,11 +42,10 @@ def _box(op: ComputeOp) -> int:
     return math.prod(max(ax.hi - ax.lo, 0) for ax in list(op.axes) + list(op.reduce_axes))
 
 
-def _cost(body: Expr) -> tuple[int, int]:
-    """(number of reads, number of expensive operations) in ``body``."""
-    reads = sum(1 for n in walk(body) if n.op is Op.READ)
-    heavy = sum(1 for n in walk(body) if n.op in EXPENSIVE)
-    return reads, heavy
+def _cost(bodies: tuple[Expr, ...]) -> tuple[int, int]:
+    """(number of reads, number of expensive operations) in ``bodies``."""
+    nodes = [n for b in bodies for n in walk(b)]
+    return sum(n.op is Op.READ for n in nodes), sum(n.op in EXPENSIVE for n in nodes)
 
 
 def must_store(op: ComputeOp, kept: set) -> bool:
@@ -77,10 +77,7 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
         if op in chosen or op in force_inline:
             continue
         size = max(_box(op), 1)
-        reads, heavy = 0, 0
-        for b in op.body:
-            r, h = _cost(b)
-            reads, heavy = reads + r, heavy + h
+        reads, heavy = _cost(op.body)
         costly = heavy > 0 or reads >= 3
         if costly and uses[op] >= 2 * size and size <= max(limit, 1):
             chosen.add(op)
@@ -140,20 +137,18 @@ def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
         kind = pattern.op if any(x in axes for x in pattern.src) else (
             pattern.op, tuple(x.op for x in pattern.src))
 
-        def rule(node: Expr, pattern=pattern, axes=axes, tensor=tensor, t_op=t_op) -> Expr | None:
+        def bound(node: Expr, pattern=pattern, axes=axes) -> dict | None:
             bind: dict = {}
-            if not match_pattern(pattern, node, axes, bind) or len(bind) != len(axes):
-                return None
-            return Expr(Op.READ, node.dtype, tuple(bind[a] for a in t_op.axes), tensor)
+            return bind if match_pattern(pattern, node, axes, bind) and len(bind) == len(axes) else None
 
-        def matches(node: Expr, pattern=pattern, axes=axes) -> bool:
-            bind: dict = {}
-            return match_pattern(pattern, node, axes, bind) and len(bind) == len(axes)
+        def rule(node: Expr, tensor=tensor, t_op=t_op, bound=bound) -> Expr | None:
+            b = bound(node)
+            return None if b is None else Expr(Op.READ, node.dtype, tuple(b[a] for a in t_op.axes), tensor)
 
         # (only the later readers of a tensor the pattern reads, where a node of its kind matches)
         for reader in [r for r in readers.get(first, ()) if position[r] > k]:
             old = bodies[reader]
-            if not any(matches(n) for n in by_kind(reader, old).get(kind, ())):
+            if not any(bound(n) is not None for n in by_kind(reader, old).get(kind, ())):
                 continue
             new = tuple(rewrite(b, {pattern.op: rule}) for b in old)
             if any(a is not b for a, b in zip(new, old)) and check(reader, new):
@@ -174,14 +169,9 @@ def _factors(e: Expr) -> Iterator[Expr]:
 
 
 def _expansion(read: Expr) -> float:
-    """How many times the loops around ``read`` read each point of its tensor (the ranges of its index's
-    variables over the tensor's size)."""
-    points = 1
-    for v in {v for e in read.src for v in free_vars(e)}:
-        if v.arg.lo is None or v.arg.hi is None:
-            return math.inf
-        points *= max(0, v.arg.hi - v.arg.lo)
-    return points / max(1, read.arg.size)
+    """How many times the loops around ``read`` read each point of its tensor (inf: a range unknown)."""
+    found = expansion(read.src, read.arg.shape, {})
+    return math.inf if found is None else found
 
 
 def _may_fault(value: Expr) -> bool:

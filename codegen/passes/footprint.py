@@ -217,9 +217,7 @@ def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
     if size > MAX_FRACTION * count_points(box):
         return None
     cond = set_to_cond(fp.gist(box), space.vars)
-    if any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)):
-        return None
-    return cond
+    return None if any(n.op in (Op.FLOORDIV, Op.MOD) for n in walk(cond)) else cond
 
 
 def _restricted(op: ComputeOp, bodies: tuple[Expr, ...], cond: Expr) -> tuple[Expr, ...]:

@@ -54,7 +54,7 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
     return principal.arg, entries
 
 
-def _expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
+def expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
     """How many times a site reads each point of the operand's box: the ranges of its entries' variables
     (narrowed, ``ranges``) over the box's size; ``None`` for a variable without a range."""
     points = 1
@@ -125,8 +125,8 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
         for b in (b for b in bodies[op] if not empty_reduction(b)):
             for node, principal, entries, ranges in _sites(b, whole):
                 shape = tuple(principal.shape)
-                expansion = _expansion(entries, shape, ranges)
-                if expansion is None:
+                times = expansion(entries, shape, ranges)
+                if times is None:
                     continue
                 key = (principal, shape)
                 axes = axes_of.get(key)
@@ -138,7 +138,7 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
                 if body not in groups:
                     new = ComputeOp(f"{op.name}.operand", op.tag, axes, (body,), (), op.provenance)
                     groups[body] = (new, [])
-                groups[body][1].append((op, node, entries, expansion))
+                groups[body][1].append((op, node, entries, times))
     new_ops = list(ops)
     for body, (new, sites) in groups.items():
         expansions = [s[3] for s in sites]
@@ -162,4 +162,4 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
     return new_ops
 
 
-__all__ = ["share_windowed_operands", "MIN_EXPANSION", "MIN_READS"]
+__all__ = ["share_windowed_operands", "expansion", "MIN_EXPANSION", "MIN_READS"]

@@ -38,9 +38,7 @@ def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
     if len(terms) != 1:
         return None
     (k, a), = terms.items()
-    if k not in axes or a not in (1, -1):
-        return None
-    return k, m, (a * (r - co.get(None, 0))) % m
+    return None if k not in axes or a not in (1, -1) else (k, m, (a * (r - co.get(None, 0))) % m)
 
 
 def unstride(red: Expr) -> Expr:

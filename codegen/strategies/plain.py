@@ -42,9 +42,7 @@ class Strips:
     name = "strips"
 
     def match(self, op, bodies, ctx):
-        if strip_costs(op, bodies) is None:
-            return []
-        return [Candidate(self, op, bodies, single_nest=True)]
+        return [] if strip_costs(op, bodies) is None else [Candidate(self, op, bodies, single_nest=True)]
 
     def cost(self, cand, ctx):
         return loop_cycles(cand.op, cand.bodies, ctx, strips=True)
@@ -78,9 +76,7 @@ def _collapsible(red) -> tuple | None:
             return None
         unit = unit or st[pos[1]] == 1
     rest = [replace_reads(e, lambda n: const(0, n.dtype)) for e in red.src]
-    if not unit or any(pair & set(free_vars(e)) for e in rest):
-        return None
-    return a, b
+    return None if not unit or any(pair & set(free_vars(e)) for e in rest) else (a, b)
 
 
 class CollapsedLoops:

@@ -203,9 +203,7 @@ class TermSplit(_Pieces):
             return []
         parts, total = found
         specs = [default_spec(p, p.body, ctx) for p in parts]
-        if any(s is None for s in specs):
-            return []
-        return [Candidate(self, op, bodies, (parts, specs, total))]
+        return [] if any(s is None for s in specs) else [Candidate(self, op, bodies, (parts, specs, total))]
 
 
 class SharedFactor:

@@ -154,9 +154,9 @@ class PlanContext:
     #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)
     memo: dict = field(default_factory=dict)
 
-    def candidates(self, op: ComputeOp, bodies: tuple[Expr, ...], exclude: tuple = ()) -> list[Candidate]:
-        """Every registered strategy's candidates for ``op`` (those of ``exclude`` left out)."""
-        return [c for s in self.registry if s.name not in exclude for c in s.match(op, bodies, self)]
+    def candidates(self, op: ComputeOp, bodies: tuple[Expr, ...]) -> list[Candidate]:
+        """Every registered strategy's candidates for ``op``."""
+        return [c for s in self.registry for c in s.match(op, bodies, self)]
 
     def net(self, cand: Candidate, own: float) -> float:
         """``cand``'s cost ``own`` less what the plans it absorbs cost (they are then not run)."""

@@ -362,9 +362,7 @@ class ScatterSum:
                 spec = replace(spec, guard=substitute(guard, dict(zip(op.axes, spec.target))))
             specs.append(spec)
             absorbed.append(r)
-        if not absorbed:
-            return []
-        return [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
+        return [] if not absorbed else [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
 
     def cost(self, cand, ctx):
         fill = math.prod(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)

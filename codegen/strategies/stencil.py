@@ -98,13 +98,8 @@ def _float_sum(op: ComputeOp, body: Expr) -> bool:
 
 def _range_points(space: IndexSpace, dom, axes) -> int:
     """Points of the bounding box of ``dom`` over ``axes`` (0 when ``dom`` is empty)."""
-    if dom.is_empty():
-        return 0
-    n = 1
-    for a in axes:
-        lo, hi = pw_aff_range(space.aff(a).intersect_domain(dom))
-        n *= hi - lo + 1
-    return n
+    ranges = (pw_aff_range(space.aff(a).intersect_domain(dom)) for a in axes)
+    return 0 if dom.is_empty() else math.prod(hi - lo + 1 for lo, hi in ranges)
 
 
 def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit | None:
@@ -189,15 +184,15 @@ def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
     return worst
 
 
-def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
-                reread_limit: int | None = None) -> ComputeOp | None:
+def unroll_taps(op: ComputeOp, body: Expr, reread_limit: int | None = None) -> ComputeOp | None:
     """The dual: a sum over a few taps (reduction axes of at most :data:`MAX_TAP_EXTENT` values, 2 to
-    ``budget`` taps, some axis shifting a read index along an output axis, and a weight per tap that no
-    such output axis indexes: a depthwise or grouped convolution's input gradient and forward) as an
-    elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order,
-    its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values
-    that shift no read stay a sum around the unrolled taps (one pass over the output row per channel),
-    when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
+    :data:`MAX_UNROLLED_TAPS` taps, some axis shifting a read index along an output axis, and a weight per
+    tap that no such output axis indexes: a depthwise or grouped convolution's input gradient and forward)
+    as an elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops'
+    order, its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more
+    values that shift no read stay a sum around the unrolled taps (one pass over the output row per
+    channel), when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else
+    ``None``."""
     if not _float_sum(op, body):
         return None
     raxes = tuple(body.arg.axes)
@@ -207,7 +202,7 @@ def unroll_taps(op: ComputeOp, body: Expr, budget: int = MAX_UNROLLED_TAPS,
         return None
     raxes = tuple(a for a in raxes if a not in kept)
     k = math.prod(a.extent for a in raxes)
-    if k < 2 or k > budget or any(a.extent > MAX_TAP_EXTENT for a in raxes):
+    if k < 2 or k > MAX_UNROLLED_TAPS or any(a.extent > MAX_TAP_EXTENT for a in raxes):
         return None
     cond, src = body.src
     taps = _moving(raxes)

@@ -10,7 +10,7 @@ are offered under fast math only."""
 
 from __future__ import annotations
 
-from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, const, signed_sum, var
 from tensorad.ir.rewrite import chain, substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -46,18 +46,15 @@ def shared_factor(body: Expr) -> Expr | None:
     if not common:
         return None
     x = common[0]
-    total = None
+    cofactors = []
     for sign, fs in split:
         rest = list(fs)
         rest.remove(x)
         co = rest[0] if rest else const(1.0, x.dtype)
         for f in rest[1:]:
             co = Expr(Op.MUL, co.dtype, (co, f))
-        if total is None:
-            total = co if sign > 0 else Expr(Op.NEG, co.dtype, (co,))
-        else:
-            total = Expr(Op.ADD if sign > 0 else Op.SUB, co.dtype, (total, co))
-    return Expr(Op.REDUCE, body.dtype, (cond, Expr(Op.MUL, src.dtype, (total, x))), body.arg)
+        cofactors.append((sign, co))
+    return Expr(Op.REDUCE, body.dtype, (cond, Expr(Op.MUL, src.dtype, (signed_sum(cofactors), x))), body.arg)
 
 
 def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
@@ -79,13 +76,8 @@ def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] 
                    ReduceArg(ra.combiner, ra.axes, 0))
         parts.append(ComputeOp(f"{op.name}.term{n}", "", axes, (red,)))
     out_axes = tuple(var(a.name, 0, a.hi) for a in op.axes)
-    total = None
-    for (sign, _), part in zip(found, parts):
-        read = Expr(Op.READ, body.dtype, out_axes, Tensor(part, 0))
-        if total is None:
-            total = read if sign > 0 else Expr(Op.NEG, body.dtype, (read,))
-        else:
-            total = Expr(Op.ADD if sign > 0 else Op.SUB, body.dtype, (total, read))
+    total = signed_sum([(sign, Expr(Op.READ, body.dtype, out_axes, Tensor(part, 0)))
+                        for (sign, _), part in zip(found, parts)])
     return parts, ComputeOp(op.name, op.tag, out_axes, (total,))
 
 

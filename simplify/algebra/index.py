@@ -52,9 +52,7 @@ def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     # Collected in exact integers, a constant may leave the dtype: exact index arithmetic there, while
     # int32 data wraps (``int32(-9.0) - int32(3e10)``); such a form is left as written (as fold_constant).
     lo, hi = dt.min_value(node.dtype), dt.max_value(node.dtype)
-    if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)):
-        return None
-    return out
+    return None if any(n.op is Op.CONST and not lo <= n.arg <= hi for n in walk(out)) else out
 
 
 def form_bounds(f: Linear, memo: IndexMemo | None = None) -> tuple[int | None, int | None]:

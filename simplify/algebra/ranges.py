@@ -147,9 +147,7 @@ class _Bounds:
         if not dt.is_int(e.dtype):
             return _UNBOUNDED
         form = to_linear(e, self.forms)
-        if _is_atom(e, form):
-            return _atom(e, self.memo)
-        return linear_bounds(form, self.memo.__getitem__)
+        return _atom(e, self.memo) if _is_atom(e, form) else linear_bounds(form, self.memo.__getitem__)
 
 
 def bounds(e: Expr, memo: dict | None = None, forms: dict | None = None) -> Bound:

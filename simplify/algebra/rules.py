@@ -61,9 +61,7 @@ def absorbs(e: Expr, divisor: bool = False) -> bool:
 
 def gated(e: Expr) -> tuple[Expr, Expr] | None:
     """``(c, x)`` when ``e`` is ``select(c, x, 0)`` or ``if_then_else(c, x, 0)``."""
-    if e.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(e.src[2]):
-        return e.src[0], e.src[1]
-    return None
+    return (e.src[0], e.src[1]) if e.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(e.src[2]) else None
 
 
 def rebuild_gate(e: Expr, x: Expr) -> Expr:

@@ -9,7 +9,7 @@ sum of terms (a fold over :data:`EXPAND_RULES`: products distribute, ``select(c,
 from __future__ import annotations
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, Expr, Op, const
+from tensorad.ir.expr import FALSE, Expr, Op, const, signed_sum
 from tensorad.ir.rewrite import fold
 
 from ..algebra.index import negate
@@ -97,13 +97,4 @@ def group_terms(e: Expr, ctx=None) -> list[tuple[Expr, Expr]] | None:
         groups.setdefault(nz, []).append((sign, t))
     if len(groups) < 2:
         return None
-    out = []
-    for nz, ts in groups.items():
-        acc: Expr | None = None
-        for sign, t in ts:
-            if acc is None:
-                acc = t if sign > 0 else Expr(Op.NEG, t.dtype, (t,))
-            else:
-                acc = Expr(Op.ADD if sign > 0 else Op.SUB, t.dtype, (acc, t))
-        out.append((nz, simplify_expr(acc, ctx)))
-    return out
+    return [(nz, simplify_expr(signed_sum(ts), ctx)) for nz, ts in groups.items()]

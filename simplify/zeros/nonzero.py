@@ -32,15 +32,11 @@ from ..algebra.rules import is_zero, simplify_expr
 
 
 def _and(a: Expr, b: Expr) -> Expr:
-    if a is FALSE or b is FALSE:
-        return FALSE
-    return all_of([x for x in (a, b) if x is not TRUE])
+    return FALSE if a is FALSE or b is FALSE else all_of([x for x in (a, b) if x is not TRUE])
 
 
 def _or(a: Expr, b: Expr) -> Expr:
-    if a is TRUE or b is TRUE:
-        return TRUE
-    return any_of([x for x in (a, b) if x is not FALSE])
+    return TRUE if a is TRUE or b is TRUE else any_of([x for x in (a, b) if x is not FALSE])
 
 
 def _choice(n: Expr, c: Expr, a: Expr, b: Expr) -> Expr:

@@ -60,24 +60,21 @@ def _mono_mul(a: Mono, b: Mono, keys: dict) -> Mono:
 def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
     out = dict(a)
     for m, c in b.items():
-        v = out.get(m, Fraction(0)) + sign * c
-        if v:
-            out[m] = v
-        else:
-            out.pop(m, None)
+        _accumulate(out, m, sign * c, bounded=False)
     if len(out) > MAX_TERMS:
         raise _TooBig
     return out
 
 
-def _accumulate(out: Poly, m: Mono, c: Fraction) -> None:
-    """``out += c * m`` in place (``out`` is a polynomial being built, never a memoized one)."""
+def _accumulate(out: Poly, m: Mono, c: Fraction, bounded: bool = True) -> None:
+    """``out += c * m`` in place (``out`` is a polynomial being built, never a memoized one), within
+    :data:`MAX_TERMS` where ``bounded``."""
     v = out.get(m, Fraction(0)) + c
     if v:
         out[m] = v
     else:
         out.pop(m, None)
-    if len(out) > MAX_TERMS:
+    if bounded and len(out) > MAX_TERMS:
         raise _TooBig
 
 

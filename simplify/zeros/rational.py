@@ -72,9 +72,7 @@ def mul(a: Any, b: Any, bits: int) -> Any:
         nb //= g2
         da //= g2
     n, d = na * nb, da * db
-    if n.bit_length() > bits or d.bit_length() > bits:
-        return None
-    return make(n, d)
+    return None if n.bit_length() > bits or d.bit_length() > bits else make(n, d)
 
 
 def div(a: Any, b: Any, bits: int) -> Any:

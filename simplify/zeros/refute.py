@@ -472,9 +472,7 @@ class Refuter:
                 continue
             both = dict(zip(combiner.lhs, acc)) | dict(zip(combiner.rhs, values))
             acc = tuple(self._eval(r, both, {}) for r in combiner.result)
-        if acc is None:
-            return _const(combiner.identity[e.arg.value_index])
-        return acc[e.arg.value_index]
+        return _const(combiner.identity[e.arg.value_index]) if acc is None else acc[e.arg.value_index]
 
 
 def _const(c: Expr) -> Any:

@@ -189,9 +189,7 @@ def _running(op: ComputeOp) -> int | None:
 
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
-    if cond is TRUE:
-        return source
-    return choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
+    return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
 
 
 class AdjointBuilder:

@@ -4,7 +4,7 @@ autodiff creates gets its own axis and reduce-axis variables, so no two ops shar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, choice, compare, const, logical, var
@@ -12,6 +12,8 @@ from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rename as rename
 from ..ir.tensor import Provenance, Role, Tensor
 from ..lang import make_compute
+
+Optimizer = Callable[[Tensor], Tensor]  # the facade's optimizer, passed in
 
 
 def copy_vars(variables: Sequence[Expr]) -> dict[Expr, Expr]:
@@ -40,9 +42,7 @@ def equal_all(lhs: Sequence[Expr], rhs: Sequence[Expr]) -> Expr:
 
 def delta(cond: Expr, dtype: str) -> Expr:
     """``select(cond, 1, 0)``: the derivative of a read by an element (1 when they coincide)."""
-    if cond is TRUE:
-        return const(1, dtype)
-    return choice(Op.SELECT, cond, const(1, dtype), const(0, dtype))
+    return const(1, dtype) if cond is TRUE else choice(Op.SELECT, cond, const(1, dtype), const(0, dtype))
 
 
 def head_sum(value: Expr, axes: Sequence[Expr], where: Expr) -> Expr:

@@ -7,19 +7,17 @@ forward-over-reverse: the jvp of a scalar's gradients along ``vectors``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..ir.expr import Expr, Op, cast, choice, const
 from ..ir.rewrite import substitute, tensor_graph, walk
 from ..ir.tensor import ComputeOp, Tensor
-from .build import axis_vars, check_float, compute, copy_vars, rename, zeros
+from .build import Optimizer, axis_vars, check_float, compute, copy_vars, rename, zeros
 from .gathers import unchecked_read_index, unguarded_reads
 from .reverse import jacobian_recursive
 from .rules import FORWARD_RULES, tangent
 from .shifts import cancelling_shifts
 from .zero import ZERO, Tangent, zero_branch
-
-Optimizer = Callable[[Tensor], Tensor]
 
 
 def _as_list(x: Sequence[Tensor] | Tensor) -> list[Tensor]:

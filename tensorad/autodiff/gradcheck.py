@@ -9,7 +9,7 @@ is not finite are skipped.  A failure raises :class:`GradcheckError` naming the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -18,11 +18,10 @@ from ..ir import dtype as dt
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..lang import placeholder
+from .build import Optimizer
 from .forward import jvp
 from .retype import WIDE, promote_to_float64
 from .reverse import jacobian_recursive
-
-Optimizer = Callable[[Tensor], Tensor]
 
 
 class GradcheckError(AssertionError):

@@ -7,25 +7,19 @@ Jacobian until ``optimizer`` (the facade's nonzeroness optimizer) removes its ze
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..ir.expr import Expr, Op
 from ..ir.rewrite import op_reads, rename, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
-from .build import axis_vars, check_float, compute, copy_vars, delta, equal_all, identity
+from .build import Optimizer, axis_vars, check_float, compute, copy_vars, delta, equal_all, identity
 from .rules import tangent
 from .zero import ZERO, Tangent, materialize
-
-Optimizer = Callable[[Tensor], Tensor]
 
 
 def body_jacobian(body: Expr, x: Tensor, jac: list[Expr]) -> Tangent:
     """The derivative of ``body`` by ``x[jac]`` (``ZERO`` when ``body`` does not read ``x``)."""
 
     def leaf(node: Expr) -> Tangent:
-        if node.op is Op.READ and node.arg == x:
-            return delta(equal_all(jac, node.src), node.dtype)
-        return ZERO
+        return delta(equal_all(jac, node.src), node.dtype) if node.op is Op.READ and node.arg == x else ZERO
 
     return tangent(body, leaf)
 

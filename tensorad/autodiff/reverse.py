@@ -1,4 +1,4 @@
-"""``jacobian_recursive``: reverse accumulation over the tensor DAG.
+"""``jacobian_recursive``: reverse accumulation over the tensor DAG; ``jacobian``: the full Jacobian.
 
 Tensors between ``output`` and the inputs are visited consumers first; each one's adjoint ``adj_T`` (shape
 ``prefix + T.shape``) is one compute whose body sums the contributions of its consumers (:mod:`adjoint`).
@@ -17,11 +17,11 @@ from ..ir.expr import Expr, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
 from .adjoint import AdjointBuilder
-from .build import adjoint_of, axis_vars, check_float, compute, identity, zeros
+from .build import Optimizer, adjoint_of, axis_vars, check_float, compute, identity, zeros
+from .jacobian import direct_jacobian, reads_only_directly
 from .shifts import cancelling_shifts
 from .zero import sum_all
 
-Optimizer = Callable[[Tensor], Tensor]
 Override = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
@@ -152,3 +152,14 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
             a = compute(f"{x.name}.grad", axes, [cast(x.dtype, a[tuple(axes)])], adjoint_of(x))[0]
         results.append(a)
     return results
+
+
+def jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002
+    """``d output[i...] / d input[j...]`` as a tensor of shape ``output.shape + input.shape``, whichever way
+    ``output`` depends on ``input``: the elementwise Jacobian of its body when only that reads ``input``
+    (:func:`.jacobian.direct_jacobian`), else reverse accumulation with the identity head."""
+    check_float(output, "jacobian")
+    check_float(input, "jacobian")
+    if output == input or reads_only_directly(output, input):
+        return direct_jacobian(output, input, optimizer)
+    return jacobian_recursive(output, [input], None, optimizer=optimizer)[0]

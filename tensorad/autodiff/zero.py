@@ -39,19 +39,11 @@ def materialize(x: Tangent, dtype: str) -> Expr:
 
 
 def add(a: Tangent, b: Tangent) -> Tangent:
-    if a is ZERO:
-        return b
-    if b is ZERO:
-        return a
-    return a + b
+    return b if a is ZERO else a if b is ZERO else a + b
 
 
 def sub(a: Tangent, b: Tangent) -> Tangent:
-    if b is ZERO:
-        return a
-    if a is ZERO:
-        return -b
-    return a - b
+    return a if b is ZERO else -b if a is ZERO else a - b
 
 
 def neg(a: Tangent) -> Tangent:
@@ -83,11 +75,7 @@ def _inside_gates(a: Expr, f: Callable[[Expr], Tangent]) -> Tangent:
 
 
 def _product(a: Expr, b: Expr) -> Tangent:
-    if is_one(a):
-        return b
-    if is_one(b):
-        return a
-    return a * b
+    return b if is_one(a) else a if is_one(b) else a * b
 
 
 GATE_DEPTH = 6  # levels of selects, negations and sums searched for a gate below a factor

@@ -308,8 +308,7 @@ class Expr:
     def __ror__(self, o): return logical(Op.OR, o, self)
     def __invert__(self): return logical_not(self)
 
-    def astype(self, dtype: str) -> Expr:
-        return cast(dtype, self)
+    def astype(self, dtype: str) -> Expr: return cast(dtype, self)
 
     # ``repr``/``str`` are the printer's :func:`.printer.expr_to_str`, attached by the package
 
@@ -418,9 +417,7 @@ def as_expr(x: Any, like: str | None = None) -> Expr:
     if isinstance(x, bool):
         return const(x, dt.BOOL)
     if isinstance(x, int):
-        if like is not None and like != dt.BOOL:
-            return const(x, like)
-        return const(x, "int32")
+        return const(x, like) if like is not None and like != dt.BOOL else const(x, "int32")
     if isinstance(x, float):
         return const(x, like if like is not None and dt.is_float(like) else "float32")
     if hasattr(x, "dtype") and hasattr(x, "item"):  # numpy scalar
@@ -514,6 +511,15 @@ def logical_not(a: Any) -> Expr:
 def conjuncts(c: Expr) -> list[Expr]:
     """The operands of a chain of ``AND`` nodes, left to right (``c`` itself when it is no ``AND``)."""
     return [x for y in c.src for x in conjuncts(y)] if c.op is Op.AND else [c]
+
+
+def signed_sum(terms: list[tuple[int, Expr]]) -> Expr:
+    """``s1 t1 + s2 t2 + ...`` for signs ``s`` of +-1, left to right (at least one term)."""
+    (sign, acc), *rest = terms
+    acc = acc if sign > 0 else Expr(Op.NEG, acc.dtype, (acc,))
+    for sign, t in rest:
+        acc = Expr(Op.ADD if sign > 0 else Op.SUB, t.dtype, (acc, t))
+    return acc
 
 
 def choice(op: Op, cond: Any, a: Any, b: Any) -> Expr:

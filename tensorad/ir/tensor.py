@@ -159,9 +159,7 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
-        if isinstance(self.op, PlaceholderOp):
-            return self.op.dtype
-        return self.op.body[self.value_index].dtype
+        return self.op.dtype if isinstance(self.op, PlaceholderOp) else self.op.body[self.value_index].dtype
 
     @property
     def name(self) -> str:

@@ -31,8 +31,6 @@ from .tensor_lang import (
                           tanh,
 )
 
-__all__ = ["OutOfBoundsError", "check_op_bounds", "size_var", "abs", "cast", "compute", "const",
-           "cos",
-           "erf", "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value",
-           "minimum",
+__all__ = ["OutOfBoundsError", "check_op_bounds", "size_var", "abs", "cast", "compute", "const", "cos", "erf",
+           "exp", "if_then_else", "make_compute", "log", "max_value", "maximum", "min_value", "minimum",
            "placeholder", "power", "reduce_axis", "select", "sigmoid", "sin", "sqrt", "tanh"]

@@ -10,7 +10,7 @@ over the space is empty at every size, and a static program's spaces have no par
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import islpy as isl
 
@@ -354,12 +354,9 @@ def _mod(space: IndexSpace, e: Expr) -> isl.PwAff:  # a - c * floor(a / c)
     return space._aff_memo[e.src[0]].mod_val(_val(_divisor(e)))
 
 
-def _maximum(space: IndexSpace, e: Expr) -> isl.PwAff:
-    return space._aff_memo[e.src[0]].max(space._aff_memo[e.src[1]])
-
-
-def _minimum(space: IndexSpace, e: Expr) -> isl.PwAff:
-    return space._aff_memo[e.src[0]].min(space._aff_memo[e.src[1]])
+def _extreme(name: str) -> Callable[[IndexSpace, Expr], isl.PwAff]:
+    """``max`` or ``min`` (``name``) of the two operands."""
+    return lambda space, e: getattr(space._aff_memo[e.src[0]], name)(space._aff_memo[e.src[1]])
 
 
 def _choice(space: IndexSpace, e: Expr) -> isl.PwAff:  # a where c holds, b elsewhere
@@ -374,8 +371,8 @@ _ATOMS = {
     Op.FLOORDIV: (_div_operands, _floordiv),
     Op.MOD: (_div_operands, _mod),
     Op.CAST: (_cast_operands, _cast),
-    Op.MAXIMUM: (lambda e: e.src, _maximum),
-    Op.MINIMUM: (lambda e: e.src, _minimum),
+    Op.MAXIMUM: (lambda e: e.src, _extreme("max")),
+    Op.MINIMUM: (lambda e: e.src, _extreme("min")),
     Op.SELECT: (lambda e: e.src[1:], _choice),
     Op.IF_THEN_ELSE: (lambda e: e.src[1:], _choice),
 }

@@ -85,9 +85,7 @@ class Linear:
         return Linear.of(d, self.const + other.const)
 
     def scale(self, s: int) -> Linear:
-        if not s:
-            return Linear((), 0)
-        return Linear(tuple((a, k * s) for a, k in self.terms), self.const * s)
+        return Linear((), 0) if not s else Linear(tuple((a, k * s) for a, k in self.terms), self.const * s)
 
     def __sub__(self, other: Linear) -> Linear:
         return self + other.scale(-1)

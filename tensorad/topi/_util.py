@@ -11,7 +11,7 @@ from typing import Any
 from tensorad.ir import Expr, Tensor, var
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import cast
-from tensorad.lang import make_compute
+from tensorad.lang import make_compute, reduce_axis
 
 
 def check_tensor(x: Any, op: str, what: str = "input") -> Tensor:
@@ -96,6 +96,17 @@ def new_compute(shape: Sequence[int], fbody: Callable[[tuple[Expr, ...]], Expr],
     names = list(axis_names) if axis_names is not None else [f"ax{d}" for d in range(len(shape))]
     axes = tuple(var(n, 0, s) for n, s in zip(names, shape))
     return make_compute(name, axes, (fbody(axes),), tag)[0]
+
+
+def reduce_compute(shape: Sequence[int], extent: int, axis_name: str, reducer: Callable,
+                   term: Callable[[tuple[Expr, ...], Expr], Expr], name: str, tag: str,
+                   where: Callable[[tuple[Expr, ...], Expr], Expr | None] | None = None) -> Tensor:
+    """:func:`new_compute` of ``reducer(term(axes, k))`` over a fresh axis ``k`` of ``extent`` (where
+    ``where(axes, k)``)."""
+    def body(axes: tuple[Expr, ...]) -> Expr:
+        k = reduce_axis((0, extent), axis_name)
+        return reducer(term(axes, k), k, where=None if where is None else where(axes, k))
+    return new_compute(shape, body, name, tag)
 
 
 # ---- half storage: an operator on half tensors returns half tensors, as PyTorch's do ------

@@ -12,7 +12,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, new_compute
+from ._util import check_tensor, new_compute, reduce_compute
 
 Index = tuple[Expr, ...]
 
@@ -53,11 +53,11 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
 
     scores = new_compute(lead + (length, keys), scores_body, f"{name}.scores", "attention_scores")
 
-    def row_max(ax: Index) -> Expr:
-        s = lang.reduce_axis((0, keys), "s")
-        return _reducer.max(scores[ax + (s,)], s, where=mask(ax[b], s))
+    def row_mask(ax: Index, s: Expr) -> Expr | None:
+        return mask(ax[b], s)
 
-    m = new_compute(lead + (length,), row_max, f"{name}.max", "softmax_max")
+    m = reduce_compute(lead + (length,), keys, "s", _reducer.max, lambda ax, s: scores[ax + (s,)],
+                       f"{name}.max", "softmax_max", row_mask)
 
     def exps(ax: Index) -> Expr:
         e = lang.exp(scores[ax] - m[ax[:-1]])
@@ -65,15 +65,9 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
 
     e = new_compute(scores.shape, exps, f"{name}.exp", "softmax_exp")
 
-    def row_sum(ax: Index) -> Expr:
-        s = lang.reduce_axis((0, keys), "s")
-        return _reducer.sum(e[ax + (s,)], s, where=mask(ax[b], s))
-
-    den = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+    den = reduce_compute(m.shape, keys, "s", _reducer.sum, lambda ax, s: e[ax + (s,)], f"{name}.sum",
+                         "softmax_sum", row_mask)
     p = new_compute(scores.shape, lambda ax: e[ax] / den[ax[:-1]], f"{name}.weights", "softmax_output")
-
-    def out(ax: Index) -> Expr:
-        s = lang.reduce_axis((0, keys), "s")
-        return _reducer.sum(p[ax[:-1] + (s,)] * v[ax[:b] + (s, ax[-1])], s, where=mask(ax[b], s))
-
-    return new_compute(lead + (length, dv), out, name, "attention")
+    return reduce_compute(lead + (length, dv), keys, "s", _reducer.sum,
+                          lambda ax, s: p[ax[:-1] + (s,)] * v[ax[:b] + (s, ax[-1])], name, "attention",
+                          row_mask)

@@ -11,7 +11,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import check_tensor, is_int, new_compute
+from ._util import check_tensor, is_int, new_compute, reduce_compute
 
 Index = tuple[Expr, ...]
 REDUCTIONS = ("mean", "sum", "none")
@@ -97,27 +97,16 @@ def cross_entropy(logits: Tensor, labels: Tensor, reduction: str = "mean", ignor
         raise ValueError(f"{name}: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
     eps = float(label_smoothing)
 
-    def row_max(r: Index) -> Expr:
-        c = lang.reduce_axis((0, classes), "c")
-        return _reducer.max(logits[r + (c,)], c)
+    def over_classes(reducer, term, suffix: str, tag: str) -> Tensor:
+        return reduce_compute(labels.shape, classes, "c", reducer, term, f"{name}.{suffix}", tag)
 
-    m = new_compute(labels.shape, row_max, f"{name}.max", "softmax_max")
-
-    def row_sum(r: Index) -> Expr:
-        c = lang.reduce_axis((0, classes), "c")
-        return _reducer.sum(lang.exp(logits[r + (c,)] - m[r]), c)
-
-    s = new_compute(labels.shape, row_sum, f"{name}.sumexp", "softmax_sum")
+    m = over_classes(_reducer.max, lambda r, c: logits[r + (c,)], "max", "softmax_max")
+    s = over_classes(_reducer.sum, lambda r, c: lang.exp(logits[r + (c,)] - m[r]), "sumexp", "softmax_sum")
     picked = _picked(logits, labels, ignore_index, name)
     wide = dt.compute_dtype(logits.dtype)
     zero = const(0.0, wide)
-    total = None
-    if eps > 0.0:
-        def row_total(r: Index) -> Expr:
-            c = lang.reduce_axis((0, classes), "c")
-            return _reducer.sum(logits[r + (c,)], c)
-
-        total = new_compute(labels.shape, row_total, f"{name}.rowsum", "loss_smooth")
+    total = over_classes(_reducer.sum, lambda r, c: logits[r + (c,)], "rowsum", "loss_smooth") \
+        if eps > 0.0 else None
 
     def row_loss(r: Index) -> Expr:
         loss = m[r] + lang.log(s[r])

@@ -17,7 +17,17 @@ from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
 
-from ._util import as_tuple, check_float, check_ndim, check_tensor, is_int, new_compute, normalize_axis, scale
+from ._util import (
+    as_tuple,
+    check_float,
+    check_ndim,
+    check_tensor,
+    is_int,
+    new_compute,
+    normalize_axis,
+    reduce_compute,
+    scale,
+)
 from .attention import scaled_dot_product_attention
 from .gather import embedding, embedding_bag
 from .loss import cross_entropy, nll_loss
@@ -240,41 +250,26 @@ def _softmax_parts(x: Tensor, axis: int, name: str) -> tuple[Tensor, int]:
     if x.ndim == 0:
         raise ValueError(f"{name}: cannot take a softmax of a 0-d tensor")
     axis = normalize_axis(axis, x.ndim, name)
-    n = x.shape[axis]
-    reduced = _without_axis(x.shape, axis)
-
-    def row_max(ax):
-        k = lang.reduce_axis((0, n), "k")
-        return _reducer.max(x[_with_axis(ax, axis, k)], k)
-
-    return new_compute(reduced, row_max, f"{name}.max", "softmax_max"), axis
+    return reduce_compute(_without_axis(x.shape, axis), x.shape[axis], "k", _reducer.max,
+                          lambda ax, k: x[_with_axis(ax, axis, k)], f"{name}.max", "softmax_max"), axis
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
     """``exp(X - max) / sum(exp(X - max))`` along ``axis`` (the max keeps ``exp`` finite)."""
     m, axis = _softmax_parts(x, axis, name)
-    n = x.shape[axis]
     e = new_compute(x.shape, lambda ax: lang.exp(x[ax] - m[_without_axis(ax, axis)]),
                     f"{name}.exp", "softmax_exp")
-
-    def row_sum(ax):
-        k = lang.reduce_axis((0, n), "k")
-        return _reducer.sum(e[_with_axis(ax, axis, k)], k)
-
-    s = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+    s = reduce_compute(m.shape, x.shape[axis], "k", _reducer.sum, lambda ax, k: e[_with_axis(ax, axis, k)],
+                       f"{name}.sum", "softmax_sum")
     return new_compute(x.shape, lambda ax: e[ax] / s[_without_axis(ax, axis)], name, "softmax_output")
 
 
 def log_softmax(x: Tensor, axis: int = -1, name: str = "log_softmax") -> Tensor:
     """``X - max - log(sum(exp(X - max)))`` along ``axis``."""
     m, axis = _softmax_parts(x, axis, name)
-    n = x.shape[axis]
-
-    def row_sum(ax):
-        k = lang.reduce_axis((0, n), "k")
-        return _reducer.sum(lang.exp(x[_with_axis(ax, axis, k)] - m[ax]), k)
-
-    s = new_compute(m.shape, row_sum, f"{name}.sum", "softmax_sum")
+    s = reduce_compute(m.shape, x.shape[axis], "k", _reducer.sum,
+                       lambda ax, k: lang.exp(x[_with_axis(ax, axis, k)] - m[ax]), f"{name}.sum",
+                       "softmax_sum")
 
     def body(ax):
         rest = _without_axis(ax, axis)
