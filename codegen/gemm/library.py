@@ -185,7 +185,8 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
                              target.fma, strided, packs)
                   for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
-        emit_driver(m, p + "_driver", t, mr, nr, *micros)
+        unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
+        emit_driver(m, p + "_driver", t, mr, nr, unroll, *micros)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
@@ -200,6 +201,8 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 PREFETCH_A, PREFETCH_B = 2048, 1536
 # how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
 PREFETCH_ROWS = 8
+# the fixed-point fraction bits of the rate at which a micro-kernel asks for the next panel's rows
+RATE_BITS = 16
 
 
 def k_unroll(mr: int, es: int, fma: bool) -> int:
@@ -210,17 +213,19 @@ def k_unroll(mr: int, es: int, fma: bool) -> int:
 
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
                strided: bool = False, packs: bool = False) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` in
-    ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
-    apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
+    """``micro(a, b, c, ldc, rows, cols, kc, first, pf, pfld, rate)``: ``C[:rows, :cols] (+)= A_panel @
+    B_panel`` in ``vw``-lane vectors, asking on the way for the rows ``pf + i pfld`` of another panel of B
+    into L2, row ``i = k rate >> RATE_BITS`` at each iteration of the ``k`` loop.  ``strided``:
+    ``micro(..., rate, ldb)`` reads B's columns in place, rows ``ldb`` apart; ``packs``: ``micro(..., rate,
+    ldb, dst)`` also packs them at ``dst``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1, PTR, I64, I64] + [I64] * strided + [PTR] * packs
     fn, b = pl.new_function(m, name, params)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
-    for a in fn.args[:3] + fn.args[9:]:
+    for a in fn.args[:3] + fn.args[12:]:
         a.add_attribute("noalias")
     # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
-    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
+    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[11:]) + [None, None])[:2], fn.args[8:11])
     for r in range(mr):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
@@ -236,12 +241,13 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 class MicroSteps:
     """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
-    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``."""
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``;
+    ``later``: ``(pf, pfld, rate)``, the rows of B asked for into L2 on the way (:func:`emit_micro`)."""
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
-                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
+                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None, later: tuple) -> None:
         self.b, self.t, self.mr, self.nr, self.vw, self.fma = b, t, mr, nr, vw, fma
-        self.ap, self.bp, self.dst, self.strided = ap, bp, dst, ldb is not None
+        self.ap, self.bp, self.dst, self.strided, self.later = ap, bp, dst, ldb is not None, later
         self.ldb = I64(nr) if ldb is None else ldb
         self.es = 4 if isinstance(t, ir.FloatType) else 8
         self.vt = ir.VectorType(t, vw)
@@ -253,9 +259,9 @@ class MicroSteps:
         self.fused = declare(m, f"llvm.fma.v{vw}{'f32' if self.es == 4 else 'f64'}", self.vt, [self.vt] * 3)
         self.prefetch = declare(m, "llvm.prefetch.p0", VOID, [PTR] + [ir.IntType(32)] * 3)
 
-    def fetch(self, at: ir.Value, write: bool = False) -> None:
-        """A prefetch of the line at ``at`` into L1."""
-        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), 3, 1)])
+    def fetch(self, at: ir.Value, write: bool = False, locality: int = 3) -> None:
+        """A prefetch of the line at ``at`` into L1 (``locality`` 2: into L2)."""
+        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), locality, 1)])
 
     def zeros(self) -> list:
         return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.mr)]
@@ -282,7 +288,8 @@ class MicroSteps:
 
     def ahead(self, kv: ir.Value) -> None:
         """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
-        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes."""
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes,
+        and a row of another panel into L2 (:func:`emit_micro`'s ``pf``)."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)
@@ -299,6 +306,11 @@ class MicroSteps:
         at = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
         for off in range(0, u * mr * es, 64):
             self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
+        pf, pfld, rate = self.later
+        at = b.gep(pf, [b.mul(b.lshr(b.mul(kv, rate), I64(RATE_BITS)), pfld)], inbounds=False, source_etype=t)
+        for off in range(0, nr * es + 63, 64):
+            self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t),
+                       locality=2)
 
     def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
         """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
@@ -379,11 +391,14 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: ir.Function,
                 micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
     read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
-    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
+    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first.  The row
+    tiles of the first row block share out asking for the next panel read in place (that of the next ``k``
+    block after the last), at most a row per iteration of their ``k`` loops (``unroll`` steps); the first
+    tile, which reads its own panel in place, joins them only when alone."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args
@@ -455,6 +470,29 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                     b.call(pack, [side, at, b.sdiv(lo, njc), o0, olen, k0, kcl, scratch])
         return pad, on, buf
 
+    def next_panel(jc, jr, k0, kcl, whole, ic) -> tuple:
+        """``(first row, rows)`` of the panel of B read in place after column ``jr`` of the ``k`` block at
+        ``k0``: the next whole one, else the next ``k`` block's first (none past the first row block)."""
+        more_k = b.icmp_signed("<", b.add(k0, kcl), K)
+        nxt = b.icmp_signed("<", b.add(jr, I64(nr)), whole)
+        k1 = b.select(nxt, k0, b.add(k0, kcl))
+        col = b.select(nxt, b.add(jr, I64(nr)), I64(0))
+        at = b.gep(bdirect, [b.add(b.mul(k1, ldb), b.add(jc, col))], inbounds=False, source_etype=t)
+        rows = b.select(nxt, kcl, b.select(b.and_(more_k, b.icmp_signed(">", whole, I64(0))),
+                                           smin(b, kc, b.sub(K, k1)), I64(0)))
+        return at, b.select(b.icmp_signed("==", ic, I64(0)), rows, I64(0))
+
+    def ahead_shares(panel, mcl, kcl) -> tuple:
+        """``(panel, share, rate, first helper)``: the row tiles from the first helper on (the second, unless
+        alone) ask for ``share`` rows each of ``panel`` (:func:`next_panel`), at ``rate`` rows a step."""
+        tiles = b.sdiv(b.add(mcl, I64(mr - 1)), I64(mr))
+        helper0 = b.select(b.icmp_signed(">", tiles, I64(1)), I64(1), I64(0))
+        helpers = b.sub(tiles, helper0)
+        share = b.sdiv(b.add(panel[1], b.sub(helpers, I64(1))), helpers)
+        steps = imax(b, b.mul(b.sdiv(kcl, I64(unroll)), I64(unroll)), I64(1))  # (the steps that ask)
+        rate = b.sdiv(b.add(b.shl(share, I64(RATE_BITS)), b.sub(steps, I64(1))), steps)
+        return panel, share, smin(b, rate, I64((1 << RATE_BITS) // unroll)), helper0
+
     mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
     npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
     with advancing(b, first_chunk, hi, name="chunk") as (start, after):
@@ -497,6 +535,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                        panel = next_panel(jc, jr, k0, kcl, whole, ic)
+                        pf, share, rate, helper0 = ahead_shares(panel, mcl, kcl)
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = smin(b, I64(mr), b.sub(mcl, ir_))
                             # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
@@ -516,17 +556,24 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             klen = b.sub(khi, klo)
                             first_tile = b.icmp_signed("==", b.add(ic, ir_), I64(0))
                             in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
+                            # (the rows the tiles before ask for)
+                            done = b.mul(b.sub(b.sdiv(ir_, I64(mr)), helper0), share)
+                            # (a prefetch never faults; the tiles past the panel ask for one line again)
+                            helps = b.and_(b.icmp_signed(">=", done, I64(0)), b.icmp_signed("<", done, pf[1]))
+                            later = [b.gep(pf[0], [b.mul(done, ldb)], inbounds=False, source_etype=t),
+                                     b.select(helps, ldb, I64(0)), rate]
+                            head = [apanel, None, cptr, ldc, rows, cols, klen, first] + later
                             with b.if_else(in_place) as (unpacked, packed):
                                 with unpacked:  # (no band then: every row tile reads all of k)
-                                    bin = b.gep(brow, [jr], inbounds=False, source_etype=t)
-                                    args = [apanel, bin, cptr, ldc, rows, cols, klen, first, ldb]
+                                    head[1] = b.gep(brow, [jr], inbounds=False, source_etype=t)
                                     with b.if_else(keep) as (packing, reading):
                                         with packing:
-                                            b.call(micro_packing, args + [bskip])
+                                            b.call(micro_packing, head + [ldb, bskip])
                                         with reading:
-                                            b.call(micro_strided, args)
+                                            b.call(micro_strided, head + [ldb])
                                 with packed:
-                                    b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, klen, first])
+                                    head[1] = bskip
+                                    b.call(micro, head)
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
