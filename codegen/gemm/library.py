@@ -181,8 +181,8 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micros = [emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw,
-                             target.fma, strided, packs)
+        micros = [[emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}{f'_h{h}' * (h < mr)}",
+                              t, mr, nr, vw, target.fma, strided, packs, h) for h in heights(mr, packs)]
                   for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
@@ -201,8 +201,9 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 PREFETCH_A, PREFETCH_B = 2048, 1536
 # how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
 PREFETCH_ROWS = 8
-# the fixed-point fraction bits of the rate at which a micro-kernel asks for the next panel's rows
-RATE_BITS = 16
+# the fixed-point fraction bits of the rate at which a micro-kernel asks for the next panel's rows, and
+# the consecutive rows it asks for per iteration of its k loop (the most it advances by)
+RATE_BITS, AHEAD_ROWS = 16, 1
 
 
 def k_unroll(mr: int, es: int, fma: bool) -> int:
@@ -211,22 +212,32 @@ def k_unroll(mr: int, es: int, fma: bool) -> int:
     return max(1, 64 // (mr * es)) if fma else 1
 
 
+def heights(mr: int, packs: bool = False) -> list[int]:
+    """The rows of C's tile the micro-kernels of an ``MR``-row register tile compute, tallest first: ``MR``
+    and its halvings (an edge tile of ``rows`` runs the shortest that covers them); the first row tile's
+    kernel that packs B (``packs``) only ``MR``."""
+    return [mr] if packs else [h for h in (mr >> i for i in range(mr.bit_length())) if h]
+
+
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
-               strided: bool = False, packs: bool = False) -> ir.Function:
+               strided: bool = False, packs: bool = False, height: int | None = None) -> ir.Function:
     """``micro(a, b, c, ldc, rows, cols, kc, first, pf, pfld, rate)``: ``C[:rows, :cols] (+)= A_panel @
     B_panel`` in ``vw``-lane vectors, asking on the way for the rows ``pf + i pfld`` of another panel of B
     into L2, row ``i = k rate >> RATE_BITS`` at each iteration of the ``k`` loop.  ``strided``:
     ``micro(..., rate, ldb)`` reads B's columns in place, rows ``ldb`` apart; ``packs``: ``micro(..., rate,
-    ldb, dst)`` also packs them at ``dst``."""
+    ldb, dst)`` also packs them at ``dst``.  ``height``: the tile's rows (``MR``, A's panel height, if
+    ``None``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
+    height = height or mr
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1, PTR, I64, I64] + [I64] * strided + [PTR] * packs
     fn, b = pl.new_function(m, name, params)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
     for a in fn.args[:3] + fn.args[12:]:
         a.add_attribute("noalias")
     # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
-    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[11:]) + [None, None])[:2], fn.args[8:11])
-    for r in range(mr):
+    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[11:]) + [None, None])[:2], fn.args[8:11],
+                       height)
+    for r in range(height):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
             steps.fetch(b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write=True)
@@ -240,13 +251,14 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 
 class MicroSteps:
-    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``height x NR`` accumulators (A's
+    panel ``MR`` rows high): B's panel
     at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``;
     ``later``: ``(pf, pfld, rate)``, the rows of B asked for into L2 on the way (:func:`emit_micro`)."""
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
-                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None, later: tuple) -> None:
-        self.b, self.t, self.mr, self.nr, self.vw, self.fma = b, t, mr, nr, vw, fma
+                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None, later: tuple, height: int) -> None:
+        self.b, self.t, self.mr, self.nr, self.vw, self.fma, self.height = b, t, mr, nr, vw, fma, height
         self.ap, self.bp, self.dst, self.strided, self.later = ap, bp, dst, ldb is not None, later
         self.ldb = I64(nr) if ldb is None else ldb
         self.es = 4 if isinstance(t, ir.FloatType) else 8
@@ -264,7 +276,7 @@ class MicroSteps:
         self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), locality, 1)])
 
     def zeros(self) -> list:
-        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.mr)]
+        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.height)]
 
     def step(self, kv: ir.Value, accs: list) -> list:
         """One ``k``: B's row (packed on, with ``dst``), A's column broadcast, the tile's FMAs."""
@@ -279,7 +291,7 @@ class MicroSteps:
                         align=self.panel_align)
         aoff = b.mul(kv, I64(self.mr))
         new = []
-        for r in range(self.mr):
+        for r in range(self.height):
             a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
             splat = pl.splat(b, a, vw)
             new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
@@ -307,15 +319,18 @@ class MicroSteps:
         for off in range(0, u * mr * es, 64):
             self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
         pf, pfld, rate = self.later
-        at = b.gep(pf, [b.mul(b.lshr(b.mul(kv, rate), I64(RATE_BITS)), pfld)], inbounds=False, source_etype=t)
-        for off in range(0, nr * es + 63, 64):
-            self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t),
-                       locality=2)
+        first = b.lshr(b.mul(kv, rate), I64(RATE_BITS))
+        row = b.gep(pf, [b.mul(first, pfld)], inbounds=False, source_etype=t)
+        for i in range(AHEAD_ROWS):
+            at = b.gep(row, [b.mul(I64(i), pfld)], inbounds=False, source_etype=t) if i else row
+            for off in range(0, nr * es + 63, 64):
+                self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t),
+                           locality=2)
 
     def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
         """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
         from the tiles ``accs0``: the tiles after them."""
-        b, mr, nv = self.b, self.mr, self.nv
+        b, mr, nv = self.b, self.height, self.nv
         pre = b.block
         body = b.append_basic_block(f"{name}.body")
         exit_ = b.append_basic_block(f"{name}.exit")
@@ -391,11 +406,13 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: ir.Function,
-                micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: list,
+                micro_strided: list, micro_packing: list) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
     read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
-    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first.  The row
+    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first.  Each
+    kind of micro-kernel comes in the :func:`heights` (tallest first): a row tile runs the shortest that
+    covers its rows.  The row
     tiles of the first row block share out asking for the next panel read in place (that of the next ``k``
     block after the last), at most a row per iteration of their ``k`` loops (``unroll`` steps); the first
     tile, which reads its own panel in place, joins them only when alone."""
@@ -470,6 +487,17 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                     b.call(pack, [side, at, b.sdiv(lo, njc), o0, olen, k0, kcl, scratch])
         return pad, on, buf
 
+    def by_rows(kernels: list, rows: ir.Value, args: list, tall: int = mr) -> None:
+        """Call the shortest of ``kernels`` (the :func:`heights` from ``tall`` down) that covers ``rows``."""
+        if len(kernels) == 1:
+            b.call(kernels[0], args)
+            return
+        with b.if_else(b.icmp_signed(">", rows, I64(tall // 2))) as (taller, shorter):
+            with taller:
+                b.call(kernels[0], args)
+            with shorter:
+                by_rows(kernels[1:], rows, args, tall // 2)
+
     def next_panel(jc, jr, k0, kcl, whole, ic) -> tuple:
         """``(first row, rows)`` of the panel of B read in place after column ``jr`` of the ``k`` block at
         ``k0``: the next whole one, else the next ``k`` block's first (none past the first row block)."""
@@ -483,15 +511,18 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
         return at, b.select(b.icmp_signed("==", ic, I64(0)), rows, I64(0))
 
     def ahead_shares(panel, mcl, kcl) -> tuple:
-        """``(panel, share, rate, first helper)``: the row tiles from the first helper on (the second, unless
-        alone) ask for ``share`` rows each of ``panel`` (:func:`next_panel`), at ``rate`` rows a step."""
+        """``(panel, share, rate, first helper)``: the row tiles from the first helper on ask for ``share``
+        rows each of ``panel`` (:func:`next_panel`), at ``rate`` rows a step; the first helper is the second
+        tile where the others cover the panel, at most ``AHEAD_ROWS`` rows an iteration, else the first."""
         tiles = b.sdiv(b.add(mcl, I64(mr - 1)), I64(mr))
-        helper0 = b.select(b.icmp_signed(">", tiles, I64(1)), I64(1), I64(0))
+        iters = b.sdiv(kcl, I64(unroll))  # (the iterations that ask)
+        covered = b.icmp_signed(">=", b.mul(b.sub(tiles, I64(1)), b.mul(iters, I64(AHEAD_ROWS))), panel[1])
+        helper0 = b.select(b.and_(covered, b.icmp_signed(">", tiles, I64(1))), I64(1), I64(0))
         helpers = b.sub(tiles, helper0)
         share = b.sdiv(b.add(panel[1], b.sub(helpers, I64(1))), helpers)
-        steps = imax(b, b.mul(b.sdiv(kcl, I64(unroll)), I64(unroll)), I64(1))  # (the steps that ask)
+        steps = imax(b, b.mul(iters, I64(unroll)), I64(1))
         rate = b.sdiv(b.add(b.shl(share, I64(RATE_BITS)), b.sub(steps, I64(1))), steps)
-        return panel, share, smin(b, rate, I64((1 << RATE_BITS) // unroll)), helper0
+        return panel, share, smin(b, rate, I64((AHEAD_ROWS << RATE_BITS) // unroll)), helper0
 
     mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
     npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
@@ -568,12 +599,12 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                                     head[1] = b.gep(brow, [jr], inbounds=False, source_etype=t)
                                     with b.if_else(keep) as (packing, reading):
                                         with packing:
-                                            b.call(micro_packing, head + [ldb, bskip])
+                                            b.call(micro_packing[0], head + [ldb, bskip])
                                         with reading:
-                                            b.call(micro_strided, head + [ldb])
+                                            by_rows(micro_strided, rows, head + [ldb])
                                 with packed:
                                     head[1] = bskip
-                                    b.call(micro, head)
+                                    by_rows(micro, rows, head)
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])

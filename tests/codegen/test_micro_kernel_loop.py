@@ -56,11 +56,11 @@ def test_k_loop_keeps_the_tile_in_registers(spec, dtype):
         assert sum(o.lstrip("v").startswith("mulp") for o in ops) == mr * nv
         assert sum(o.lstrip("v").startswith("addp") for o in ops) == mr * nv
     # besides: B's loads, A's loads and broadcasts, the prefetches of both panels (each line of
-    # the iteration's rows of B and of A) and of a row of the next panel into L2 (each line a row
+    # the iteration's rows of B and of A) and of rows of the next panel into L2 (each line a row
     # starting anywhere may touch), the loop's increment, pointer steps and compare; SSE's
     # two-operand multiply also copies the broadcast it overwrites
     copies = mr * nv if t.vector_bits < 256 else 0
-    ahead = len(range(0, nr * es + 63, 64))
+    ahead = gemmlib.AHEAD_ROWS * len(range(0, nr * es + 63, 64))
     prefetches = len(range(0, u * nr * es, 64)) + len(range(0, u * mr * es, 64)) + ahead
     assert sum(o.startswith("prefetch") for o in ops) == prefetches
     assert len(ins) <= u * (mr * nv * (1 if t.fma else 2) + copies + nv + 2 * mr) + prefetches + 9, \
