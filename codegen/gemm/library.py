@@ -15,9 +15,10 @@ BLIS-style (:mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-A side B contiguous along its columns is read in place.  Panels live in ``aligned_alloc`` buffers per
-call.  The micro-kernel keeps an ``MR x NR`` tile of C in registers; the first ``kc`` block stores the
-tile, later ones add to it; edge tiles go through a stack tile."""
+A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows
+into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an
+``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile, later ones add to it; a row
+tile of fewer rows runs a shorter micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
