@@ -320,13 +320,14 @@ class MicroSteps:
         for off in range(0, u * mr * es, 64):
             self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
         pf, pfld, rate = self.later
-        first = b.lshr(b.mul(kv, rate), I64(RATE_BITS))
-        row = b.gep(pf, [b.mul(first, pfld)], inbounds=False, source_etype=t)
-        for i in range(AHEAD_ROWS):
-            at = b.gep(row, [b.mul(I64(i), pfld)], inbounds=False, source_etype=t) if i else row
-            for off in range(0, nr * es + 63, 64):
-                self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False, source_etype=t),
-                           locality=2)
+        with b.if_then(b.icmp_signed("!=", pfld, I64(0))):  # (0: no rows to ask for)
+            first = b.lshr(b.mul(kv, rate), I64(RATE_BITS))
+            row = b.gep(pf, [b.mul(first, pfld)], inbounds=False, source_etype=t)
+            for i in range(AHEAD_ROWS):
+                at = b.gep(row, [b.mul(I64(i), pfld)], inbounds=False, source_etype=t) if i else row
+                for off in range(0, nr * es + 63, 64):
+                    self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False,
+                                     source_etype=t), locality=2)
 
     def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
         """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
@@ -348,15 +349,16 @@ class MicroSteps:
         for u in range(by):
             new = self.step(b.add(kv, I64(u)) if u else kv, new)
         nxt = b.add(kv, I64(by))
-        kv.add_incoming(nxt, b.block)
+        latch = b.block  # (the body's last block)
+        kv.add_incoming(nxt, latch)
         for phi, value in zip(sum(accs, []), sum(new, [])):
-            phi.add_incoming(value, b.block)
+            phi.add_incoming(value, latch)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
         b.position_at_end(exit_)
         out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
         for phi, first, last in zip(sum(out, []), sum(accs0, []), sum(new, [])):
             phi.add_incoming(first, pre)
-            phi.add_incoming(last, body)
+            phi.add_incoming(last, latch)
         return out
 
 
@@ -415,8 +417,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     kind of micro-kernel comes in the :func:`heights` (tallest first): a row tile runs the shortest that
     covers its rows.  The row
     tiles of the first row block share out asking for the next panel read in place (that of the next ``k``
-    block after the last), at most a row per iteration of their ``k`` loops (``unroll`` steps); the first
-    tile, which reads its own panel in place, joins them only when alone."""
+    block after the last), at most ``AHEAD_ROWS`` rows per iteration of their ``k`` loops (``unroll``
+    steps): the tiles after the first, which reads its own panel in place, or all where they alone cannot;
+    a tile alone asks for none."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args
@@ -514,11 +517,14 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     def ahead_shares(panel, mcl, kcl) -> tuple:
         """``(panel, share, rate, first helper)``: the row tiles from the first helper on ask for ``share``
         rows each of ``panel`` (:func:`next_panel`), at ``rate`` rows a step; the first helper is the second
-        tile where the others cover the panel, at most ``AHEAD_ROWS`` rows an iteration, else the first."""
+        tile where the others cover the panel, at most ``AHEAD_ROWS`` rows an iteration, else the first.
+        A row tile alone asks for none: its own stream of B is all there is to overlap."""
         tiles = b.sdiv(b.add(mcl, I64(mr - 1)), I64(mr))
+        several = b.icmp_signed(">", tiles, I64(1))
+        panel = panel[0], b.select(several, panel[1], I64(0))
         iters = b.sdiv(kcl, I64(unroll))  # (the iterations that ask)
         covered = b.icmp_signed(">=", b.mul(b.sub(tiles, I64(1)), b.mul(iters, I64(AHEAD_ROWS))), panel[1])
-        helper0 = b.select(b.and_(covered, b.icmp_signed(">", tiles, I64(1))), I64(1), I64(0))
+        helper0 = b.select(b.and_(covered, several), I64(1), I64(0))
         helpers = b.sub(tiles, helper0)
         share = b.sdiv(b.add(panel[1], b.sub(helpers, I64(1))), helpers)
         steps = imax(b, b.mul(iters, I64(unroll)), I64(1))
@@ -590,7 +596,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                             in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
                             # (the rows the tiles before ask for)
                             done = b.mul(b.sub(b.sdiv(ir_, I64(mr)), helper0), share)
-                            # (a prefetch never faults; the tiles past the panel ask for one line again)
+                            # (the tiles past the panel ask for none)
                             helps = b.and_(b.icmp_signed(">=", done, I64(0)), b.icmp_signed("<", done, pf[1]))
                             later = [b.gep(pf[0], [b.mul(done, ldb)], inbounds=False, source_etype=t),
                                      b.select(helps, ldb, I64(0)), rate]

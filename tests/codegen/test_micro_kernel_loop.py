@@ -28,13 +28,14 @@ TARGETS = ("llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcp
 
 def k_loop(spec: str, dtype: str) -> tuple[int, int, list[str]]:
     """``(MR, NR, instructions)`` of the first loop of the target's micro-kernel: its ``k`` loop
-    (:func:`.gemm.library.k_unroll` steps an iteration)."""
+    (:func:`.gemm.library.k_unroll` steps an iteration), labels left out."""
     t = parse_target(spec)
     mr, nr = register_tile(t, dtype)
     text = gemmlib.piece_ir(dtype, mr, nr, "core", t)
     asm = jit.assembly(jit.optimized_ir(text, 0, t), t)  # the core is compiled without IR passes
     micro = re.search(r"\n\w+_micro:\n(.*?)\n\t(?:retq|ret)\b", asm, re.S).group(1)
-    loop = re.search(r"\n(\.LBB\w+):[^\n]*\n(.*?)\n\tj\w+\t\1\n", micro, re.S).group(2)
+    # (its blocks: from its first label to the last jump back there, around the next panel's asks)
+    loop = re.search(r"\n(\.LBB\w+):[^\n]*\n(.*)\n\tj\w+\t\1\n", micro, re.S).group(2)
     lines = [ln.split("#")[0].strip() for ln in loop.splitlines()]
     return mr, nr, [ln for ln in lines if ln and not ln.startswith(".")]
 
