@@ -320,7 +320,7 @@ class MicroSteps:
         for off in range(0, u * mr * es, 64):
             self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
         pf, pfld, rate = self.later
-        with b.if_then(b.icmp_signed("!=", pfld, I64(0))):  # (0: no rows to ask for)
+        with b.if_then(b.icmp_signed("!=", pfld, I64(0)), likely=True):  # (0: no rows to ask for)
             first = b.lshr(b.mul(kv, rate), I64(RATE_BITS))
             row = b.gep(pf, [b.mul(first, pfld)], inbounds=False, source_etype=t)
             for i in range(AHEAD_ROWS):
@@ -514,22 +514,22 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                                            smin(b, kc, b.sub(K, k1)), I64(0)))
         return at, b.select(b.icmp_signed("==", ic, I64(0)), rows, I64(0))
 
-    def ahead_shares(panel, mcl, kcl) -> tuple:
-        """``(panel, share, rate, first helper)``: the row tiles from the first helper on ask for ``share``
-        rows each of ``panel`` (:func:`next_panel`), at ``rate`` rows a step; the first helper is the second
-        tile where the others cover the panel, at most ``AHEAD_ROWS`` rows an iteration, else the first.
-        A row tile alone asks for none: its own stream of B is all there is to overlap."""
+    def ahead_shares(mcl, kcl) -> tuple:
+        """``(several, share, rate, first helper)`` of a row block: the row tiles from the first helper on
+        ask for ``share`` rows each of a next panel (:func:`next_panel`, at most ``kcl`` rows), at ``rate``
+        rows a step; the first helper is the second tile where the others cover ``kcl`` rows, at most
+        ``AHEAD_ROWS`` an iteration, else the first.  Unless ``several`` tiles, none asks: a tile's own
+        stream of B is all there is to overlap."""
         tiles = b.sdiv(b.add(mcl, I64(mr - 1)), I64(mr))
         several = b.icmp_signed(">", tiles, I64(1))
-        panel = panel[0], b.select(several, panel[1], I64(0))
         iters = b.sdiv(kcl, I64(unroll))  # (the iterations that ask)
-        covered = b.icmp_signed(">=", b.mul(b.sub(tiles, I64(1)), b.mul(iters, I64(AHEAD_ROWS))), panel[1])
+        covered = b.icmp_signed(">=", b.mul(b.sub(tiles, I64(1)), b.mul(iters, I64(AHEAD_ROWS))), kcl)
         helper0 = b.select(b.and_(covered, several), I64(1), I64(0))
         helpers = b.sub(tiles, helper0)
-        share = b.sdiv(b.add(panel[1], b.sub(helpers, I64(1))), helpers)
+        share = b.sdiv(b.add(kcl, b.sub(helpers, I64(1))), helpers)
         steps = imax(b, b.mul(iters, I64(unroll)), I64(1))
         rate = b.sdiv(b.add(b.shl(share, I64(RATE_BITS)), b.sub(steps, I64(1))), steps)
-        return panel, share, smin(b, rate, I64((AHEAD_ROWS << RATE_BITS) // unroll)), helper0
+        return several, share, smin(b, rate, I64((AHEAD_ROWS << RATE_BITS) // unroll)), helper0
 
     mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
     npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
@@ -570,11 +570,12 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                         b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
                     at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                     ablock = b.select(pre, at, ap)
+                    several, share, rate, helper0 = ahead_shares(mcl, kcl)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
-                        panel = next_panel(jc, jr, k0, kcl, whole, ic)
-                        pf, share, rate, helper0 = ahead_shares(panel, mcl, kcl)
+                        pf_at, pf_rows = next_panel(jc, jr, k0, kcl, whole, ic)
+                        pf_rows = b.select(several, pf_rows, I64(0))
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = smin(b, I64(mr), b.sub(mcl, ir_))
                             # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
@@ -597,8 +598,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                             # (the rows the tiles before ask for)
                             done = b.mul(b.sub(b.sdiv(ir_, I64(mr)), helper0), share)
                             # (the tiles past the panel ask for none)
-                            helps = b.and_(b.icmp_signed(">=", done, I64(0)), b.icmp_signed("<", done, pf[1]))
-                            later = [b.gep(pf[0], [b.mul(done, ldb)], inbounds=False, source_etype=t),
+                            helps = b.and_(b.icmp_signed(">=", done, I64(0)),
+                                           b.icmp_signed("<", done, pf_rows))
+                            later = [b.gep(pf_at, [b.mul(done, ldb)], inbounds=False, source_etype=t),
                                      b.select(helps, ldb, I64(0)), rate]
                             head = [apanel, None, cptr, ldc, rows, cols, klen, first] + later
                             with b.if_else(in_place) as (unpacked, packed):
