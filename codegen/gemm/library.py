@@ -15,9 +15,10 @@ BLIS-style (:mod:`.gemm.microkernel`):
           for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
-A side B contiguous along its columns is read in place.  Panels live in ``aligned_alloc`` buffers per
-call.  The micro-kernel keeps an ``MR x NR`` tile of C in registers; the first ``kc`` block stores the
-tile, later ones add to it; edge tiles go through a stack tile."""
+A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows
+into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an
+``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile, later ones add to it; a row
+tile of fewer rows runs a shorter micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
@@ -181,11 +182,12 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     vw = target.lanes(dtype)
     if part == "core":
-        micros = [emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}", t, mr, nr, vw,
-                             target.fma, strided, packs)
+        micros = [[emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}{f'_h{h}' * (h < mr)}",
+                              t, mr, nr, vw, target.fma, strided, packs, h) for h in heights(mr, packs)]
                   for strided, packs in ((False, False), (True, False), (True, True))]
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
-        emit_driver(m, p + "_driver", t, mr, nr, *micros)
+        unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
+        emit_driver(m, p + "_driver", t, mr, nr, unroll, *micros)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
@@ -200,6 +202,9 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
 PREFETCH_A, PREFETCH_B = 2048, 1536
 # how many of B's rows ahead the micro-kernel prefetches B read in place (its rows far apart)
 PREFETCH_ROWS = 8
+# the fixed-point fraction bits of the rate at which a micro-kernel asks for the next panel's rows, and
+# the consecutive rows it asks for per iteration of its k loop (the most it advances by)
+RATE_BITS, AHEAD_ROWS = 16, 1
 
 
 def k_unroll(mr: int, es: int, fma: bool) -> int:
@@ -208,20 +213,32 @@ def k_unroll(mr: int, es: int, fma: bool) -> int:
     return max(1, 64 // (mr * es)) if fma else 1
 
 
+def heights(mr: int, packs: bool = False) -> list[int]:
+    """The rows of C's tile the micro-kernels of an ``MR``-row register tile compute, tallest first: ``MR``
+    and its halvings (an edge tile of ``rows`` runs the shortest that covers them); the first row tile's
+    kernel that packs B (``packs``) only ``MR``."""
+    return [mr] if packs else [h for h in (mr >> i for i in range(mr.bit_length())) if h]
+
+
 def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, fma: bool,
-               strided: bool = False, packs: bool = False) -> ir.Function:
-    """``micro(a, b, c, ldc, rows, cols, kc, first)``: ``C[:rows, :cols] (+)= A_panel @ B_panel`` in
-    ``vw``-lane vectors.  ``strided``: ``micro(..., first, ldb)`` reads B's columns in place, rows ``ldb``
-    apart; ``packs``: ``micro(..., first, ldb, dst)`` also packs them at ``dst``."""
+               strided: bool = False, packs: bool = False, height: int | None = None) -> ir.Function:
+    """``micro(a, b, c, ldc, rows, cols, kc, first, pf, pfld, rate)``: ``C[:rows, :cols] (+)= A_panel @
+    B_panel`` in ``vw``-lane vectors, asking on the way for the rows ``pf + i pfld`` of another panel of B
+    into L2, row ``i = k rate >> RATE_BITS`` at each iteration of the ``k`` loop.  ``strided``:
+    ``micro(..., rate, ldb)`` reads B's columns in place, rows ``ldb`` apart; ``packs``: ``micro(..., rate,
+    ldb, dst)`` also packs them at ``dst``.  ``height``: the tile's rows (``MR``, A's panel height, if
+    ``None``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64] * strided + [PTR] * packs
+    height = height or mr
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1, PTR, I64, I64] + [I64] * strided + [PTR] * packs
     fn, b = pl.new_function(m, name, params)
     ap, bp, cp, ldc, rows, cols, kcl, first = fn.args[:8]
-    for a in fn.args[:3] + fn.args[9:]:
+    for a in fn.args[:3] + fn.args[12:]:
         a.add_attribute("noalias")
     # C's tile is used only after the k loop: ask for its lines now (a prefetch never faults).
-    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[8:]) + [None, None])[:2])
-    for r in range(mr):
+    steps = MicroSteps(b, t, mr, nr, vw, fma, ap, bp, *(list(fn.args[11:]) + [None, None])[:2], fn.args[8:11],
+                       height)
+    for r in range(height):
         rowp = b.gep(cp, [b.mul(ldc, I64(r))], inbounds=False, source_etype=t)
         for off in sorted(set(range(0, nr * es, 64)) | {nr * es - es}):
             steps.fetch(b.gep(rowp, [I64(off // es)], inbounds=False, source_etype=t), write=True)
@@ -235,13 +252,15 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
 
 
 class MicroSteps:
-    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``MR x NR`` accumulators: B's panel
-    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``."""
+    """The ``k`` loops of a micro-kernel (:func:`emit_micro`) over its ``height x NR`` accumulators (A's
+    panel ``MR`` rows high): B's panel
+    at ``bp`` (rows ``ldb`` apart if given, else packed), packed on into ``dst`` if given; A's at ``ap``;
+    ``later``: ``(pf, pfld, rate)``, the rows of B asked for into L2 on the way (:func:`emit_micro`)."""
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type, mr: int, nr: int, vw: int, fma: bool, ap: ir.Value,
-                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None) -> None:
-        self.b, self.t, self.mr, self.nr, self.vw, self.fma = b, t, mr, nr, vw, fma
-        self.ap, self.bp, self.dst, self.strided = ap, bp, dst, ldb is not None
+                 bp: ir.Value, ldb: ir.Value | None, dst: ir.Value | None, later: tuple, height: int) -> None:
+        self.b, self.t, self.mr, self.nr, self.vw, self.fma, self.height = b, t, mr, nr, vw, fma, height
+        self.ap, self.bp, self.dst, self.strided, self.later = ap, bp, dst, ldb is not None, later
         self.ldb = I64(nr) if ldb is None else ldb
         self.es = 4 if isinstance(t, ir.FloatType) else 8
         self.vt = ir.VectorType(t, vw)
@@ -253,12 +272,12 @@ class MicroSteps:
         self.fused = declare(m, f"llvm.fma.v{vw}{'f32' if self.es == 4 else 'f64'}", self.vt, [self.vt] * 3)
         self.prefetch = declare(m, "llvm.prefetch.p0", VOID, [PTR] + [ir.IntType(32)] * 3)
 
-    def fetch(self, at: ir.Value, write: bool = False) -> None:
-        """A prefetch of the line at ``at`` into L1."""
-        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), 3, 1)])
+    def fetch(self, at: ir.Value, write: bool = False, locality: int = 3) -> None:
+        """A prefetch of the line at ``at`` into L1 (``locality`` 2: into L2)."""
+        self.b.call(self.prefetch, [at] + [ir.IntType(32)(v) for v in (int(write), locality, 1)])
 
     def zeros(self) -> list:
-        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.mr)]
+        return [[ir.Constant(self.vt, None)] * self.nv for _ in range(self.height)]
 
     def step(self, kv: ir.Value, accs: list) -> list:
         """One ``k``: B's row (packed on, with ``dst``), A's column broadcast, the tile's FMAs."""
@@ -273,7 +292,7 @@ class MicroSteps:
                         align=self.panel_align)
         aoff = b.mul(kv, I64(self.mr))
         new = []
-        for r in range(self.mr):
+        for r in range(self.height):
             a = b.load(b.gep(self.ap, [b.add(aoff, I64(r))], inbounds=True, source_etype=t), typ=t)
             splat = pl.splat(b, a, vw)
             new.append([b.call(self.fused, [splat, bvec[v], accs[r][v]]) if self.fma
@@ -282,7 +301,8 @@ class MicroSteps:
 
     def ahead(self, kv: ir.Value) -> None:
         """Ask for the panels' lines a little ahead, once per ``unroll`` steps: the ``unroll`` rows of B
-        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes."""
+        ``PREFETCH_B`` bytes ahead (``PREFETCH_ROWS`` rows of B read in place), of A ``PREFETCH_A`` bytes,
+        and a row of another panel into L2 (:func:`emit_micro`'s ``pf``)."""
         b, t, es, nr, mr, u = self.b, self.t, self.es, self.nr, self.mr, self.unroll
         boff = b.mul(kv, self.ldb)
         if self.strided:  # (a row's lines: it may start anywhere in one)
@@ -299,11 +319,20 @@ class MicroSteps:
         at = b.add(b.mul(kv, I64(mr)), I64(max(1, PREFETCH_A // (mr * es)) * mr))
         for off in range(0, u * mr * es, 64):
             self.fetch(b.gep(self.ap, [b.add(at, I64(off // es))], inbounds=False, source_etype=t))
+        pf, pfld, rate = self.later
+        with b.if_then(b.icmp_signed("!=", pfld, I64(0)), likely=True):  # (0: no rows to ask for)
+            first = b.lshr(b.mul(kv, rate), I64(RATE_BITS))
+            row = b.gep(pf, [b.mul(first, pfld)], inbounds=False, source_etype=t)
+            for i in range(AHEAD_ROWS):
+                at = b.gep(row, [b.mul(I64(i), pfld)], inbounds=False, source_etype=t) if i else row
+                for off in range(0, nr * es + 63, 64):
+                    self.fetch(b.gep(at, [I64(min(off, nr * es - es) // es)], inbounds=False,
+                                     source_etype=t), locality=2)
 
     def loop(self, lo: ir.Value, hi: ir.Value, accs0: list, by: int, name: str, fetching: bool) -> list:
         """The steps ``[lo, hi)`` (``hi - lo`` a multiple of ``by``), ``by`` per iteration,
         from the tiles ``accs0``: the tiles after them."""
-        b, mr, nv = self.b, self.mr, self.nv
+        b, mr, nv = self.b, self.height, self.nv
         pre = b.block
         body = b.append_basic_block(f"{name}.body")
         exit_ = b.append_basic_block(f"{name}.exit")
@@ -320,15 +349,16 @@ class MicroSteps:
         for u in range(by):
             new = self.step(b.add(kv, I64(u)) if u else kv, new)
         nxt = b.add(kv, I64(by))
-        kv.add_incoming(nxt, b.block)
+        latch = b.block  # (the body's last block)
+        kv.add_incoming(nxt, latch)
         for phi, value in zip(sum(accs, []), sum(new, [])):
-            phi.add_incoming(value, b.block)
+            phi.add_incoming(value, latch)
         b.cbranch(b.icmp_signed("<", nxt, hi), body, exit_)
         b.position_at_end(exit_)
         out = [[b.phi(self.vt) for _ in range(nv)] for _ in range(mr)]
         for phi, first, last in zip(sum(out, []), sum(accs0, []), sum(new, [])):
             phi.add_incoming(first, pre)
-            phi.add_incoming(last, body)
+            phi.add_incoming(last, latch)
         return out
 
 
@@ -379,11 +409,17 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir.Function,
-                micro_strided: ir.Function, micro_packing: ir.Function) -> ir.Function:
+def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: list,
+                micro_strided: list, micro_packing: list) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
     read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
-    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first."""
+    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first.  Each
+    kind of micro-kernel comes in the :func:`heights` (tallest first): a row tile runs the shortest that
+    covers its rows.  The row
+    tiles of the first row block share out asking for the next panel read in place (that of the next ``k``
+    block after the last), at most ``AHEAD_ROWS`` rows per iteration of their ``k`` loops (``unroll``
+    steps): the tiles after the first, which reads its own panel in place, or all where they alone cannot;
+    a tile alone asks for none."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args
@@ -455,6 +491,46 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                     b.call(pack, [side, at, b.sdiv(lo, njc), o0, olen, k0, kcl, scratch])
         return pad, on, buf
 
+    def by_rows(kernels: list, rows: ir.Value, args: list, tall: int = mr) -> None:
+        """Call the shortest of ``kernels`` (the :func:`heights` from ``tall`` down) that covers ``rows``."""
+        if len(kernels) == 1:
+            b.call(kernels[0], args)
+            return
+        with b.if_else(b.icmp_signed(">", rows, I64(tall // 2))) as (taller, shorter):
+            with taller:
+                b.call(kernels[0], args)
+            with shorter:
+                by_rows(kernels[1:], rows, args, tall // 2)
+
+    def next_panel(jc, jr, k0, kcl, whole, ic) -> tuple:
+        """``(first row, rows)`` of the panel of B read in place after column ``jr`` of the ``k`` block at
+        ``k0``: the next whole one, else the next ``k`` block's first (none past the first row block)."""
+        more_k = b.icmp_signed("<", b.add(k0, kcl), K)
+        nxt = b.icmp_signed("<", b.add(jr, I64(nr)), whole)
+        k1 = b.select(nxt, k0, b.add(k0, kcl))
+        col = b.select(nxt, b.add(jr, I64(nr)), I64(0))
+        at = b.gep(bdirect, [b.add(b.mul(k1, ldb), b.add(jc, col))], inbounds=False, source_etype=t)
+        rows = b.select(nxt, kcl, b.select(b.and_(more_k, b.icmp_signed(">", whole, I64(0))),
+                                           smin(b, kc, b.sub(K, k1)), I64(0)))
+        return at, b.select(b.icmp_signed("==", ic, I64(0)), rows, I64(0))
+
+    def ahead_shares(mcl, kcl) -> tuple:
+        """``(several, share, rate, first helper)`` of a row block: the row tiles from the first helper on
+        ask for ``share`` rows each of a next panel (:func:`next_panel`, at most ``kcl`` rows), at ``rate``
+        rows a step; the first helper is the second tile where the others cover ``kcl`` rows, at most
+        ``AHEAD_ROWS`` an iteration, else the first.  Unless ``several`` tiles, none asks: a tile's own
+        stream of B is all there is to overlap."""
+        tiles = b.sdiv(b.add(mcl, I64(mr - 1)), I64(mr))
+        several = b.icmp_signed(">", tiles, I64(1))
+        iters = b.sdiv(kcl, I64(unroll))  # (the iterations that ask)
+        covered = b.icmp_signed(">=", b.mul(b.sub(tiles, I64(1)), b.mul(iters, I64(AHEAD_ROWS))), kcl)
+        helper0 = b.select(b.and_(covered, several), I64(1), I64(0))
+        helpers = b.sub(tiles, helper0)
+        share = b.sdiv(b.add(kcl, b.sub(helpers, I64(1))), helpers)
+        steps = imax(b, b.mul(iters, I64(unroll)), I64(1))
+        rate = b.sdiv(b.add(b.shl(share, I64(RATE_BITS)), b.sub(steps, I64(1))), steps)
+        return several, share, smin(b, rate, I64((AHEAD_ROWS << RATE_BITS) // unroll)), helper0
+
     mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
     npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
     with advancing(b, first_chunk, hi, name="chunk") as (start, after):
@@ -494,9 +570,12 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                         b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
                     at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
                     ablock = b.select(pre, at, ap)
+                    several, share, rate, helper0 = ahead_shares(mcl, kcl)
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
+                        pf_at, pf_rows = next_panel(jc, jr, k0, kcl, whole, ic)
+                        pf_rows = b.select(several, pf_rows, I64(0))
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = smin(b, I64(mr), b.sub(mcl, ir_))
                             # the k this block's band reaches, [klo, khi) (none: zeros on the first block)
@@ -516,17 +595,25 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, micro: ir
                             klen = b.sub(khi, klo)
                             first_tile = b.icmp_signed("==", b.add(ic, ir_), I64(0))
                             in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
+                            # (the rows the tiles before ask for)
+                            done = b.mul(b.sub(b.sdiv(ir_, I64(mr)), helper0), share)
+                            # (the tiles past the panel ask for none)
+                            helps = b.and_(b.icmp_signed(">=", done, I64(0)),
+                                           b.icmp_signed("<", done, pf_rows))
+                            later = [b.gep(pf_at, [b.mul(done, ldb)], inbounds=False, source_etype=t),
+                                     b.select(helps, ldb, I64(0)), rate]
+                            head = [apanel, None, cptr, ldc, rows, cols, klen, first] + later
                             with b.if_else(in_place) as (unpacked, packed):
                                 with unpacked:  # (no band then: every row tile reads all of k)
-                                    bin = b.gep(brow, [jr], inbounds=False, source_etype=t)
-                                    args = [apanel, bin, cptr, ldc, rows, cols, klen, first, ldb]
+                                    head[1] = b.gep(brow, [jr], inbounds=False, source_etype=t)
                                     with b.if_else(keep) as (packing, reading):
                                         with packing:
-                                            b.call(micro_packing, args + [bskip])
+                                            b.call(micro_packing[0], head + [ldb, bskip])
                                         with reading:
-                                            b.call(micro_strided, args)
+                                            by_rows(micro_strided, rows, head + [ldb])
                                 with packed:
-                                    b.call(micro, [apanel, bskip, cptr, ldc, rows, cols, klen, first])
+                                    head[1] = bskip
+                                    by_rows(micro, rows, head)
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
