@@ -214,30 +214,48 @@ class RowKind(Enum):
 def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
              ) -> tuple[Expr | None, dict[Tensor, RowKind], str]:
     """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
-    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``.  Rows are independent when ``n``
-    is the program's one size, the leading extent of the tensors it sizes and of nothing else; an op of
+    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``; of several sizes, the first
+    that is, the others taken as bound (a program of independent rows at each of their values).  Rows are
+    independent when ``n`` is the leading extent of the tensors it sizes and of nothing else; an op of
     ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
     nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
     at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
     Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
     rows, its sums over the rows added up."""
     found = program_sizes([*outputs, *inputs])
-    if len(found) != 1:
-        return None, {}, f"the program has {len(found)} size variables, not one"
-    n, kinds = found[0], {}
-    for t in tensor_graph([*outputs, *inputs]):
+    if not found:
+        return None, {}, "the program has no size variables"
+    whys = []
+    for n in found:
+        kinds, why = _row_kinds([*outputs, *inputs], n)
+        if not why:
+            return n, kinds, ""
+        whys.append(why if len(found) == 1 else f"not along {n.name}: {why}")
+    return None, {}, "; ".join(whys)
+
+
+def _row_kinds(tensors: list[Tensor], n: Expr) -> tuple[dict[Tensor, RowKind], str]:
+    """Each tensor's :class:`RowKind` in the program of ``tensors`` as rows along ``n``, or ``({}, why
+    not)``."""
+    kinds: dict[Tensor, RowKind] = {}
+    for t in tensor_graph(tensors):
         kind, why = _row_kind(t, n, kinds)
         if why:
-            return None, {}, f"{t.name}: {why}"
+            return {}, f"{t.name}: {why}"
         kinds[t] = kind
-    return n, kinds, ""
+    return kinds, ""
+
+
+def _sized(n: Expr, items: Iterable[Any]) -> bool:
+    """Whether size ``n`` is under the expressions among ``items``."""
+    return any(v is n for v in sizes_in(items))
 
 
 def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind | None, str]:
     """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
     given its producers' ``kinds``, or ``(None, why not)``."""
     rows = bool(t.shape) and t.shape[0] is n
-    if sizes_in(t.shape[1:] if rows else t.shape):
+    if _sized(n, t.shape[1:] if rows else t.shape):
         return None, f"size {n.name} in its shape {t.shape} past the leading extent"
     if t.is_placeholder:
         return RowKind.ROWS if rows else RowKind.WHOLE, ""
@@ -248,7 +266,7 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind
         deferred = op.provenance.role is Role.DEFERRED
         return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
     runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
-    if rows and (op.axes[0].hi is not n or sizes_in([op.axes[0].lo])) or sizes_in(runs):
+    if rows and (op.axes[0].hi is not n or _sized(n, [op.axes[0].lo])) or _sized(n, runs):
         return None, f"its axes run over size {n.name} other than as its rows"
     total = op.body[0] if len(op.body) == 1 and op.body[0].op is Op.REDUCE else None
     over = [] if total is None or total.arg.combiner.kind != "sum" else \
@@ -268,9 +286,9 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
             and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
     rowlike = {row} | {x for c in pins for x in c.src}
     for node in nodes:
-        if is_size(node):
+        if node is n:
             return f"reads size {n.name} as a value"
-        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if sizes_in((a.lo, a.hi))):
+        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if _sized(n, (a.lo, a.hi))):
             return f"sums over size {n.name} other than at its own row"
         sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):

@@ -240,3 +240,65 @@ def test_sum_read_by_another_op_builds_per_size():
     assert not kernel.generic and "reads total, a sum over n rows" in kernel.why
     x = rand(7, 4)
     np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)
+
+
+DIM, HEADS, HIDDEN = 8, 2, 16
+BLOCK_PARAMS = {"G1": (DIM,), "B1": (DIM,), "Wq": (DIM, DIM), "Wk": (DIM, DIM), "Wv": (DIM, DIM),
+                "Wo": (DIM, DIM), "G2": (DIM,), "B2": (DIM,), "W1": (DIM, HIDDEN), "C1": (HIDDEN,),
+                "W2": (HIDDEN, DIM)}
+
+
+def transformer_block(X, p):
+    """A pre-norm Transformer block written once in ``ta.topi`` over ``X [batch, length, DIM]``: causal
+    multi-head self-attention, then a GELU MLP, each with its residual."""
+    topi, nn = ta.topi, ta.topi.nn
+    b, n, d = X.shape
+
+    def heads(t):  # [b, n, d] -> [b, heads, n, d / heads]
+        return topi.transpose(topi.reshape(t, (b, n, HEADS, d // HEADS)), (0, 2, 1, 3))
+    h = nn.layer_norm(X, p["G1"], p["B1"])
+    a = nn.scaled_dot_product_attention(*(heads(topi.matmul(h, p[w])) for w in ("Wq", "Wk", "Wv")), causal=True)
+    x = X + topi.matmul(topi.reshape(topi.transpose(a, (0, 2, 1, 3)), (b, n, d)), p["Wo"])
+    return x + topi.matmul(nn.gelu(topi.matmul(nn.layer_norm(x, p["G2"], p["B2"]), p["W1"]) + p["C1"]), p["W2"])
+
+
+def torch_block(torch, x, p):
+    """The same block in PyTorch (float64)."""
+    F = torch.nn.functional
+    b, n, d = x.shape
+
+    def heads(t):
+        return t.reshape(b, n, HEADS, d // HEADS).transpose(1, 2)
+    h = F.layer_norm(x, (d,), p["G1"], p["B1"])
+    a = F.scaled_dot_product_attention(*(heads(h @ p[w]) for w in ("Wq", "Wk", "Wv")), is_causal=True)
+    x = x + a.transpose(1, 2).reshape(b, n, d) @ p["Wo"]
+    return x + F.gelu(F.layer_norm(x, (d,), p["G2"], p["B2"]) @ p["W1"] + p["C1"]) @ p["W2"]
+
+
+def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds):
+    """One definition over a symbolic batch ``b`` and sequence length ``L``: forward and every gradient
+    of ``sum(Y * H)`` match PyTorch float64; the kernels are generic over ``b`` (one compile serves
+    every batch at a length) and compile once per length, the causal attention's rows depending on
+    each other along ``L``."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    b, L = ta.size_var("b"), ta.size_var("L")
+    X = ta.placeholder((b, L, DIM), name="X")
+    params = {k: ta.placeholder(s, name=k) for k, s in BLOCK_PARAMS.items()}
+    Y = transformer_block(X, params)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [X, *params.values()])
+    forward, backward = ta.build(Y, [X, *params.values()]), ta.build(grads, [X, *params.values(), H])
+    for k in (forward, backward):
+        assert not k.generic and k.why.startswith("rows are independent along b, not along L")
+    values = {k: (RNG.standard_normal(s) * 0.5).astype("float32") for k, s in BLOCK_PARAMS.items()}
+    for batch, length in ((1, 1), (2, 7), (5, 7), (3, 19)):
+        x, h = rand(batch, length, DIM), rand(batch, length, DIM)
+        tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
+        want = torch_block(torch, tx, tp)
+        want.backward(torch.tensor(h, dtype=torch.float64))
+        np.testing.assert_allclose(forward(x, *values.values()), want.detach().numpy(), rtol=1e-4, atol=1e-4)
+        for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
+            np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
+        assert forward.at(b=batch, L=length).generic and backward.at(b=batch, L=length).generic
+    assert len(builds) == 3 * (len(forward.at(b=1, L=1).parts) + len(backward.at(b=1, L=1).parts))
