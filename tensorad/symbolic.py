@@ -32,7 +32,7 @@ from .poly.affine import size_cases
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
-ROWS = (256, 32, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
+ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 
 
 def listed(tensors: Any) -> list:

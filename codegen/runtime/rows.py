@@ -143,6 +143,7 @@ done:
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+CALL_ROWS = 16  # what a block costs beyond its rows, in rows (its weights read again, its loops entered)
 
 
 class _Process:
@@ -195,6 +196,8 @@ class RowsKernel:
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
+        self.padding = not self.sums  # (a padded row would add to a sum over the rows)
+        self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
         self.address = data_address if ARRAY_DATA_OFFSET is None else id
@@ -213,12 +216,50 @@ class RowsKernel:
             k.num_threads = n
         self.kept.clear()
 
-    def blocks(self, n: int) -> list[int]:
-        """How many blocks of each part a call of ``n`` rows runs (as the driver takes them)."""
-        counts, first = [], 0
+    def plan(self, n: int) -> tuple[int, int | None]:
+        """How a call of ``n`` rows runs: the driver on the first ``covered`` rows (each next block of the
+        largest part that fits), then, where ``padded`` is a part, the rows left as one block of that part,
+        padded with copies of the last row (a program without sums over the rows: the padding's rows are
+        dropped).  Of the ways that stop the driver's parts at some part and pad what is left, the one
+        of fewest rows run plus :data:`CALL_ROWS` for each block."""
+        whole, tail = divmod(n, self.parts[0][0])
+        if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
+            options = [(self._cost(tail, None), tail, None)]
+            for last in range(1, len(self.parts) if self.padding else 0):
+                covered = tail - self._left(tail, last)
+                fits = [k for k, (rows, _) in enumerate(self.parts) if rows >= tail - covered]
+                if covered < tail:
+                    options.append((self._cost(covered, fits[-1]), covered, fits[-1]))
+            self.plans[tail] = min(options, key=lambda o: o[0])[1:]
+        covered, padded = self.plans[tail]
+        return whole * self.parts[0][0] + covered, padded
+
+    def _left(self, n: int, parts: int) -> int:
+        """The rows the driver leaves of ``n`` with its first ``parts`` parts."""
+        for rows, _ in self.parts[:parts]:
+            n %= rows
+        return n
+
+    def _cost(self, covered: int, padded: int | None) -> int:
+        """Rows run plus :data:`CALL_ROWS` per block: the driver's blocks on ``covered`` rows, then a padded
+        block of part ``padded``."""
+        pad = 0 if padded is None else self.parts[padded][0] + CALL_ROWS
+        return covered + CALL_ROWS * sum(self._counts(covered)) + pad
+
+    def _counts(self, n: int) -> list[int]:
+        """How many blocks of each part the driver runs on ``n`` rows."""
+        counts = []
         for rows, _ in self.parts:
-            counts.append((n - first) // rows)
-            first += counts[-1] * rows
+            counts.append(n // rows)
+            n %= rows
+        return counts
+
+    def blocks(self, n: int) -> list[int]:
+        """How many blocks of each part a call of ``n`` rows runs, its padded block counted."""
+        covered, padded = self.plan(n)
+        counts = self._counts(covered)
+        if padded is not None:
+            counts[padded] += 1
         return counts
 
     def work_at(self, n: int) -> int:
@@ -282,6 +323,20 @@ class RowsKernel:
             raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
         return outs
 
+    def _padded(self, part: tuple[int, Kernel], first: int, n: int, ins: list[np.ndarray],
+                outs: list[np.ndarray]) -> None:
+        """Rows ``[first, n)`` as one block of ``part``: its inputs' rows padded with copies of row
+        ``n - 1``, its outputs' rows past ``n`` dropped."""
+        rows, kernel = part
+        take = np.minimum(np.arange(first, first + rows), n - 1)
+        block = [a[take] if rest is not None else a for a, (_, rest, _, _) in zip(ins, self.inputs)]
+        made = kernel(*block)
+        for a, b, (rest, _, _, _) in zip(outs, made if len(outs) > 1 else [made], self.outputs):
+            if rest is not None:
+                a[first:] = b[:n - first]
+            else:
+                a[...] = b
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
@@ -300,9 +355,12 @@ class RowsKernel:
             work = self._workspace()
         given, frame, _ = work
         given[:len(self.moves)] = [self.address(a) for a in ins + outs]
-        frame[2] = n
+        covered, padded = self.plan(n)
+        frame[2] = covered
         driver()(frame)
         if not self.kept:
             self.kept.append(work)
+        if padded is not None:
+            self._padded(self.parts[padded], covered, n, ins, outs)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)

@@ -95,7 +95,7 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
     forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
     assert forward.generic and backward.generic
     compiled = len(builds)
-    assert compiled == len(forward.parts) + len(backward.parts) == 8  # blocks of 256, 32, 4 and 1 rows
+    assert compiled == len(forward.parts) + len(backward.parts) == 10  # blocks of 256, 64, 8, 4 and 1 rows
     for size in SIZES:
         values = [rand(size, *t.shape[1:]) if t.shape[0] is n else rand(*t.shape) for t in inputs]
         want = oracle(*(v.astype("float64") for v in values))
@@ -106,14 +106,17 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         if size <= 7:  # (central differences cost a forward per element)
             np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
     assert len(builds) == compiled  # no size compiles
-    for size in (1, 7, 300):
-        static = _program(case, size)
-        assert forward.work_at(size) == ta.lower(*static[:2]).work
-        assert forward.blocks(size) == [size // 256, size % 256 // 32, size % 32 // 4, size % 4]
+    for size, blocks in ((1, [0, 0, 0, 0, 1]), (12, [0, 0, 1, 1, 0]), (264, [1, 0, 1, 0, 0])):
+        assert forward.blocks(size) == blocks and forward.plan(size) == (size, None)
+        assert forward.work_at(size) == ta.lower(*_program(case, size)[:2]).work
+    for size, blocks, padded in ((7, [0, 0, 1, 0, 0], 8), (300, [1, 1, 0, 0, 0], 64)):
+        assert forward.blocks(size) == blocks and forward.plan(size) == (size - size % 256, blocks.index(1, 1))
+        assert forward.work_at(size) == ta.lower(*_program(case, size - size % 256 + padded)[:2]).work
 
 
 def test_gradient_across_blocks_matches_softmax_formula():
-    """At 1000 rows (three blocks of 256, seven of 32, two of 4) each row's raw gradient is its own."""
+    """At 1000 rows (three blocks of 256, then the last 232 rows as a fourth, padded with copies of the
+    last row) each row's raw gradient is its own."""
     n = ta.size_var("n")
     Y, (X,), _ = _program("softmax", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -127,7 +130,7 @@ def test_unit_of_a_multiple_of_size_ends_the_ladder():
     n = ta.size_var("n", multiple_of=4, max=64)
     X = ta.placeholder((n, 3), name="X")
     kernel = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
-    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 32, 4]
+    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 8, 4]
     for size in (4, 12, 36, 64):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), x * 2.0 + 1.0, rtol=1e-6)
@@ -197,6 +200,7 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
     kernel = ta.build(grads, [X, W, B, H])
     loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
     assert kernel.generic and loss.generic
+    assert kernel.plan(7) == (7, None) and kernel.blocks(7) == [0, 0, 0, 1, 3]  # (no padded rows in a sum)
     w = rand(10, 24)
     for size in (1, 7, 300, 1000):
         x, b, h = rand(size, 24), rand(10), rand(size, 10)
