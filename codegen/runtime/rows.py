@@ -1,7 +1,8 @@
-"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_size`) compiled once
+"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
-arrays' pointers moved to the block's first row.  The driver is compiled once per process."""
+arrays' pointers moved to the block's first row; a program without sums over its rows may run its last
+rows as one block of a part, padded.  The driver is compiled once per process."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def size_value(e: int | Expr, values: Mapping[Expr, int | Expr]) -> int | Expr:
     """An integer expression in sizes at ``values`` (an expression where a value is a size variable)."""
     if not isinstance(e, Expr):
         return e
-    if any(isinstance(values[v], Expr) for v in sizes_in([e])):
+    if any(isinstance(values.get(v, v), Expr) for v in sizes_in([e])):
         return rename(e, {v: x if isinstance(x, Expr) else const(x, v.dtype) for v, x in values.items()})
     return fold(e, lambda n, *a: values[n] if n.op is Op.VAR else n.arg if n.op is Op.CONST
                 else _INT_OPS[n.op](*a))

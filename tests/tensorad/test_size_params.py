@@ -250,3 +250,14 @@ def test_bound_mean_is_the_mean_written_at_that_size(dtype):
         assert ta.lower(M_b, [X_b], target=target).work == ta.lower(M_s, [X_s], target=target).work
         x = RNG.standard_normal((size, 6)).astype(dtype)
         np.testing.assert_array_equal(ta.evaluate(M_b, {X_b: x}), ta.evaluate(M_s, {X_s: x}))
+
+
+def test_binding_one_of_two_sizes_keeps_the_other():
+    """A program bound at ``b`` and given ``L`` itself keeps ``L`` symbolic and reads ``b``'s value."""
+    b, L = ta.size_var("b"), ta.size_var("L")
+    X = ta.placeholder((b, L, 3), name="X")
+    Y = ta.compute((b, L), lambda i, j: X[i, j, 0] * X[b - 1 - i, L - 1 - j, 2], name="Y")
+    Yb, Xb = ta.bind([Y, X], b=2, L=L)
+    assert Xb.shape[0] == 2 and Xb.shape[1] is L and Yb.shape == (2, L)
+    x = RNG.standard_normal((2, 5, 3)).astype("float32")
+    np.testing.assert_allclose(ta.evaluate(Yb, {Xb: x}), x[..., 0] * x[::-1, ::-1, 2], rtol=1e-6)
