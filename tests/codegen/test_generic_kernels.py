@@ -309,3 +309,22 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
             np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
         assert forward.at(b=batch, L=length).generic and backward.at(b=batch, L=length).generic
     assert len(builds) == 3 * (len(forward.at(b=1, L=1).parts) + len(backward.at(b=1, L=1).parts))
+
+
+def test_padded_last_block_keeps_its_rows_and_whole_outputs():
+    """Seven rows run as one block of 8 whose last row copies row 6: each output row is its own row's,
+    and an output without rows is the one every block writes."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 5), name="X"), ta.placeholder((5,), name="W")
+    k = ta.reduce_axis((0, 5), "k")
+    Y = ta.compute((n,), lambda i: ta.sum(X[i, k] * W[k], axis=k), name="Y")
+    Z = ta.compute((5,), lambda j: W[j] * 3.0, name="Z")
+    kernel = ta.build([Y, Z], [X, W])
+    assert kernel.generic
+    w = rand(5)
+    for size, padded in ((2, 4), (7, 8), (40, 64), (300, 64)):
+        assert kernel.plan(size)[1] is not None and kernel.parts[kernel.plan(size)[1]][0] == padded
+        x = rand(size, 5)
+        y, z = kernel(x, w)
+        np.testing.assert_allclose(y, x.astype("float64") @ w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(z, w * 3.0, rtol=1e-6)
