@@ -27,7 +27,7 @@ from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
 from .ir.rewrite import tensor_graph
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
+from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
 from .poly.affine import size_cases
 from .training.function import Function
 
@@ -262,7 +262,8 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                              roots, ins, "ta.build", why=why, free=size)
     parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
     return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
-                      [kinds[t] for t in listed(outputs)], [t.name for t in ins])
+                      [kinds[t] for t in listed(outputs)], [t.name for t in ins],
+                      zeroing_input(listed(outputs), ins, kinds))
 
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict

@@ -181,9 +181,9 @@ class RowsKernel:
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
-                 kinds: Sequence[RowKind], names: Sequence[str]) -> None:
-        self.size, self.names, self.parts = size, list(names), parts
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names)  # (what pickling keeps)
+                 kinds: Sequence[RowKind], names: Sequence[str], zeroed: int | None = None) -> None:
+        self.size, self.names, self.parts, self.zeroed = size, list(names), parts, zeroed
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed)  # (pickling keeps)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
@@ -197,7 +197,7 @@ class RowsKernel:
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
-        self.padding = not self.sums  # (a padded row would add to a sum over the rows)
+        self.padding = not self.sums or zeroed is not None  # (else a padded row would add to a sum)
         self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
@@ -327,14 +327,19 @@ class RowsKernel:
     def _padded(self, part: tuple[int, Kernel], first: int, n: int, ins: list[np.ndarray],
                 outs: list[np.ndarray]) -> None:
         """Rows ``[first, n)`` as one block of ``part``: its inputs' rows padded with copies of row
-        ``n - 1``, its outputs' rows past ``n`` dropped."""
+        ``n - 1`` (the ``zeroed`` input's with zeros), its outputs' rows past ``n`` dropped, its sums
+        added."""
         rows, kernel = part
         take = np.minimum(np.arange(first, first + rows), n - 1)
         block = [a[take] if rest is not None else a for a, (_, rest, _, _) in zip(ins, self.inputs)]
+        if self.zeroed is not None:
+            block[self.zeroed][n - first:] = 0
         made = kernel(*block)
-        for a, b, (rest, _, _, _) in zip(outs, made if len(outs) > 1 else [made], self.outputs):
+        for a, b, (rest, _, _, summed) in zip(outs, made if len(outs) > 1 else [made], self.outputs):
             if rest is not None:
                 a[first:] = b[:n - first]
+            elif summed and first:
+                a += b
             else:
                 a[...] = b
 

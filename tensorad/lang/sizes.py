@@ -6,7 +6,7 @@ axis range and body of a program (an expression of sizes and constants becomes t
 program written at those sizes holds), or narrower size variables (a case of their values); the passes
 below the facade see only its static result.
 :func:`row_plan` says whether a program is a stack of independent rows, one static program for every
-count of rows."""
+count of rows; :func:`zeroing_input`, which input's zero rows add nothing to its sums over the rows."""
 
 from __future__ import annotations
 
@@ -294,3 +294,38 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
     return "is its row index" if any(b in rowlike for b in op.body) else ""
+
+
+def zeroing_input(outputs: Sequence[Tensor], inputs: Sequence[Tensor], kinds: Mapping[Tensor, RowKind]
+                  ) -> int | None:
+    """The index of an input of rows (of :func:`row_plan`'s ``kinds``) whose zero row makes each term of
+    every sum over the rows among ``outputs`` zero, as products with it (a gradient's head), or ``None``:
+    a row padded with zeros there adds nothing to the sums (nor, unless a factor of it is infinite or
+    NaN, a NaN)."""
+    sums = [t for t in outputs if kinds[t] is RowKind.SUM]
+    for k, h in enumerate(inputs):
+        if kinds.get(h) is RowKind.ROWS and _zero_with(h, outputs).issuperset(sums):
+            return k
+    return None
+
+
+def _zero_with(h: Tensor, outputs: Sequence[Tensor]) -> set[Tensor]:
+    """The tensors of the program of ``outputs`` that are zero where ``h`` is (products with it)."""
+    zero = {h}
+
+    def visit(node: Expr, *kids: bool) -> bool:
+        rule = _ZERO_WHEN.get(node.op)
+        return node.arg in zero if node.op is Op.READ else node.arg == 0 if node.op is Op.CONST else \
+            rule is not None and rule(node, kids)
+    memo: dict[Expr, bool] = {}
+    for t in tensor_graph(outputs):  # (producers first)
+        if not t.is_placeholder and fold(t.op.body[t.value_index], visit, memo):
+            zero.add(t)
+    return zero
+
+
+_ZERO_WHEN: dict[Op, Callable[[Expr, tuple[bool, ...]], bool]] = {  # zero, given which operands are
+    Op.MUL: lambda n, z: any(z), Op.DIV: lambda n, z: z[0], Op.ADD: lambda n, z: all(z),
+    Op.SUB: lambda n, z: all(z), Op.NEG: lambda n, z: z[0], Op.CAST: lambda n, z: z[0],
+    Op.SELECT: lambda n, z: z[1] and z[2], Op.IF_THEN_ELSE: lambda n, z: z[1] and z[2],
+    Op.REDUCE: lambda n, z: n.arg.combiner.kind == "sum" and all(z[1:])}

@@ -193,7 +193,8 @@ def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
 @pytest.mark.parametrize("optimize", [False, True])
 def test_weight_gradients_sum_over_the_blocks(optimize):
     """A dense layer's gradient with respect to its weight and bias sums over the rows: each block's
-    sum is added (the optimized gradient is the one of each block's static program)."""
+    sum is added (the optimized gradient is the one of each block's static program), and the last
+    rows run as one block whose padded rows have a zero head."""
     n = ta.size_var("n")
     Y, (X, W, B), _ = _program("dense", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -201,7 +202,7 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
     kernel = ta.build(grads, [X, W, B, H])
     loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
     assert kernel.generic and loss.generic
-    assert kernel.plan(7) == (7, None) and kernel.blocks(7) == [0, 0, 0, 1, 3]  # (no padded rows in a sum)
+    assert kernel.zeroed == 3 and kernel.plan(7) == (0, 2)  # (H's padded rows are zeros)
     w = rand(10, 24)
     for size in (1, 7, 300, 1000):
         x, b, h = rand(size, 24), rand(10), rand(size, 10)
@@ -219,7 +220,7 @@ def test_sum_over_rows_at_every_count_of_rows_from_none():
     X = ta.placeholder((n, 3), name="X")
     k = ta.reduce_axis((0, n), "k")
     kernel = ta.build(ta.compute((3,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="total"), [X])
-    assert kernel.generic
+    assert kernel.generic and kernel.zeroed == 0  # (a row of zeros adds zero)
     for size in (0, 1, 4, 5, 37, 300):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
@@ -328,3 +329,17 @@ def test_padded_last_block_keeps_its_rows_and_whole_outputs():
         y, z = kernel(x, w)
         np.testing.assert_allclose(y, x.astype("float64") @ w, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(z, w * 3.0, rtol=1e-6)
+
+
+def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
+    """``sum_k exp(X[k, j])``: a padded row would add ``exp`` of it, so the last rows run as blocks
+    of their own."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    kernel = ta.build(ta.compute((3,), lambda j: ta.sum(ta.exp(X[k, j]), axis=k), name="total"), [X])
+    assert kernel.generic and kernel.zeroed is None
+    for size in (3, 7, 37):
+        assert kernel.plan(size) == (size, None)
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)
