@@ -144,7 +144,11 @@ done:
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-CALL_ROWS = 16  # what a block costs beyond its rows, in rows (its weights read again, its loops entered)
+# A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
+# reads again (its inputs without rows) or adds into (its sums over the rows); a padded block's copies,
+# made in Python.  Measured on the GELU MLP 256 -> 1024 -> 256: a block costs about 20 rows.
+WORK_PER_BYTE = 4
+PADDED_WORK = 1 << 21
 
 
 class _Process:
@@ -198,6 +202,9 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
         self.padding = not self.sums or zeroed is not None  # (else a padded row would add to a sum)
+        whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
+            [(shape, d) for _, shape, d in self.sums]
+        self.reread = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for shape, d in whole)
         self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
@@ -222,7 +229,7 @@ class RowsKernel:
         largest part that fits), then, where ``padded`` is a part, the rows left as one block of that part,
         padded with copies of the last row (a program without sums over the rows: the padding's rows are
         dropped).  Of the ways that stop the driver's parts at some part and pad what is left, the one
-        of fewest rows run plus :data:`CALL_ROWS` for each block."""
+        of least cost (:meth:`_cost`)."""
         whole, tail = divmod(n, self.parts[0][0])
         if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
             options = [(self._cost(tail, None), tail, None)]
@@ -242,10 +249,11 @@ class RowsKernel:
         return n
 
     def _cost(self, covered: int, padded: int | None) -> int:
-        """Rows run plus :data:`CALL_ROWS` per block: the driver's blocks on ``covered`` rows, then a padded
-        block of part ``padded``."""
-        pad = 0 if padded is None else self.parts[padded][0] + CALL_ROWS
-        return covered + CALL_ROWS * sum(self._counts(covered)) + pad
+        """The work of the driver's blocks on ``covered`` rows, then a padded block of part ``padded``, each
+        block's reread bytes counted (:data:`WORK_PER_BYTE`), the padded block's copies too."""
+        blocks = [(c, k.work + self.reread) for c, (_, k) in zip(self._counts(covered), self.parts)]
+        pad = 0 if padded is None else self.parts[padded][1].work + self.reread + PADDED_WORK
+        return sum(c * w for c, w in blocks) + pad
 
     def _counts(self, n: int) -> list[int]:
         """How many blocks of each part the driver runs on ``n`` rows."""

@@ -106,18 +106,15 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         if size <= 7:  # (central differences cost a forward per element)
             np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
     assert len(builds) == compiled  # no size compiles
-    for size, blocks in ((1, [0, 0, 0, 0, 1]), (12, [0, 0, 1, 1, 0]), (264, [1, 0, 1, 0, 0])):
-        assert forward.blocks(size) == blocks and forward.plan(size) == (size, None)
+    for size in (1, 7, 300):  # (no weights read again by each block: no padded block pays)
+        assert forward.plan(size) == (size, None)
+        assert forward.blocks(size) == [size // 256, size % 256 // 64, size % 64 // 8, size % 8 // 4,
+                                        size % 4]
         assert forward.work_at(size) == ta.lower(*_program(case, size)[:2]).work
-    for size, blocks, padded in ((7, [0, 0, 1, 0, 0], 8), (300, [1, 1, 0, 0, 0], 64)):
-        assert forward.blocks(size) == blocks
-        assert forward.plan(size) == (size - size % 256, blocks.index(1, 1))
-        assert forward.work_at(size) == ta.lower(*_program(case, size - size % 256 + padded)[:2]).work
 
 
 def test_gradient_across_blocks_matches_softmax_formula():
-    """At 1000 rows (three blocks of 256, then the last 232 rows as a fourth, padded with copies of the
-    last row) each row's raw gradient is its own."""
+    """At 1000 rows (three blocks of 256, three of 64, five of 8) each row's raw gradient is its own."""
     n = ta.size_var("n")
     Y, (X,), _ = _program("softmax", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -193,8 +190,7 @@ def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
 @pytest.mark.parametrize("optimize", [False, True])
 def test_weight_gradients_sum_over_the_blocks(optimize):
     """A dense layer's gradient with respect to its weight and bias sums over the rows: each block's
-    sum is added (the optimized gradient is the one of each block's static program), and the last
-    rows run as one block whose padded rows have a zero head."""
+    sum is added (the optimized gradient is the one of each block's static program)."""
     n = ta.size_var("n")
     Y, (X, W, B), _ = _program("dense", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -202,7 +198,7 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
     kernel = ta.build(grads, [X, W, B, H])
     loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
     assert kernel.generic and loss.generic
-    assert kernel.zeroed == 3 and kernel.plan(7) == (0, 2)  # (H's padded rows are zeros)
+    assert kernel.zeroed == 3  # (a row of H of zeros adds zero to the weight's and bias's gradients)
     w = rand(10, 24)
     for size in (1, 7, 300, 1000):
         x, b, h = rand(size, 24), rand(10), rand(size, 10)
@@ -312,23 +308,31 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
     assert len(builds) == 3 * (len(forward.at(b=1, L=1).parts) + len(backward.at(b=1, L=1).parts))
 
 
-def test_padded_last_block_keeps_its_rows_and_whole_outputs():
-    """Seven rows run as one block of 8 whose last row copies row 6: each output row is its own row's,
-    and an output without rows is the one every block writes."""
+def test_padded_last_block_keeps_its_rows_its_sums_and_whole_outputs():
+    """A product with a 1 MB weight, which each block reads again: the last rows run as one block
+    padded with copies of the last row (in the gradient, X's padded rows are zeros), each output row its
+    own row's, the weight's gradient the sum over the real rows, an output without rows the one every
+    block writes."""
     n = ta.size_var("n")
-    X, W = ta.placeholder((n, 5), name="X"), ta.placeholder((5,), name="W")
-    k = ta.reduce_axis((0, 5), "k")
-    Y = ta.compute((n,), lambda i: ta.sum(X[i, k] * W[k], axis=k), name="Y")
-    Z = ta.compute((5,), lambda j: W[j] * 3.0, name="Z")
-    kernel = ta.build([Y, Z], [X, W])
-    assert kernel.generic
-    w = rand(5)
+    X, W = ta.placeholder((n, 256), name="X"), ta.placeholder((1024, 256), name="W")
+    k = ta.reduce_axis((0, 256), "k")
+    Y = ta.compute((n, 1024), lambda i, j: ta.sum(X[i, k] * W[j, k], axis=k), name="Y")
+    Z = ta.compute((4,), lambda j: W[j, 0] * 3.0, name="Z")
+    H = ta.placeholder(Y.shape, name="H")
+    forward = ta.build([Y, Z], [X, W])
+    backward = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H])
+    assert forward.generic and backward.generic and backward.zeroed == 0  # (X or H: dW is a product of both)
+    w = rand(1024, 256)
     for size, padded in ((2, 4), (7, 8), (40, 64), (300, 64)):
-        assert kernel.plan(size)[1] is not None and kernel.parts[kernel.plan(size)[1]][0] == padded
-        x = rand(size, 5)
-        y, z = kernel(x, w)
-        np.testing.assert_allclose(y, x.astype("float64") @ w, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(z, w * 3.0, rtol=1e-6)
+        for kernel in (forward, backward):
+            assert kernel.parts[kernel.plan(size)[1]][0] == padded
+        x, h = rand(size, 256), rand(size, 1024)
+        y, z = forward(x, w)
+        np.testing.assert_allclose(y, x.astype("float64") @ w.T, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(z, w[:4, 0] * 3.0, rtol=1e-6)
+        dx, dw = backward(x, w, h)
+        np.testing.assert_allclose(dx, h.astype("float64") @ w, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(dw, h.T.astype("float64") @ x, rtol=1e-4, atol=1e-3)
 
 
 def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
