@@ -299,9 +299,9 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
 def zeroing_input(outputs: Sequence[Tensor], inputs: Sequence[Tensor], kinds: Mapping[Tensor, RowKind]
                   ) -> int | None:
     """The index of an input of rows (of :func:`row_plan`'s ``kinds``) whose zero row makes each term of
-    every sum over the rows among ``outputs`` zero, as products with it (a gradient's head), or ``None``:
-    a row padded with zeros there adds nothing to the sums (nor, unless a factor of it is infinite or
-    NaN, a NaN)."""
+    every sum over the rows among ``outputs`` zero, as products of it with factors that do not depend on
+    it (a gradient's head), or ``None``: a row padded with zeros there, its other inputs' rows copies of
+    a real row, adds nothing to the sums (a NaN where that real row's factor is infinite or NaN)."""
     sums = [t for t in outputs if kinds[t] is RowKind.SUM]
     for k, h in enumerate(inputs):
         if kinds.get(h) is RowKind.ROWS and _zero_with(h, outputs).issuperset(sums):
@@ -310,22 +310,29 @@ def zeroing_input(outputs: Sequence[Tensor], inputs: Sequence[Tensor], kinds: Ma
 
 
 def _zero_with(h: Tensor, outputs: Sequence[Tensor]) -> set[Tensor]:
-    """The tensors of the program of ``outputs`` that are zero where ``h`` is (products with it)."""
-    zero = {h}
+    """The tensors of the program of ``outputs`` that are zero where ``h`` is (:data:`_ZERO_WHEN`)."""
+    zero, depends = {h}, {h}
 
-    def visit(node: Expr, *kids: bool) -> bool:
+    def visit(node: Expr, *kids: tuple[bool, bool]) -> tuple[bool, bool]:
+        if node.op is Op.READ:
+            return node.arg in zero, node.arg in depends
         rule = _ZERO_WHEN.get(node.op)
-        return node.arg in zero if node.op is Op.READ else node.arg == 0 if node.op is Op.CONST else \
-            rule is not None and rule(node, kids)
-    memo: dict[Expr, bool] = {}
+        z, d = [k[0] for k in kids], [k[1] for k in kids]
+        return (node.arg == 0 if node.op is Op.CONST else rule is not None and rule(node, z, d)), any(d)
+    memo: dict[Expr, tuple[bool, bool]] = {}
     for t in tensor_graph(outputs):  # (producers first)
-        if not t.is_placeholder and fold(t.op.body[t.value_index], visit, memo):
-            zero.add(t)
+        if not t.is_placeholder:
+            z, d = fold(t.op.body[t.value_index], visit, memo)
+            zero.update([t] if z else [])
+            depends.update([t] if d else [])
     return zero
 
 
-_ZERO_WHEN: dict[Op, Callable[[Expr, tuple[bool, ...]], bool]] = {  # zero, given which operands are
-    Op.MUL: lambda n, z: any(z), Op.DIV: lambda n, z: z[0], Op.ADD: lambda n, z: all(z),
-    Op.SUB: lambda n, z: all(z), Op.NEG: lambda n, z: z[0], Op.CAST: lambda n, z: z[0],
-    Op.SELECT: lambda n, z: z[1] and z[2], Op.IF_THEN_ELSE: lambda n, z: z[1] and z[2],
-    Op.REDUCE: lambda n, z: n.arg.combiner.kind == "sum" and all(z[1:])}
+# Whether a node is zero, given which operands are zero (z) and which depend on the zeroed input (d):
+# a product needs its other factors free of it (``0 * (1 / h)`` is no zero), a quotient its divisor.
+_ZERO_WHEN: dict[Op, Callable[[Expr, list[bool], list[bool]], bool]] = {
+    Op.MUL: lambda n, z, d: any(z) and all(a or not b for a, b in zip(z, d)),
+    Op.DIV: lambda n, z, d: z[0] and not d[1], Op.ADD: lambda n, z, d: all(z),
+    Op.SUB: lambda n, z, d: all(z), Op.NEG: lambda n, z, d: z[0], Op.CAST: lambda n, z, d: z[0],
+    Op.SELECT: lambda n, z, d: z[1] and z[2], Op.IF_THEN_ELSE: lambda n, z, d: z[1] and z[2],
+    Op.REDUCE: lambda n, z, d: n.arg.combiner.kind == "sum" and all(z[1:])}
