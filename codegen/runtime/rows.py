@@ -342,14 +342,14 @@ class RowsKernel:
         block = [a[take] if rest is not None else a for a, (_, rest, _, _) in zip(ins, self.inputs)]
         if self.zeroed is not None:
             block[self.zeroed][n - first:] = 0
-        made = kernel(*block)
-        for a, b, (rest, _, _, summed) in zip(outs, made if len(outs) > 1 else [made], self.outputs):
+        made = [np.empty((rows, *rest), a.dtype) if rest is not None else np.empty_like(a) if summed and first
+                else a for a, (rest, _, _, summed) in zip(outs, self.outputs)]  # (others: written in place)
+        kernel(*block, out=tuple(made))
+        for a, b, (rest, _, _, summed) in zip(outs, made, self.outputs):
             if rest is not None:
                 a[first:] = b[:n - first]
             elif summed and first:
                 a += b
-            else:
-                a[...] = b
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
