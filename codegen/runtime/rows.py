@@ -291,9 +291,9 @@ class RowsKernel:
             self.checked = check_size(self.size, seen[0])
         return seen[0]
 
-    def _workspace(self) -> tuple[Any, Any, list]:
-        """New array pointers, a driver frame, and what the frame points to (the part descriptions, the
-        temporaries and their pointers)."""
+    def _workspace(self) -> tuple[Any, Any, list, dict]:
+        """New array pointers, a driver frame, what the frame points to (the part descriptions, the
+        temporaries and their pointers), and a table for the padded blocks' arrays (:meth:`_padded`)."""
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
@@ -314,7 +314,7 @@ class RowsKernel:
                                       data_address(self.moves), len(self.moves), self.width,
                                       -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
                                       ctypes.addressof(sums), len(self.sums))
-        return given, frame, held
+        return given, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
@@ -332,19 +332,25 @@ class RowsKernel:
             raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
         return outs
 
-    def _padded(self, part: tuple[int, Kernel], first: int, n: int, ins: list[np.ndarray],
+    def _padded(self, pads: dict, k: int, first: int, n: int, ins: list[np.ndarray],
                 outs: list[np.ndarray]) -> None:
-        """Rows ``[first, n)`` as one block of ``part``: its inputs' rows padded with copies of row
+        """Rows ``[first, n)`` as one block of part ``k``: its inputs' rows padded with copies of row
         ``n - 1`` (the ``zeroed`` input's with zeros), its outputs' rows past ``n`` dropped, its sums
-        added."""
-        rows, kernel = part
-        take = np.minimum(np.arange(first, first + rows), n - 1)
-        block = [a[take] if rest is not None else a for a, (_, rest, _, _) in zip(ins, self.inputs)]
-        if self.zeroed is not None:
-            block[self.zeroed][n - first:] = 0
-        made = [np.empty((rows, *rest), a.dtype) if rest is not None else np.empty_like(a) if summed and first
-                else a for a, (rest, _, _, summed) in zip(outs, self.outputs)]  # (others: written in place)
-        kernel(*block, out=tuple(made))
+        added; ``pads`` keeps each part's padded arrays for the next call."""
+        rows, kernel = self.parts[k]
+        if k not in pads:
+            pads[k] = ([None if rest is None else np.empty((rows, *rest), d)
+                        for _, rest, _, d in self.inputs],
+                       [np.empty((rows, *rest), d) if rest is not None else np.empty(shape, d) if summed
+                        else None for rest, shape, d, summed in self.outputs])
+        pad_ins, pad_outs = pads[k]
+        for j, (a, p) in enumerate(zip(ins, pad_ins)):
+            if p is not None:
+                p[:n - first] = a[first:n]
+                p[n - first:] = 0 if j == self.zeroed else a[n - 1]
+        made = [p if p is not None and (rest is not None or first) else a
+                for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]  # (others: written in place)
+        kernel(*[a if p is None else p for a, p in zip(ins, pad_ins)], out=tuple(made))
         for a, b, (rest, _, _, summed) in zip(outs, made, self.outputs):
             if rest is not None:
                 a[first:] = b[:n - first]
@@ -367,14 +373,14 @@ class RowsKernel:
             work = self.kept.pop()
         except IndexError:
             work = self._workspace()
-        given, frame, _ = work
+        given, frame, _, pads = work
         given[:len(self.moves)] = [self.address(a) for a in ins + outs]
         covered, padded = self.plan(n)
         frame[2] = covered
         driver()(frame)
+        if padded is not None:
+            self._padded(pads, padded, covered, n, ins, outs)
         if not self.kept:
             self.kept.append(work)
-        if padded is not None:
-            self._padded(self.parts[padded], covered, n, ins, outs)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
