@@ -348,9 +348,14 @@ class RowsKernel:
             if p is not None:
                 p[:n - first] = a[first:n]
                 p[n - first:] = 0 if j == self.zeroed else a[n - 1]
-        made = [p if p is not None and (rest is not None or first) else a
-                for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]  # (others: written in place)
-        kernel(*[a if p is None else p for a, p in zip(ins, pad_ins)], out=tuple(made))
+        block = [a if p is None else p for a, p in zip(ins, pad_ins)]
+        if all(rest is not None for rest, _, _, _ in self.outputs):  # (out= costs its overlap check)
+            made = kernel(*block)
+            made = list(made) if len(outs) > 1 else [made]
+        else:  # (outputs without rows written in place, but for a later block's sums)
+            made = [p if p is not None and (rest is not None or first) else a
+                    for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]
+            kernel(*block, out=tuple(made))
         for a, b, (rest, _, _, summed) in zip(outs, made, self.outputs):
             if rest is not None:
                 a[first:] = b[:n - first]
