@@ -336,9 +336,10 @@ def test_padded_last_block_keeps_its_rows_its_sums_and_whole_outputs():
         y, z = forward(x, w)
         np.testing.assert_allclose(y, x.astype("float64") @ w.T, rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(z, w[:4, 0] * 3.0, rtol=1e-6)
-        dx, dw = backward(x, w, h)
-        np.testing.assert_allclose(dx, h.astype("float64") @ w, rtol=1e-4, atol=1e-3)
-        np.testing.assert_allclose(dw, h.T.astype("float64") @ x, rtol=1e-4, atol=1e-3)
+        given = np.empty((size, 256), np.float32), np.empty((1024, 256), np.float32)
+        for dx, dw in (backward(x, w, h), backward(x, w, h, out=given)):
+            np.testing.assert_allclose(dx, h.astype("float64") @ w, rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(dw, h.T.astype("float64") @ x, rtol=1e-4, atol=1e-3)
 
 
 def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
