@@ -1,8 +1,8 @@
 """A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
-arrays' pointers moved to the block's first row; a program without sums over its rows may run its last
-rows as one block of a part, padded.  The driver is compiled once per process."""
+arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
+(where no sum over the rows takes the padding's rows in).  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
 # reads again (its inputs without rows) or adds into (its sums over the rows); a padded block's copies,
-# made in Python.  Measured on the GELU MLP 256 -> 1024 -> 256: a block costs about 20 rows.
+# made in Python.  A block of a 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
 WORK_PER_BYTE = 4
 PADDED_WORK = 1 << 21
 
@@ -227,8 +227,7 @@ class RowsKernel:
     def plan(self, n: int) -> tuple[int, int | None]:
         """How a call of ``n`` rows runs: the driver on the first ``covered`` rows (each next block of the
         largest part that fits), then, where ``padded`` is a part, the rows left as one block of that part,
-        padded with copies of the last row (a program without sums over the rows: the padding's rows are
-        dropped).  Of the ways that stop the driver's parts at some part and pad what is left, the one
+        padded (:meth:`_padded`; only where no sum over the rows takes the padding's rows in).  Of the ways that stop the driver's parts at some part and pad what is left, the one
         of least cost (:meth:`_cost`)."""
         whole, tail = divmod(n, self.parts[0][0])
         if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
@@ -357,13 +356,13 @@ class RowsKernel:
             made = [p if p is not None and (rest is not None or first) else a
                     for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]
             kernel(*block, out=tuple(made))
-        for k, (a, b, (rest, _, _, summed)) in enumerate(zip(outs, made, self.outputs)):
+        for j, (a, b, (rest, _, _, summed)) in enumerate(zip(outs, made, self.outputs)):
             if rest is not None:
                 a[first:] = b[:n - first]
             elif summed and first:
                 a += b
             else:
-                outs[k] = b
+                outs[j] = b
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
