@@ -227,8 +227,9 @@ class RowsKernel:
     def plan(self, n: int) -> tuple[int, int | None]:
         """How a call of ``n`` rows runs: the driver on the first ``covered`` rows (each next block of the
         largest part that fits), then, where ``padded`` is a part, the rows left as one block of that part,
-        padded (:meth:`_padded`; only where no sum over the rows takes the padding's rows in).  Of the ways that stop the driver's parts at some part and pad what is left, the one
-        of least cost (:meth:`_cost`)."""
+        padded (:meth:`_padded`; only where no sum over the rows takes the padding's rows in).  Of the
+        ways that stop the driver's parts at some part and pad what is left, the one of least cost
+        (:meth:`_cost`)."""
         whole, tail = divmod(n, self.parts[0][0])
         if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
             options = [(self._cost(tail, None), tail, None)]
