@@ -2,7 +2,8 @@
 the sizes first (``tensorad.lang.sizes``), and everything below them sees a static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
-is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`).  Any other
+is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
+sizes too, it is one such kernel for each value of the others (a sequence length).  Any other
 built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
 a bounded cache it owns: each new size compiles once.  An optimized
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
@@ -26,12 +27,12 @@ from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
 from .ir.rewrite import tensor_graph
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
-from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
+from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
 from .poly.affine import size_cases
 from .training.function import Function
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
-ROWS = (256, 32, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
+ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 
 
 def listed(tensors: Any) -> list:
@@ -72,10 +73,11 @@ class DeferredCall:
 class CasesCall:
     """A differentiation of a symbolic program optimized per case of the values of ``size``: each case
     ``(lo, hi, derivatives)`` holds for ``lo <= size <= hi`` (``hi`` ``None``: unbounded), its derivatives
-    over the program's own tensors."""
+    over the program's own tensors; ``redo`` makes it where ``size`` stays unbound (:class:`DeferredCall`)."""
 
     size: Expr
     cases: tuple[tuple[int, int | None, tuple[Tensor, ...]], ...]
+    redo: Callable[[Callable[[Any], Any]], list[Tensor]]
 
     def at(self, value: int) -> tuple[Tensor, ...]:
         return next(c for lo, hi, c in self.cases if lo <= value and (hi is None or value <= hi))
@@ -124,7 +126,7 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
         sizes = {s.name: v if s is value else s for s in program_sizes(derivatives)}
         bind_program(derivatives, sizes, None, back)
         made.append((lo, hi, tuple(back[d] for d in derivatives)))
-    return CasesCall(v, tuple(made))
+    return CasesCall(v, tuple(made), redo)
 
 
 def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
@@ -140,13 +142,13 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
 
 def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes`` (or
-    its case that holds there bound)."""
+    its case that holds there bound, where its size is given an integer)."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
 
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
         call, k = t.op.provenance.source
         if call not in made:
-            if isinstance(call, CasesCall):
+            if isinstance(call, CasesCall) and not isinstance(sizes[call.size.name], Expr):
                 made[call] = list(call.at(sizes[call.size.name]))
                 _image(sizes, new, resolve)(made[call])
             else:
@@ -213,14 +215,18 @@ class SizedCallable:
     generic = False
 
     def __init__(self, make: Callable[[dict[Tensor, Tensor]], Any], roots: list[Tensor],
-                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES, why: str = "") -> None:
+                 inputs: list[Tensor], name: str, max_sizes: int = MAX_SIZES, why: str = "",
+                 free: Expr | None = None) -> None:
         self.make, self.roots, self.inputs, self.name, self.why = make, roots, inputs, name, why
+        self.free = free  # a size ``make`` is given unbound (its callable serves every value of it)
         self.static: SignatureCache[Any] = SignatureCache(max_sizes)
 
     def at(self, **sizes: int) -> Any:
-        """The static kernel or function at ``sizes`` (made on first use)."""
-        return self.static.get(tuple(sorted(sizes.items())),
-                               lambda: self.make(bind_all(self.roots, sizes)))
+        """The static kernel or function at ``sizes`` (made on first use); the size ``free`` is not read."""
+        if self.free is not None:
+            sizes = {k: v for k, v in sizes.items() if k != self.free.name}
+        bound = {**sizes, self.free.name: self.free} if self.free is not None else sizes
+        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(bind_all(self.roots, bound)))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -236,7 +242,8 @@ class SizedCallable:
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
-    (:func:`row_blocks`), any other a :class:`SizedCallable` over static kernels."""
+    (:func:`row_blocks`), or, with other sizes, a :class:`SizedCallable` over one for each value of the
+    others; any other a :class:`SizedCallable` over static kernels."""
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
     roots, ins = listed(outputs) + listed(inputs), listed(inputs)
@@ -247,9 +254,16 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
         return SizedCallable(make, roots, ins, "ta.build", why=why)
+    others = [v.name for v in program_sizes(roots) if v is not size]
+    if others:
+        why = f"rows are independent along {size.name}, not along {', '.join(others)}: a generic kernel " \
+            f"over {size.name} for each value of {', '.join(others)}"
+        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
+                             roots, ins, "ta.build", why=why, free=size)
     parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
     return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
-                      [kinds[t] for t in listed(outputs)], [t.name for t in ins])
+                      [kinds[t] for t in listed(outputs)], [t.name for t in ins],
+                      zeroing_input(listed(outputs), ins, kinds))
 
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict

@@ -1,7 +1,8 @@
-"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_size`) compiled once
+"""A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
-arrays' pointers moved to the block's first row.  The driver is compiled once per process."""
+arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
+(where no sum over the rows takes the padding's rows in).  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -143,6 +144,11 @@ done:
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
+# reads again (its inputs without rows) or adds into (its sums over the rows); a padded block's copies,
+# made in Python.  A block of a 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
+WORK_PER_BYTE = 4
+PADDED_WORK = 1 << 21
 
 
 class _Process:
@@ -179,9 +185,9 @@ class RowsKernel:
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
-                 kinds: Sequence[RowKind], names: Sequence[str]) -> None:
-        self.size, self.names, self.parts = size, list(names), parts
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names)  # (what pickling keeps)
+                 kinds: Sequence[RowKind], names: Sequence[str], zeroed: int | None = None) -> None:
+        self.size, self.names, self.parts, self.zeroed = size, list(names), parts, zeroed
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed)  # (pickling keeps)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
@@ -195,6 +201,11 @@ class RowsKernel:
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
+        self.padding = not self.sums or zeroed is not None  # (else a padded row would add to a sum)
+        whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
+            [(shape, d) for _, shape, d in self.sums]
+        self.reread = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for shape, d in whole)
+        self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
         self.address = data_address if ARRAY_DATA_OFFSET is None else id
@@ -213,12 +224,51 @@ class RowsKernel:
             k.num_threads = n
         self.kept.clear()
 
-    def blocks(self, n: int) -> list[int]:
-        """How many blocks of each part a call of ``n`` rows runs (as the driver takes them)."""
-        counts, first = [], 0
+    def plan(self, n: int) -> tuple[int, int | None]:
+        """How a call of ``n`` rows runs: the driver on the first ``covered`` rows (each next block of the
+        largest part that fits), then, where ``padded`` is a part, the rows left as one block of that part,
+        padded (:meth:`_padded`; only where no sum over the rows takes the padding's rows in).  Of the
+        ways that stop the driver's parts at some part and pad what is left, the one of least cost
+        (:meth:`_cost`)."""
+        whole, tail = divmod(n, self.parts[0][0])
+        if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
+            options = [(self._cost(tail, None), tail, None)]
+            for last in range(1, len(self.parts) if self.padding else 0):
+                covered = tail - self._left(tail, last)
+                fits = [k for k, (rows, _) in enumerate(self.parts) if rows >= tail - covered]
+                if covered < tail:
+                    options.append((self._cost(covered, fits[-1]), covered, fits[-1]))
+            self.plans[tail] = min(options, key=lambda o: o[0])[1:]
+        covered, padded = self.plans[tail]
+        return whole * self.parts[0][0] + covered, padded
+
+    def _left(self, n: int, parts: int) -> int:
+        """The rows the driver leaves of ``n`` with its first ``parts`` parts."""
+        for rows, _ in self.parts[:parts]:
+            n %= rows
+        return n
+
+    def _cost(self, covered: int, padded: int | None) -> int:
+        """The work of the driver's blocks on ``covered`` rows, then a padded block of part ``padded``, each
+        block's reread bytes counted (:data:`WORK_PER_BYTE`), the padded block's copies too."""
+        blocks = [(c, k.work + self.reread) for c, (_, k) in zip(self._counts(covered), self.parts)]
+        pad = 0 if padded is None else self.parts[padded][1].work + self.reread + PADDED_WORK
+        return sum(c * w for c, w in blocks) + pad
+
+    def _counts(self, n: int) -> list[int]:
+        """How many blocks of each part the driver runs on ``n`` rows."""
+        counts = []
         for rows, _ in self.parts:
-            counts.append((n - first) // rows)
-            first += counts[-1] * rows
+            counts.append(n // rows)
+            n %= rows
+        return counts
+
+    def blocks(self, n: int) -> list[int]:
+        """How many blocks of each part a call of ``n`` rows runs, its padded block counted."""
+        covered, padded = self.plan(n)
+        counts = self._counts(covered)
+        if padded is not None:
+            counts[padded] += 1
         return counts
 
     def work_at(self, n: int) -> int:
@@ -241,9 +291,9 @@ class RowsKernel:
             self.checked = check_size(self.size, seen[0])
         return seen[0]
 
-    def _workspace(self) -> tuple[Any, Any, list]:
-        """New array pointers, a driver frame, and what the frame points to (the part descriptions, the
-        temporaries and their pointers)."""
+    def _workspace(self) -> tuple[Any, Any, list, dict]:
+        """New array pointers, a driver frame, what the frame points to (the part descriptions, the
+        temporaries and their pointers), and a table for the padded blocks' arrays (:meth:`_padded`)."""
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
@@ -264,7 +314,7 @@ class RowsKernel:
                                       data_address(self.moves), len(self.moves), self.width,
                                       -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
                                       ctypes.addressof(sums), len(self.sums))
-        return given, frame, held
+        return given, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
@@ -282,6 +332,39 @@ class RowsKernel:
             raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
         return outs
 
+    def _padded(self, pads: dict, k: int, first: int, n: int, ins: list[np.ndarray],
+                outs: list[np.ndarray], mine: bool) -> None:
+        """Rows ``[first, n)`` as one block of part ``k``: its inputs' rows padded with copies of row
+        ``n - 1`` (the ``zeroed`` input's with zeros), its outputs' rows past ``n`` dropped, its sums
+        added; ``pads`` keeps each part's padded arrays for the next call.  Where ``outs`` are ``mine``
+        (not the caller's), an output without rows the block writes whole is replaced in ``outs``."""
+        rows, kernel = self.parts[k]
+        if k not in pads:
+            pads[k] = ([None if rest is None else np.empty((rows, *rest), d)
+                        for _, rest, _, d in self.inputs],
+                       [np.empty((rows, *rest), d) if rest is not None else np.empty(shape, d) if summed
+                        else None for rest, shape, d, summed in self.outputs])
+        pad_ins, pad_outs = pads[k]
+        for j, (a, p) in enumerate(zip(ins, pad_ins)):
+            if p is not None:
+                p[:n - first] = a[first:n]
+                p[n - first:] = 0 if j == self.zeroed else a[n - 1]
+        block = [a if p is None else p for a, p in zip(ins, pad_ins)]
+        if mine:  # (the kernel's own outputs: out= costs its overlap check)
+            made = kernel(*block)
+            made = list(made) if len(outs) > 1 else [made]
+        else:  # (outputs without rows written in place, but for a later block's sums)
+            made = [p if p is not None and (rest is not None or first) else a
+                    for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]
+            kernel(*block, out=tuple(made))
+        for j, (a, b, (rest, _, _, summed)) in enumerate(zip(outs, made, self.outputs)):
+            if rest is not None:
+                a[first:] = b[:n - first]
+            elif summed and first:
+                a += b
+            else:
+                outs[j] = b
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
@@ -298,10 +381,13 @@ class RowsKernel:
             work = self.kept.pop()
         except IndexError:
             work = self._workspace()
-        given, frame, _ = work
+        given, frame, _, pads = work
         given[:len(self.moves)] = [self.address(a) for a in ins + outs]
-        frame[2] = n
+        covered, padded = self.plan(n)
+        frame[2] = covered
         driver()(frame)
+        if padded is not None:
+            self._padded(pads, padded, covered, n, ins, outs, out is None)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]

@@ -6,7 +6,7 @@ axis range and body of a program (an expression of sizes and constants becomes t
 program written at those sizes holds), or narrower size variables (a case of their values); the passes
 below the facade see only its static result.
 :func:`row_plan` says whether a program is a stack of independent rows, one static program for every
-count of rows."""
+count of rows; :func:`zeroing_input`, which input's zero rows add nothing to its sums over the rows."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def size_value(e: int | Expr, values: Mapping[Expr, int | Expr]) -> int | Expr:
     """An integer expression in sizes at ``values`` (an expression where a value is a size variable)."""
     if not isinstance(e, Expr):
         return e
-    if any(isinstance(x, Expr) for x in values.values()):
-        return rename(e, values)
+    if any(isinstance(values.get(v, v), Expr) for v in sizes_in([e])):
+        return rename(e, {v: x if isinstance(x, Expr) else const(x, v.dtype) for v, x in values.items()})
     return fold(e, lambda n, *a: values[n] if n.op is Op.VAR else n.arg if n.op is Op.CONST
                 else _INT_OPS[n.op](*a))
 
@@ -214,30 +214,48 @@ class RowKind(Enum):
 def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
              ) -> tuple[Expr | None, dict[Tensor, RowKind], str]:
     """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
-    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``.  Rows are independent when ``n``
-    is the program's one size, the leading extent of the tensors it sizes and of nothing else; an op of
+    rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``; of several sizes, the first
+    that is, the others taken as bound (a program of independent rows at each of their values).  Rows are
+    independent when ``n`` is the leading extent of the tensors it sizes and of nothing else; an op of
     ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
     nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
     at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
     Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
     rows, its sums over the rows added up."""
     found = program_sizes([*outputs, *inputs])
-    if len(found) != 1:
-        return None, {}, f"the program has {len(found)} size variables, not one"
-    n, kinds = found[0], {}
-    for t in tensor_graph([*outputs, *inputs]):
+    if not found:
+        return None, {}, "the program has no size variables"
+    whys = []
+    for n in found:
+        kinds, why = _row_kinds([*outputs, *inputs], n)
+        if not why:
+            return n, kinds, ""
+        whys.append(why if len(found) == 1 else f"not along {n.name}: {why}")
+    return None, {}, "; ".join(whys)
+
+
+def _row_kinds(tensors: list[Tensor], n: Expr) -> tuple[dict[Tensor, RowKind], str]:
+    """Each tensor's :class:`RowKind` in the program of ``tensors`` as rows along ``n``, or ``({}, why
+    not)``."""
+    kinds: dict[Tensor, RowKind] = {}
+    for t in tensor_graph(tensors):
         kind, why = _row_kind(t, n, kinds)
         if why:
-            return None, {}, f"{t.name}: {why}"
+            return {}, f"{t.name}: {why}"
         kinds[t] = kind
-    return n, kinds, ""
+    return kinds, ""
+
+
+def _sized(n: Expr, items: Iterable[Any]) -> bool:
+    """Whether size ``n`` is under the expressions among ``items``."""
+    return any(v is n for v in sizes_in(items))
 
 
 def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind | None, str]:
     """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
     given its producers' ``kinds``, or ``(None, why not)``."""
     rows = bool(t.shape) and t.shape[0] is n
-    if sizes_in(t.shape[1:] if rows else t.shape):
+    if _sized(n, t.shape[1:] if rows else t.shape):
         return None, f"size {n.name} in its shape {t.shape} past the leading extent"
     if t.is_placeholder:
         return RowKind.ROWS if rows else RowKind.WHOLE, ""
@@ -248,7 +266,7 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind
         deferred = op.provenance.role is Role.DEFERRED
         return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
     runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
-    if rows and (op.axes[0].hi is not n or sizes_in([op.axes[0].lo])) or sizes_in(runs):
+    if rows and (op.axes[0].hi is not n or _sized(n, [op.axes[0].lo])) or _sized(n, runs):
         return None, f"its axes run over size {n.name} other than as its rows"
     total = op.body[0] if len(op.body) == 1 and op.body[0].op is Op.REDUCE else None
     over = [] if total is None or total.arg.combiner.kind != "sum" else \
@@ -268,11 +286,53 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
             and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
     rowlike = {row} | {x for c in pins for x in c.src}
     for node in nodes:
-        if is_size(node):
+        if node is n:
             return f"reads size {n.name} as a value"
-        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if sizes_in((a.lo, a.hi))):
+        if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if _sized(n, (a.lo, a.hi))):
             return f"sums over size {n.name} other than at its own row"
         sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
     return "is its row index" if any(b in rowlike for b in op.body) else ""
+
+
+def zeroing_input(outputs: Sequence[Tensor], inputs: Sequence[Tensor], kinds: Mapping[Tensor, RowKind]
+                  ) -> int | None:
+    """The index of an input of rows (of :func:`row_plan`'s ``kinds``) whose zero row makes each term of
+    every sum over the rows among ``outputs`` zero, as products of it with factors that do not depend on
+    it (a gradient's head), or ``None``: a row padded with zeros there, its other inputs' rows copies of
+    a real row, adds nothing to the sums (a NaN where that real row's factor is infinite or NaN)."""
+    sums = [t for t in outputs if kinds[t] is RowKind.SUM]
+    for k, h in enumerate(inputs):
+        if kinds.get(h) is RowKind.ROWS and _zero_with(h, outputs).issuperset(sums):
+            return k
+    return None
+
+
+def _zero_with(h: Tensor, outputs: Sequence[Tensor]) -> set[Tensor]:
+    """The tensors of the program of ``outputs`` that are zero where ``h`` is (:data:`_ZERO_WHEN`)."""
+    zero, depends = {h}, {h}
+
+    def visit(node: Expr, *kids: tuple[bool, bool]) -> tuple[bool, bool]:
+        if node.op is Op.READ:
+            return node.arg in zero, node.arg in depends
+        rule = _ZERO_WHEN.get(node.op)
+        z, d = [k[0] for k in kids], [k[1] for k in kids]
+        return (node.arg == 0 if node.op is Op.CONST else rule is not None and rule(node, z, d)), any(d)
+    memo: dict[Expr, tuple[bool, bool]] = {}
+    for t in tensor_graph(outputs):  # (producers first)
+        if not t.is_placeholder:
+            z, d = fold(t.op.body[t.value_index], visit, memo)
+            zero.update([t] if z else [])
+            depends.update([t] if d else [])
+    return zero
+
+
+# Whether a node is zero, given which operands are zero (z) and which depend on the zeroed input (d):
+# a product needs its other factors free of it (``0 * (1 / h)`` is no zero), a quotient its divisor.
+_ZERO_WHEN: dict[Op, Callable[[Expr, list[bool], list[bool]], bool]] = {
+    Op.MUL: lambda n, z, d: any(z) and all(a or not b for a, b in zip(z, d)),
+    Op.DIV: lambda n, z, d: z[0] and not d[1], Op.ADD: lambda n, z, d: all(z),
+    Op.SUB: lambda n, z, d: all(z), Op.NEG: lambda n, z, d: z[0], Op.CAST: lambda n, z, d: z[0],
+    Op.SELECT: lambda n, z, d: z[1] and z[2], Op.IF_THEN_ELSE: lambda n, z, d: z[1] and z[2],
+    Op.REDUCE: lambda n, z, d: n.arg.combiner.kind == "sum" and all(z[1:])}

@@ -1,7 +1,9 @@
 """Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
 (its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
 ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
-float64; programs whose rows are not independent keep one static kernel per size and say why."""
+float64; programs whose rows are not independent keep one static kernel per size and say why; last
+rows run as one padded block where the cost model says so; a Transformer block over a symbolic batch
+and sequence length, one generic kernel over the batch per length, against PyTorch float64."""
 
 import pickle
 import re
@@ -95,7 +97,7 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
     forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
     assert forward.generic and backward.generic
     compiled = len(builds)
-    assert compiled == len(forward.parts) + len(backward.parts) == 8  # blocks of 256, 32, 4 and 1 rows
+    assert compiled == len(forward.parts) + len(backward.parts) == 10  # blocks of 256, 64, 8, 4 and 1 rows
     for size in SIZES:
         values = [rand(size, *t.shape[1:]) if t.shape[0] is n else rand(*t.shape) for t in inputs]
         want = oracle(*(v.astype("float64") for v in values))
@@ -106,14 +108,15 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         if size <= 7:  # (central differences cost a forward per element)
             np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
     assert len(builds) == compiled  # no size compiles
-    for size in (1, 7, 300):
-        static = _program(case, size)
-        assert forward.work_at(size) == ta.lower(*static[:2]).work
-        assert forward.blocks(size) == [size // 256, size % 256 // 32, size % 32 // 4, size % 4]
+    for size in (1, 7, 300):  # (no weights read again by each block: no padded block pays)
+        assert forward.plan(size) == (size, None)
+        assert forward.blocks(size) == [size // 256, size % 256 // 64, size % 64 // 8, size % 8 // 4,
+                                        size % 4]
+        assert forward.work_at(size) == ta.lower(*_program(case, size)[:2]).work
 
 
 def test_gradient_across_blocks_matches_softmax_formula():
-    """At 1000 rows (three blocks of 256, seven of 32, two of 4) each row's raw gradient is its own."""
+    """At 1000 rows (three blocks of 256, three of 64, five of 8) each row's raw gradient is its own."""
     n = ta.size_var("n")
     Y, (X,), _ = _program("softmax", n)
     H = ta.placeholder(Y.shape, name="H")
@@ -127,7 +130,7 @@ def test_unit_of_a_multiple_of_size_ends_the_ladder():
     n = ta.size_var("n", multiple_of=4, max=64)
     X = ta.placeholder((n, 3), name="X")
     kernel = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
-    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 32, 4]
+    assert kernel.generic and [rows for rows, _ in kernel.parts] == [64, 8, 4]
     for size in (4, 12, 36, 64):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), x * 2.0 + 1.0, rtol=1e-6)
@@ -197,6 +200,7 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
     kernel = ta.build(grads, [X, W, B, H])
     loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
     assert kernel.generic and loss.generic
+    assert kernel.zeroed == 3  # (a row of H of zeros adds zero to the weight's and bias's gradients)
     w = rand(10, 24)
     for size in (1, 7, 300, 1000):
         x, b, h = rand(size, 24), rand(10), rand(size, 10)
@@ -205,7 +209,8 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
         np.testing.assert_allclose(dx, h64 @ w, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(dw, h64.T @ x64, rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(db, h64.sum(0), rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(loss(x, w, b, h), ((x64 @ w.T + b) * h64).sum(), rtol=1e-4)
+        terms = (x64 @ w.T + b) * h64  # (a float32 sum of them rounds by up to a few eps of their sizes)
+        np.testing.assert_allclose(loss(x, w, b, h), terms.sum(), rtol=1e-4, atol=1e-6 * np.abs(terms).sum())
 
 
 def test_sum_over_rows_at_every_count_of_rows_from_none():
@@ -214,7 +219,7 @@ def test_sum_over_rows_at_every_count_of_rows_from_none():
     X = ta.placeholder((n, 3), name="X")
     k = ta.reduce_axis((0, n), "k")
     kernel = ta.build(ta.compute((3,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="total"), [X])
-    assert kernel.generic
+    assert kernel.generic and kernel.zeroed == 0  # (a row of zeros adds zero)
     for size in (0, 1, 4, 5, 37, 300):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
@@ -240,3 +245,112 @@ def test_sum_read_by_another_op_builds_per_size():
     assert not kernel.generic and "reads total, a sum over n rows" in kernel.why
     x = rand(7, 4)
     np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)
+
+
+DIM, HEADS, HIDDEN = 8, 2, 16
+BLOCK_PARAMS = {"G1": (DIM,), "B1": (DIM,), "Wq": (DIM, DIM), "Wk": (DIM, DIM), "Wv": (DIM, DIM),
+                "Wo": (DIM, DIM), "G2": (DIM,), "B2": (DIM,), "W1": (DIM, HIDDEN), "C1": (HIDDEN,),
+                "W2": (HIDDEN, DIM)}
+
+
+def transformer_block(X, p):
+    """A pre-norm Transformer block written once in ``ta.topi`` over ``X [batch, length, DIM]``: causal
+    multi-head self-attention, then a GELU MLP, each with its residual."""
+    topi, nn = ta.topi, ta.topi.nn
+    b, n, d = X.shape
+
+    def heads(t):  # [b, n, d] -> [b, heads, n, d / heads]
+        return topi.transpose(topi.reshape(t, (b, n, HEADS, d // HEADS)), (0, 2, 1, 3))
+    h = nn.layer_norm(X, p["G1"], p["B1"])
+    q, k, v = (heads(topi.matmul(h, p[w])) for w in ("Wq", "Wk", "Wv"))
+    a = nn.scaled_dot_product_attention(q, k, v, causal=True)
+    x = X + topi.matmul(topi.reshape(topi.transpose(a, (0, 2, 1, 3)), (b, n, d)), p["Wo"])
+    h = nn.gelu(topi.matmul(nn.layer_norm(x, p["G2"], p["B2"]), p["W1"]) + p["C1"])
+    return x + topi.matmul(h, p["W2"])
+
+
+def torch_block(torch, x, p):
+    """The same block in PyTorch (float64)."""
+    F = torch.nn.functional
+    b, n, d = x.shape
+
+    def heads(t):
+        return t.reshape(b, n, HEADS, d // HEADS).transpose(1, 2)
+    h = F.layer_norm(x, (d,), p["G1"], p["B1"])
+    a = F.scaled_dot_product_attention(*(heads(h @ p[w]) for w in ("Wq", "Wk", "Wv")), is_causal=True)
+    x = x + a.transpose(1, 2).reshape(b, n, d) @ p["Wo"]
+    return x + F.gelu(F.layer_norm(x, (d,), p["G2"], p["B2"]) @ p["W1"] + p["C1"]) @ p["W2"]
+
+
+def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds):
+    """One definition over a symbolic batch ``b`` and sequence length ``L``: forward and every gradient
+    of ``sum(Y * H)`` match PyTorch float64; the kernels are generic over ``b`` (one compile serves
+    every batch at a length) and compile once per length, the causal attention's rows depending on
+    each other along ``L``."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    b, L = ta.size_var("b"), ta.size_var("L")
+    X = ta.placeholder((b, L, DIM), name="X")
+    params = {k: ta.placeholder(s, name=k) for k, s in BLOCK_PARAMS.items()}
+    Y = transformer_block(X, params)
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [X, *params.values()])
+    forward, backward = ta.build(Y, [X, *params.values()]), ta.build(grads, [X, *params.values(), H])
+    for k in (forward, backward):
+        assert not k.generic and k.why.startswith("rows are independent along b, not along L")
+    values = {k: (RNG.standard_normal(s) * 0.5).astype("float32") for k, s in BLOCK_PARAMS.items()}
+    for batch, length in ((1, 1), (2, 7), (5, 7), (3, 19), (2, 64)):
+        x, h = rand(batch, length, DIM), rand(batch, length, DIM)
+        tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
+        want = torch_block(torch, tx, tp)
+        want.backward(torch.tensor(h, dtype=torch.float64))
+        np.testing.assert_allclose(forward(x, *values.values()), want.detach().numpy(), rtol=1e-4, atol=1e-4)
+        assert forward.at(b=batch, L=length).generic
+        if length < 10:  # (each length's gradient compiles once)
+            for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
+                np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
+            assert backward.at(b=batch, L=length).generic
+    parts = len(forward.at(b=1, L=1).parts)
+    assert len(builds) == 4 * parts + 2 * len(backward.at(b=1, L=1).parts)  # (lengths 1, 7, 19, 64)
+
+
+def test_padded_last_block_keeps_its_rows_its_sums_and_whole_outputs():
+    """A product with a 1 MB weight, which each block reads again: the last rows run as one block
+    padded with copies of the last row (in the gradient, X's padded rows are zeros), each output row its
+    own row's, the weight's gradient the sum over the real rows, an output without rows the one every
+    block writes."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 256), name="X"), ta.placeholder((1024, 256), name="W")
+    k = ta.reduce_axis((0, 256), "k")
+    Y = ta.compute((n, 1024), lambda i, j: ta.sum(X[i, k] * W[j, k], axis=k), name="Y")
+    Z = ta.compute((4,), lambda j: W[j, 0] * 3.0, name="Z")
+    H = ta.placeholder(Y.shape, name="H")
+    forward = ta.build([Y, Z], [X, W])
+    backward = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H])
+    assert forward.generic and backward.generic and backward.zeroed == 0  # (X or H: dW is a product of both)
+    w = rand(1024, 256)
+    for size, padded in ((2, 4), (7, 8), (40, 64), (300, 64)):
+        for kernel in (forward, backward):
+            assert kernel.parts[kernel.plan(size)[1]][0] == padded
+        x, h = rand(size, 256), rand(size, 1024)
+        y, z = forward(x, w)
+        np.testing.assert_allclose(y, x.astype("float64") @ w.T, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(z, w[:4, 0] * 3.0, rtol=1e-6)
+        given = np.empty((size, 256), np.float32), np.empty((1024, 256), np.float32)
+        for dx, dw in (backward(x, w, h), backward(x, w, h, out=given)):
+            np.testing.assert_allclose(dx, h.astype("float64") @ w, rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(dw, h.T.astype("float64") @ x, rtol=1e-4, atol=1e-3)
+
+
+def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
+    """``sum_k exp(X[k, j])``: a padded row would add ``exp`` of it, so the last rows run as blocks
+    of their own."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    kernel = ta.build(ta.compute((3,), lambda j: ta.sum(ta.exp(X[k, j]), axis=k), name="total"), [X])
+    assert kernel.generic and kernel.zeroed is None
+    for size in (3, 7, 37):
+        assert kernel.plan(size) == (size, None)
+        x = rand(size, 3)
+        np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)
