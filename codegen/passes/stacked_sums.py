@@ -1,0 +1,211 @@
+"""Several products summed over the same reduction axes, stacked into one product over one more axis.
+
+A recurrent network's weight gradient adds one product per step::
+
+    dW[a, b] = sum_r H1[r, a] G1[r, b] + sum_r H2[r, a] G2[r, b] + ...
+
+whether the program spells it as one sum of several terms or as an elementwise sum of several sums.
+Each term is a skinny product (``K`` = the batch); a new reduction axis ``s`` over the terms stacks
+their sides into two tensors ``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] = G_s[r, b]`` (each a tree of
+``if_then_else`` over ``s``), so that the sum is one product with ``K = terms * batch``.
+
+A term's factors are split by the output axes they read: those over the output axes of the first side
+(with the factors that read no output axis), and those over the rest.  Stacking applies where every
+term splits the same way, the sides differ between terms (a side they share is factored out by
+:mod:`..strategies.term_split`), and the copies (``M + N`` values per point of ``K``) are small beside
+the product (``M N``): ``M N >= MIN_RATIO (M + N)``.  The terms are added in another order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+from tensorad.ir.dtype import is_float
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
+from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
+
+MIN_RATIO = 8  # the product's points per point of K at least this many times its copies'
+
+_UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
+
+
+def _terms(e: Expr) -> Iterator[Expr]:
+    if e.op is Op.ADD:
+        for s in e.src:
+            yield from _terms(s)
+    else:
+        yield e
+
+
+def _factors(e: Expr) -> Iterator[Expr]:
+    if e.op is Op.MUL:
+        for s in e.src:
+            yield from _factors(s)
+    else:
+        yield e
+
+
+def _product(factors: list[Expr], dtype: str) -> Expr:
+    return math.prod(factors[1:], start=factors[0]) if factors else const(1.0, dtype)
+
+
+def _sum_of_products(red: Expr) -> bool:
+    """Whether ``red`` is an unconditional float sum of one source."""
+    return red.op is Op.REDUCE and red.arg.combiner.kind == "sum" and len(red.src) == 2 \
+        and red.src[0] is TRUE and is_float(red.dtype)
+
+
+def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple, tuple] | None:
+    """``(left sides, right sides, left axes, right axes)`` of ``terms`` (see the module docstring)."""
+    outs = set(axes)
+    first = [set(free_vars(f)) & outs for f in _factors(terms[0])]
+    seed = next((s for s in first if s), None)
+    if seed is None:
+        return None
+    left = set(seed)
+    grown = True
+    while grown:  # the output axes read together with the seed's
+        grown = False
+        for s in first:
+            if s & left and not s <= left:
+                left |= s
+                grown = True
+    right = outs - left
+    if not right:
+        return None
+    lefts, rights = [], []
+    for t in terms:
+        lf, rf = [], []
+        for f in _factors(t):
+            used = set(free_vars(f)) & outs
+            if any(n.op in _UNSAFE for n in walk(f)) or (used & left and used & right):
+                return None
+            (rf if used & right else lf).append(f)
+        lefts.append(_product(lf, t.dtype))
+        rights.append(_product(rf, t.dtype))
+    if len(set(lefts)) == 1 or len(set(rights)) == 1:
+        return None
+    return lefts, rights, tuple(a for a in axes if a in left), tuple(a for a in axes if a in right)
+
+
+def _box(axes: tuple[Expr, ...]) -> int:
+    return math.prod(a.hi - a.lo for a in axes)
+
+
+def _stacked_op(name: str, sides: list[Expr], s_axes: tuple[Expr, ...], owner: ComputeOp) -> ComputeOp:
+    """A new op over ``(s,) + s_axes`` (each from 0) whose slice ``s`` computes ``sides[s]``."""
+    s = var("s", 0, len(sides))
+    fresh = tuple(var(a.name, 0, a.hi - a.lo, a.dtype) for a in s_axes)
+    shift = {a: f + const(a.lo, a.dtype) if a.lo else f for a, f in zip(s_axes, fresh)}
+    spelled = [substitute(x, shift) for x in sides]
+
+    def tree(lo: int, hi: int) -> Expr:
+        if hi - lo == 1:
+            return spelled[lo]
+        mid = (lo + hi) // 2
+        return choice(Op.IF_THEN_ELSE, s < const(mid, s.dtype), tree(lo, mid), tree(mid, hi))
+    role = Provenance(Role.SPLIT, owner.provenance.group, Tensor(owner, 0))
+    return ComputeOp(name, owner.tag, (s,) + fresh, (tree(0, len(sides)),), (), role)
+
+
+def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp) -> tuple[Expr, list[ComputeOp]] | None:
+    """``(red as one product over a new axis, the two new ops it reads)`` where ``red`` (a sum over
+    ``owner``'s output ``axes``) is a sum of several products worth stacking, else ``None``."""
+    if not _sum_of_products(red):
+        return None
+    terms = list(_terms(red.src[1]))
+    found = _sides(terms, axes) if len(terms) >= 2 else None
+    if found is None:
+        return None
+    lefts, rights, left_axes, right_axes = found
+    m, n = _box(left_axes), _box(right_axes)
+    if m * n < MIN_RATIO * (m + n):
+        return None
+    rs = red.arg.axes
+    ops = [_stacked_op(f"{owner.name}.stack{k}", sides, rs + side_axes, owner)
+           for k, (sides, side_axes) in enumerate(((lefts, left_axes), (rights, right_axes)))]
+    s = var("s", 0, len(terms))
+    at = tuple(r - const(r.lo, r.dtype) if r.lo else r for r in rs)
+    product = Tensor(ops[0], 0)[(s,) + at + left_axes] * Tensor(ops[1], 0)[(s,) + at + right_axes]
+    return Expr(Op.REDUCE, red.dtype, (TRUE, product), ReduceArg(red.arg.combiner, (s,) + rs, 0)), ops
+
+
+def _merged(body: Expr, axes: tuple[Expr, ...], sums: dict[ComputeOp, Expr]
+            ) -> tuple[Expr, list[Expr], set[ComputeOp]] | None:
+    """``(one sum of the terms, the other terms, the sums it merged)`` of an elementwise ``body`` that adds
+    reads, at a permutation of ``axes``, of several sums in ``sums`` over equal reduction boxes; else
+    ``None``."""
+    merged, rest, first, used = [], [], None, set()
+    for t in _terms(body):
+        red = sums.get(t.arg.op) if t.op is Op.READ else None
+        if red is None or len(set(t.src)) != len(t.src) or not set(t.src) <= set(axes):
+            rest.append(t)
+            continue
+        rs = red.arg.axes
+        if first is None:
+            first = red
+        elif [(r.lo, r.hi) for r in rs] != [(r.lo, r.hi) for r in first.arg.axes]:
+            rest.append(t)
+            continue
+        mapping = dict(zip(t.arg.op.axes, t.src)) | dict(zip(rs, first.arg.axes))
+        merged.append(substitute(red.src[1], mapping))
+        used.add(t.arg.op)
+    if len(merged) < 2:
+        return None
+    value = merged[0]
+    for v in merged[1:]:
+        value = value + v
+    return Expr(Op.REDUCE, first.dtype, (TRUE, value), ReduceArg(first.arg.combiner, first.arg.axes, 0)), \
+        rest, used
+
+
+def stack_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
+               check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
+    """``ops`` with every sum of several products stacked (see the module docstring): the new ops before
+    their reader, the sums an elementwise sum absorbed removed; ``bodies`` is updated in place;
+    ``check(op, bodies)`` proves reads in bounds."""
+    readers: dict[ComputeOp, int] = {}
+    for op in ops:
+        for t in {n.arg for b in bodies[op] for n in walk(b) if n.op is Op.READ}:
+            readers[t.op] = readers.get(t.op, 0) + 1
+    kept = {t.op for t in outputs}
+    sums = {op: bodies[op][0] for op in ops if len(bodies[op]) == 1 and op.num_outputs == 1
+            and _sum_of_products(bodies[op][0]) and readers.get(op) == 1 and op not in kept}
+    out: list[ComputeOp] = []
+    dropped: set[ComputeOp] = set()
+    for op in ops:
+        if len(bodies[op]) != 1:
+            out.append(op)
+            continue
+        body = bodies[op][0]
+        if body.op is Op.REDUCE:
+            done = stack(body, op.axes, op)
+            if done is not None and all(check(o, o.body) for o in done[1]) and check(op, (done[0],)):
+                out.extend(done[1])
+                bodies.update((o, o.body) for o in done[1])
+                bodies[op] = (done[0],)
+            out.append(op)
+            continue
+        found = _merged(body, op.axes, sums)
+        done = stack(found[0], op.axes, op) if found is not None else None
+        if done is None or not all(check(o, o.body) for o in done[1]):
+            out.append(op)
+            continue
+        red, rest = done[0], found[1]
+        fresh = tuple(var(a.name, a.lo, a.hi, a.dtype) for a in op.axes)
+        total = ComputeOp(f"{op.name}.stacked", op.tag, fresh, (substitute(red, dict(zip(op.axes, fresh))),),
+                          (), done[1][0].provenance)
+        value = Tensor(total, 0)[op.axes]
+        for t in rest:
+            value = value + t
+        out.extend(done[1] + [total, op])
+        bodies.update((o, o.body) for o in done[1] + [total])
+        bodies[op] = (value,)
+        dropped |= found[2]
+    for op in dropped:
+        bodies.pop(op, None)
+    return [op for op in out if op not in dropped]
+
+
+__all__ = ["stack_sums", "stack", "MIN_RATIO"]
