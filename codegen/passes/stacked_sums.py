@@ -12,8 +12,9 @@ their sides into two tensors ``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] = G_s[r
 A term's factors are split by the output axes they read: those over the output axes of the first side
 (with the factors that read no output axis), and those over the rest.  Stacking applies where every
 term splits the same way, the sides differ between terms (a side they share is factored out by
-:mod:`..strategies.term_split`), and the copies (``M + N`` values per point of ``K``) are small beside
-the product (``M N``): ``M N >= MIN_RATIO (M + N)``.  The terms are added in another order."""
+:mod:`..strategies.term_split`), and the copies of a term's sides (``(M + N) K`` values, ``K`` its
+reduction box) cost no more than the partial sum that its own product would store and its reader load
+(``M N``): short sums, not long ones.  The terms are added in another order."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ from tensorad.ir.dtype import is_float
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
-
-MIN_RATIO = 8  # the product's points per point of K at least this many times its copies'
 
 _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
 
@@ -119,10 +118,10 @@ def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp) -> tuple[Expr, li
     if found is None:
         return None
     lefts, rights, left_axes, right_axes = found
-    m, n = _box(left_axes), _box(right_axes)
-    if m * n < MIN_RATIO * (m + n):
-        return None
     rs = red.arg.axes
+    m, n = _box(left_axes), _box(right_axes)
+    if m * n < (m + n) * _box(rs):
+        return None
     ops = [_stacked_op(f"{owner.name}.stack{k}", sides, rs + side_axes, owner)
            for k, (sides, side_axes) in enumerate(((lefts, left_axes), (rights, right_axes)))]
     s = var("s", 0, len(terms))
@@ -208,4 +207,4 @@ def stack_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
     return [op for op in out if op not in dropped]
 
 
-__all__ = ["stack_sums", "stack", "MIN_RATIO"]
+__all__ = ["stack_sums", "stack"]
