@@ -92,28 +92,54 @@ def _box(axes: tuple[Expr, ...]) -> int:
     return math.prod(a.hi - a.lo for a in axes)
 
 
-def _stacked_op(name: str, sides: list[Expr], s_axes: tuple[Expr, ...], owner: ComputeOp) -> ComputeOp:
-    """A new op over ``(s,) + s_axes`` (each from 0) whose slice ``s`` computes ``sides[s]``."""
-    s = var("s", 0, len(sides))
-    fresh = tuple(var(a.name, 0, a.hi - a.lo, a.dtype) for a in s_axes)
-    shift = {a: f + const(a.lo, a.dtype) if a.lo else f for a, f in zip(s_axes, fresh)}
-    spelled = [substitute(x, shift) for x in sides]
+class _Stacks:
+    """The stacked sides one pass makes, by their spelling over canonical axes: equal ones are one op (the
+    weight gradients of one recurrent layer stack its gates' gradient once).  A term's place in its stack
+    is the position of the latest op it reads, so that sums over the same steps stack them alike."""
 
-    def tree(lo: int, hi: int) -> Expr:
-        if hi - lo == 1:
-            return spelled[lo]
-        mid = (lo + hi) // 2
-        return choice(Op.IF_THEN_ELSE, s < const(mid, s.dtype), tree(lo, mid), tree(mid, hi))
-    role = Provenance(Role.SPLIT, owner.provenance.group, Tensor(owner, 0))
-    return ComputeOp(name, owner.tag, (s,) + fresh, (tree(0, len(sides)),), (), role)
+    def __init__(self, ops: list[ComputeOp]) -> None:
+        self.position = {op: k for k, op in enumerate(ops)}
+        self.canonical: dict[tuple[int, int], Expr] = {}
+        self.made: dict[tuple, ComputeOp] = {}
+
+    def order(self, term: Expr) -> int:
+        return max((self.position.get(n.arg.op, -1) for n in walk(term) if n.op is Op.READ), default=-1)
+
+    def side(self, name: str, sides: list[Expr], s_axes: tuple[Expr, ...], owner: ComputeOp
+             ) -> tuple[ComputeOp, bool]:
+        """``(the op over (s,) + s_axes, each from 0, whose slice s computes sides[s]; whether it is new)``
+        """
+        canon = tuple(self.canonical.setdefault((k, a.hi - a.lo), var(f"c{k}", 0, a.hi - a.lo, a.dtype))
+                      for k, a in enumerate(s_axes))
+        shift = {a: c + const(a.lo, a.dtype) if a.lo else c for a, c in zip(s_axes, canon)}
+        key = (canon, tuple(substitute(x, shift) for x in sides))
+        if key in self.made:
+            return self.made[key], False
+        s = var("s", 0, len(sides))
+        fresh = tuple(var(a.name, 0, a.hi - a.lo, a.dtype) for a in s_axes)
+        spelled = [substitute(x, dict(zip(canon, fresh))) for x in key[1]]
+
+        def tree(lo: int, hi: int) -> Expr:
+            if hi - lo == 1:
+                return spelled[lo]
+            mid = (lo + hi) // 2
+            return choice(Op.IF_THEN_ELSE, s < const(mid, s.dtype), tree(lo, mid), tree(mid, hi))
+        role = Provenance(Role.SPLIT, owner.provenance.group, Tensor(owner, 0))
+        op = self.made[key] = ComputeOp(name, owner.tag, (s,) + fresh, (tree(0, len(sides)),), (), role)
+        return op, True
+
+    def drop(self, ops: list[ComputeOp]) -> None:
+        """Forget ``ops`` (made for a sum left as it was)."""
+        self.made = {k: op for k, op in self.made.items() if op not in ops}
 
 
-def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp) -> tuple[Expr, list[ComputeOp]] | None:
-    """``(red as one product over a new axis, the two new ops it reads)`` where ``red`` (a sum over
+def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp, stacks: _Stacks
+          ) -> tuple[Expr, list[ComputeOp]] | None:
+    """``(red as one product over a new axis, the new ops it reads)`` where ``red`` (a sum over
     ``owner``'s output ``axes``) is a sum of several products worth stacking, else ``None``."""
     if not _sum_of_products(red):
         return None
-    terms = list(_terms(red.src[1]))
+    terms = sorted(_terms(red.src[1]), key=stacks.order)
     found = _sides(terms, axes) if len(terms) >= 2 else None
     if found is None:
         return None
@@ -122,12 +148,13 @@ def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp) -> tuple[Expr, li
     m, n = _box(left_axes), _box(right_axes)
     if m * n < (m + n) * _box(rs):
         return None
-    ops = [_stacked_op(f"{owner.name}.stack{k}", sides, rs + side_axes, owner)
-           for k, (sides, side_axes) in enumerate(((lefts, left_axes), (rights, right_axes)))]
+    made = [stacks.side(f"{owner.name}.stack{k}", sides, rs + side_axes, owner)
+            for k, (sides, side_axes) in enumerate(((lefts, left_axes), (rights, right_axes)))]
     s = var("s", 0, len(terms))
     at = tuple(r - const(r.lo, r.dtype) if r.lo else r for r in rs)
-    product = Tensor(ops[0], 0)[(s,) + at + left_axes] * Tensor(ops[1], 0)[(s,) + at + right_axes]
-    return Expr(Op.REDUCE, red.dtype, (TRUE, product), ReduceArg(red.arg.combiner, (s,) + rs, 0)), ops
+    product = Tensor(made[0][0], 0)[(s,) + at + left_axes] * Tensor(made[1][0], 0)[(s,) + at + right_axes]
+    red = Expr(Op.REDUCE, red.dtype, (TRUE, product), ReduceArg(red.arg.combiner, (s,) + rs, 0))
+    return red, [op for op, new in made if new]
 
 
 def _merged(body: Expr, axes: tuple[Expr, ...], sums: dict[ComputeOp, Expr]
@@ -173,28 +200,33 @@ def stack_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
             and _sum_of_products(bodies[op][0]) and readers.get(op) == 1 and op not in kept}
     out: list[ComputeOp] = []
     dropped: set[ComputeOp] = set()
+    stacks = _Stacks(ops)
     for op in ops:
         if len(bodies[op]) != 1:
             out.append(op)
             continue
         body = bodies[op][0]
         if body.op is Op.REDUCE:
-            done = stack(body, op.axes, op)
+            done = stack(body, op.axes, op, stacks)
             if done is not None and all(check(o, o.body) for o in done[1]) and check(op, (done[0],)):
                 out.extend(done[1])
                 bodies.update((o, o.body) for o in done[1])
                 bodies[op] = (done[0],)
+            elif done is not None:
+                stacks.drop(done[1])
             out.append(op)
             continue
         found = _merged(body, op.axes, sums)
-        done = stack(found[0], op.axes, op) if found is not None else None
+        done = stack(found[0], op.axes, op, stacks) if found is not None else None
         if done is None or not all(check(o, o.body) for o in done[1]):
+            stacks.drop(done[1] if done else [])
             out.append(op)
             continue
         red, rest = done[0], found[1]
         fresh = tuple(var(a.name, a.lo, a.hi, a.dtype) for a in op.axes)
+        role = Provenance(Role.SPLIT, op.provenance.group, Tensor(op, 0))
         total = ComputeOp(f"{op.name}.stacked", op.tag, fresh, (substitute(red, dict(zip(op.axes, fresh))),),
-                          (), done[1][0].provenance)
+                          (), role)
         value = Tensor(total, 0)[op.axes]
         for t in rest:
             value = value + t
