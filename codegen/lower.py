@@ -44,7 +44,7 @@ from .passes.footprint import shrink_to_footprints
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
-from .passes.stacked_sums import stack_sums
+from .passes.stacked_sums import stack_shared_sides, stack_sums
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
@@ -284,6 +284,7 @@ def _transposed(state: _Rewriting) -> None:
 
 def _stacked(state: _Rewriting) -> None:
     state.ops = stack_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
+    state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 
 
 def _copies(state: _Rewriting) -> None:

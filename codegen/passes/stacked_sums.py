@@ -1,4 +1,4 @@
-"""Several products summed over the same reduction axes, stacked into one product over one more axis.
+"""Products stacked into one product over one more axis: several summed, or several sharing a side.
 
 A recurrent network's weight gradient adds one product per step::
 
@@ -14,7 +14,12 @@ A term's factors are split by the output axes they read: those over the output a
 term splits the same way, the sides differ between terms (a side they share is factored out by
 :mod:`..strategies.term_split`), and the copies of a term's sides (``(M + N) K`` values, ``K`` its
 reduction box) cost no more than the partial sum that its own product would store and its reader load
-(``M N``): short sums, not long ones.  The terms are added in another order."""
+(``M N``): short sums, not long ones.  The terms are added in another order.
+
+The same stacking joins independent products that share one side: an unrolled layer's input products
+``P_t[i, j] = sum_k X[t, i, k] W[j, k]``, one per step, are one product ``P[s, i, j]`` over the steps'
+rows, packing ``W`` once instead of once per step, where the stacked side is no larger than the shared
+one and no member's reader comes before what the members read (a recurrence's products stay apart)."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 from tensorad.ir.dtype import is_float
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
-from tensorad.ir.rewrite import free_vars, substitute, walk
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
@@ -55,7 +60,7 @@ def _sum_of_products(red: Expr) -> bool:
         and red.src[0] is TRUE and is_float(red.dtype)
 
 
-def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple, tuple] | None:
+def _split(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple, tuple] | None:
     """``(left sides, right sides, left axes, right axes)`` of ``terms`` (see the module docstring)."""
     outs = set(axes)
     first = [set(free_vars(f)) & outs for f in _factors(terms[0])]
@@ -83,9 +88,15 @@ def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple
             (rf if used & right else lf).append(f)
         lefts.append(_product(lf, t.dtype))
         rights.append(_product(rf, t.dtype))
-    if len(set(lefts)) == 1 or len(set(rights)) == 1:
-        return None
     return lefts, rights, tuple(a for a in axes if a in left), tuple(a for a in axes if a in right)
+
+
+def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple, tuple] | None:
+    """:func:`_split` where both sides differ between the terms."""
+    found = _split(terms, axes)
+    if found is None or len(set(found[0])) == 1 or len(set(found[1])) == 1:
+        return None
+    return found
 
 
 def _box(axes: tuple[Expr, ...]) -> int:
@@ -102,6 +113,13 @@ class _Stacks:
         self.canonical: dict[tuple[int, int], Expr] = {}
         self.made: dict[tuple, ComputeOp] = {}
 
+    def spell(self, exprs: list[Expr], axes: tuple[Expr, ...]) -> tuple:
+        """``(canonical axes, exprs over them)``: ``axes`` by position and extent, each from 0."""
+        canon = tuple(self.canonical.setdefault((k, a.hi - a.lo), var(f"c{k}", 0, a.hi - a.lo, a.dtype))
+                      for k, a in enumerate(axes))
+        shift = {a: c + const(a.lo, a.dtype) if a.lo else c for a, c in zip(axes, canon)}
+        return canon, tuple(substitute(x, shift) for x in exprs)
+
     def order(self, term: Expr) -> int:
         return max((self.position.get(n.arg.op, -1) for n in walk(term) if n.op is Op.READ), default=-1)
 
@@ -109,10 +127,8 @@ class _Stacks:
              ) -> tuple[ComputeOp, bool]:
         """``(the op over (s,) + s_axes, each from 0, whose slice s computes sides[s]; whether it is new)``
         """
-        canon = tuple(self.canonical.setdefault((k, a.hi - a.lo), var(f"c{k}", 0, a.hi - a.lo, a.dtype))
-                      for k, a in enumerate(s_axes))
-        shift = {a: c + const(a.lo, a.dtype) if a.lo else c for a, c in zip(s_axes, canon)}
-        key = (canon, tuple(substitute(x, shift) for x in sides))
+        key = self.spell(sides, s_axes)
+        canon = key[0]
         if key in self.made:
             return self.made[key], False
         s = var("s", 0, len(sides))
@@ -239,4 +255,83 @@ def stack_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
     return [op for op in out if op not in dropped]
 
 
-__all__ = ["stack_sums", "stack"]
+def _one_product(op: ComputeOp, bodies: dict) -> tuple[Expr, list, tuple, tuple] | None:
+    """``(the sum, its sides, each side's axes)`` of an op that sums one product, else ``None``."""
+    if len(bodies[op]) != 1 or not _sum_of_products(bodies[op][0]):
+        return None
+    red = bodies[op][0]
+    found = _split([red.src[1]], op.axes) if len(list(_terms(red.src[1]))) == 1 else None
+    return None if found is None else (red, [found[0][0], found[1][0]], found[2], found[3])
+
+
+def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stacks) -> list[tuple]:
+    """``(shared side, its members' other sides, the members)`` for each group of at least two sums of one
+    product whose one side is the same, the other no larger (its copy costs no more than the shared side's
+    packing saved once per member)."""
+    groups: dict[tuple, list] = {}
+    for op in ops:
+        got = _one_product(op, bodies) if op not in kept and op.num_outputs == 1 else None
+        if got is None:
+            continue
+        red, sides, *side_axes = got
+        rs = red.arg.axes
+        for k in (0, 1):
+            shared, other = side_axes[k], side_axes[1 - k]
+            if _box(other) > _box(shared):
+                continue
+            spelled = stacks.spell([sides[k]], rs + shared)
+            where = tuple(k for k, a in enumerate(op.axes) if any(a is b for b in shared))
+            extents = tuple((a.lo, a.hi) for a in op.axes + rs)
+            member = (op, red, sides[1 - k], other, sides[k])
+            groups.setdefault((k, spelled, where, extents), []).append(member)
+    return [members for members in groups.values() if len(members) >= 2]
+
+
+def stack_shared_sides(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
+                       check: Callable[[ComputeOp, tuple], bool]) -> list[ComputeOp]:
+    """``ops`` with each group of independent sums of one product that share one side computed as one
+    product over the other sides stacked along a new axis (an unrolled recurrent layer's input
+    products, ``X[t] W^T`` for every step ``t``, as one product over steps and batch); the members'
+    readers read the new op; ``bodies`` is updated in place."""
+    stacks = _Stacks(ops)
+    kept = {t.op for t in outputs}
+    for members in _shared_groups(ops, bodies, kept, stacks):
+        first, red, _, other, shared = members[0]
+        if any(m[0] not in ops for m in members):
+            continue
+        rs = red.arg.axes
+        others = [substitute(side, dict(zip(op.axes, first.axes)) | dict(zip(r.arg.axes, rs)))
+                  for op, r, side, *_ in members]
+        side, new = stacks.side(f"{first.name}.rows", others, other + rs, first)
+        fresh = tuple(var(a.name, a.lo, a.hi, a.dtype) for a in first.axes)
+        s = var("s", 0, len(members))
+        at = tuple(r - const(r.lo, r.dtype) if r.lo else r for r in rs)
+        value = Tensor(side, 0)[(s,) + other + at] * shared
+        body = substitute(Expr(Op.REDUCE, red.dtype, (TRUE, value), red.arg), dict(zip(first.axes, fresh)))
+        role = Provenance(Role.SPLIT, first.provenance.group, Tensor(first, 0))
+        whole = ComputeOp(f"{first.name}.stacked", first.tag, (s,) + fresh, (body,), (), role)
+        index = {op: k for k, (op, *_) in enumerate(members)}
+        remaining = [op for op in ops if op not in index]
+        read = {n.arg.op for x in (side.body[0], body) for n in walk(x) if n.op is Op.READ}
+        place = max((k for k, op in enumerate(remaining) if op in read), default=-1) + 1
+        readers = [k for k, op in enumerate(remaining)
+                   if any(n.op is Op.READ and n.arg.op in index for b in bodies[op] for n in walk(b))]
+        if (readers and min(readers) < place) or not check(side, side.body) or not check(whole, (body,)):
+            if new:
+                stacks.drop([side])
+            continue
+
+        def reroute(node: Expr, index=index, whole=whole, dtype=s.dtype) -> Expr | None:
+            k = index.get(node.arg.op)
+            return None if k is None else Tensor(whole, 0)[(const(k, dtype),) + node.src]
+        for op in remaining:
+            bodies[op] = tuple(replace_reads(b, reroute) for b in bodies[op])
+        for op in index:
+            del bodies[op]
+        bodies[whole] = (body,)
+        bodies[side] = side.body
+        ops = remaining[:place] + ([side] if new else []) + [whole] + remaining[place:]
+    return ops
+
+
+__all__ = ["stack_sums", "stack", "stack_shared_sides"]

@@ -113,3 +113,26 @@ def test_recurrent_weight_gradients_match_float64_bptt():
         dh = dz @ wh
     np.testing.assert_allclose(got[0], dwx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[1], dwh, rtol=1e-4, atol=1e-5)
+
+
+def test_products_sharing_a_side_are_one_product():
+    """An unrolled layer's input products ``X[t] W^T`` (one per step, ``W`` shared) are one product over
+    the steps; a recurrence's products (each reads the previous one's result) are not."""
+    steps, batch, inputs, hidden = 4, 8, 24, 32
+    X = ta.placeholder((steps, batch, inputs), "float32", "X")
+    W = ta.placeholder((hidden, inputs), "float32", "W")
+    U = ta.placeholder((hidden, hidden), "float32", "U")
+    h = ta.topi.tanh(ta.topi.nn.dense(X[0], W))
+    for t in range(1, steps):
+        h = ta.topi.tanh(ta.topi.nn.dense(X[t], W) + ta.topi.nn.dense(h, U))
+    low = ta.lower([h], [X, W, U], target=HASWELL)
+    assert low.text.count("allocate dense.stacked:") == 1 and low.text.count("allocate dense") == 2
+    # the one product of X W^T, the stacked X, each step's h U^T and the first step's tanh
+    assert low.work == steps * batch * hidden * inputs + steps * batch * inputs \
+        + (steps - 1) * batch * hidden * hidden + batch * hidden
+    xs, w, u = (RNG.uniform(-0.5, 0.5, t.shape) for t in (X, W, U))
+    want = np.tanh(xs[0] @ w.T)
+    for t in range(1, steps):
+        want = np.tanh(xs[t] @ w.T + want @ u.T)
+    got = ta.build([h], [X, W, U])(*(a.astype("float32") for a in (xs, w, u)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
