@@ -18,8 +18,9 @@ reduction box) cost no more than the partial sum that its own product would stor
 
 The same stacking joins independent products that share one side: an unrolled layer's input products
 ``P_t[i, j] = sum_k X[t, i, k] W[j, k]``, one per step, are one product ``P[s, i, j]`` over the steps'
-rows, packing ``W`` once instead of once per step, where the stacked side is no larger than the shared
-one and no member's reader comes before what the members read (a recurrence's products stay apart)."""
+rows, packing ``W`` once instead of once per step, where the shared side is at least :data:`MIN_SAVING`
+times the stacked one (the packing saved pays for the copies many times over) and no member's reader
+comes before what the members read (a recurrence's products stay apart)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
+MIN_SAVING = 4  # a shared side at least this many times the side stacked in its place
 
 
 def _terms(e: Expr) -> Iterator[Expr]:
@@ -266,8 +268,7 @@ def _one_product(op: ComputeOp, bodies: dict) -> tuple[Expr, list, tuple, tuple]
 
 def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stacks) -> list[tuple]:
     """``(shared side, its members' other sides, the members)`` for each group of at least two sums of one
-    product whose one side is the same, the other no larger (its copy costs no more than the shared side's
-    packing saved once per member)."""
+    product whose one side is the same, the other at least :data:`MIN_SAVING` times smaller."""
     groups: dict[tuple, list] = {}
     for op in ops:
         got = _one_product(op, bodies) if op not in kept and op.num_outputs == 1 else None
@@ -277,7 +278,7 @@ def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stack
         rs = red.arg.axes
         for k in (0, 1):
             shared, other = side_axes[k], side_axes[1 - k]
-            if _box(other) > _box(shared):
+            if MIN_SAVING * _box(other) > _box(shared):
                 continue
             spelled = stacks.spell([sides[k]], rs + shared)
             where = tuple(k for k, a in enumerate(op.axes) if any(a is b for b in shared))
