@@ -267,8 +267,9 @@ def _one_product(op: ComputeOp, bodies: dict) -> tuple[Expr, list, tuple, tuple]
 
 
 def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stacks) -> list[tuple]:
-    """``(shared side, its members' other sides, the members)`` for each group of at least two sums of one
-    product whose one side is the same, the other at least :data:`MIN_SAVING` times smaller."""
+    """The groups of at least two sums of one product whose one side is the same, the other at least
+    :data:`MIN_SAVING` times smaller: per member ``(op, its sum, its other side, that side's axes, the
+    shared side)``."""
     groups: dict[tuple, list] = {}
     for op in ops:
         got = _one_product(op, bodies) if op not in kept and op.num_outputs == 1 else None
@@ -281,7 +282,7 @@ def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stack
             if MIN_SAVING * _box(other) > _box(shared):
                 continue
             spelled = stacks.spell([sides[k]], rs + shared)
-            where = tuple(k for k, a in enumerate(op.axes) if any(a is b for b in shared))
+            where = tuple(d for d, a in enumerate(op.axes) if any(a is b for b in shared))
             extents = tuple((a.lo, a.hi) for a in op.axes + rs)
             member = (op, red, sides[1 - k], other, sides[k])
             groups.setdefault((k, spelled, where, extents), []).append(member)
