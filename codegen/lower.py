@@ -44,6 +44,7 @@ from .passes.footprint import shrink_to_footprints
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
+from .passes.stacked_sums import stack_shared_sides, stack_sums
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
 from .program import Buffer, Fill, Nest, Program, program_text, stores
@@ -281,6 +282,11 @@ def _transposed(state: _Rewriting) -> None:
     state.ops = merge_transposed(state.ops, state.bodies, state.outputs)
 
 
+def _stacked(state: _Rewriting) -> None:
+    state.ops = stack_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
+    state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
+
+
 def _copies(state: _Rewriting) -> None:
     if state.fuse:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
@@ -297,6 +303,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(speculate),           # safe if_then_else made select
     _each_body(factor_choices),      # costly contexts of eager choices computed once
     _transposed,                     # a sum spelled twice, once transposed, computed once
+    _stacked,                        # several products summed as one product over one more axis
     _copies,                         # an output copying a temporary computes it (with fuse)
     _each_body(unstride),            # sums over one residue class re-indexed
 )

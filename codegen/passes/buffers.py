@@ -3,8 +3,10 @@
 The rule (printed as ``# inlined: ...`` and ``allocate ...``):
 
 * outputs, reductions and values whose readers must see the same bits (``Role.SAVED``) are materialized;
-* a non-reduction tensor is inlined into its readers, unless its body has a transcendental function or
-  several reads and its readers read it at least twice per element;
+* a non-reduction tensor is inlined into its readers, unless its body (with the bodies of its inlined
+  producers) has a transcendental function, or its own body several reads, and its readers read it at
+  least twice per element (a recurrence's state, ``c = f * c_prev + g``, is computed once per step,
+  not again in each later step);
 * but a tensor larger than every input and output together is never materialized when it can be inlined;
 * and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor whose body,
   producers substituted, would pass it is materialized.
@@ -72,17 +74,24 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
             for n in walk(b):
                 if n.op is Op.READ and isinstance(n.arg.op, ComputeOp) and n.arg.op in uses:
                     uses[n.arg.op] += w
-    # decide consumers first so that a reader's own inlining is known (approximation: boxes)
+    # producers first: an op's inlined producers are known when it is decided
+    gathered: dict[ComputeOp, int] = {}  # expensive operations an op's inlined body holds
     for op in ops:
-        if op in chosen or op in force_inline:
-            continue
-        size = max(_box(op), 1)
         reads, heavy = _cost(op.body)
+        heavy += sum(gathered.get(p, 0) for p in _producers(op))
+        size = max(_box(op), 1)
         costly = heavy > 0 or reads >= 3
-        if costly and uses[op] >= 2 * size and size <= max(limit, 1):
+        if op not in chosen and op not in force_inline and costly and uses[op] >= 2 * size \
+                and size <= max(limit, 1):
             chosen.add(op)
+        gathered[op] = 0 if op in chosen else heavy
     _bound_inlined_size(ops, chosen, force_inline)
     return chosen
+
+
+def _producers(op: ComputeOp) -> set[ComputeOp]:
+    """The compute ops ``op``'s bodies read."""
+    return {n.arg.op for b in op.body for n in walk(b) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)}
 
 
 def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inline: set) -> None:
