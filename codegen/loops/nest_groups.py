@@ -191,7 +191,7 @@ def _strip_chain(g: Group, u: Unit, alias: dict) -> tuple[int, tuple[Expr, ...]]
     found = _alignment(g, u, alias)
     if found is None:
         return None
-    depth = min(found[0], len(p.outer) - 1)
+    depth = min(found[0], sum(v.extent > 1 for v in p.outer[:-1]))  # (unit loops are in no prefix)
     return (depth, found[1][:depth]) if depth else None
 
 
