@@ -176,7 +176,8 @@ def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
 
 
 class SymbolicLowered:
-    """``ta.lower`` of a symbolic program without sizes: ``work_at(n=...)`` lowers at those sizes."""
+    """``ta.lower`` of a symbolic program without sizes: ``work_at(n=...)`` lowers at those sizes;
+    ``generic`` and ``why`` say what ``ta.build`` of it makes."""
 
     def __init__(self, outputs: Any, inputs: Any, options: dict) -> None:
         self.outputs, self.inputs, self.options = outputs, inputs, options
@@ -189,6 +190,18 @@ class SymbolicLowered:
     def work_at(self, **sizes: int) -> int:
         """The exact work at ``sizes`` (each new size lowers once more)."""
         return self.at(**sizes).work
+
+    @property
+    def why(self) -> str:
+        """Why ``ta.build`` of the program compiles once per size (``""``: one generic kernel)."""
+        outputs, inputs = listed(self.outputs), listed(self.inputs)
+        size, _, _, why = row_blocks(outputs, inputs, self.options)
+        return why if size is None else other_sizes(size, outputs + inputs)
+
+    @property
+    def generic(self) -> bool:
+        """Whether ``ta.build`` of the program makes one kernel for every size (``kernel.generic``)."""
+        return not self.why
 
     @property
     def work(self) -> int:
@@ -254,16 +267,22 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
         return SizedCallable(make, roots, ins, "ta.build", why=why)
-    others = [v.name for v in program_sizes(roots) if v is not size]
-    if others:
-        why = f"rows are independent along {size.name}, not along {', '.join(others)}: a generic kernel " \
-            f"over {size.name} for each value of {', '.join(others)}"
+    why = other_sizes(size, roots)
+    if why:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
                              roots, ins, "ta.build", why=why, free=size)
     parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
     return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
                       [kinds[t] for t in listed(outputs)], [t.name for t in ins],
                       zeroing_input(listed(outputs), ins, kinds))
+
+
+def other_sizes(size: Any, roots: list[Tensor]) -> str:
+    """Why a program of independent rows along ``size`` is not one generic kernel: its other sizes
+    (``""`` when it has none)."""
+    others = ", ".join(v.name for v in program_sizes(roots) if v is not size)
+    return others and (f"rows are independent along {size.name}, not along {others}: a generic kernel "
+                       f"over {size.name} for each value of {others}")
 
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict

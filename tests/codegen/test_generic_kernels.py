@@ -96,6 +96,7 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
     (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), inputs[:1], optimize=False)
     forward, backward = ta.build(Y, inputs), ta.build(dX, [*inputs, H])
     assert forward.generic and backward.generic
+    assert ta.lower(Y, inputs).generic and ta.lower(dX, [*inputs, H]).why == ""
     compiled = len(builds)
     assert compiled == len(forward.parts) + len(backward.parts) == 10  # blocks of 256, 64, 8, 4 and 1 rows
     for size in SIZES:
@@ -185,6 +186,8 @@ def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
     kernel = ta.build(Y, [X])
     assert not kernel.generic and kernel.why
     assert re.search(why, kernel.why), kernel.why
+    lowered = ta.lower(Y, [X])  # (says the same before anything compiles)
+    assert not lowered.generic and lowered.why == kernel.why
     x = rand(5, 4)
     np.testing.assert_allclose(kernel(x), ta.evaluate(Y, {X: x}), rtol=1e-5)
 
@@ -297,6 +300,7 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
     forward, backward = ta.build(Y, [X, *params.values()]), ta.build(grads, [X, *params.values(), H])
     for k in (forward, backward):
         assert not k.generic and k.why.startswith("rows are independent along b, not along L")
+    assert ta.lower(Y, [X, *params.values()]).why == forward.why
     values = {k: (RNG.standard_normal(s) * 0.5).astype("float32") for k, s in BLOCK_PARAMS.items()}
     for batch, length in ((1, 1), (2, 7), (5, 7), (3, 19), (2, 64)):
         x, h = rand(batch, length, DIM), rand(batch, length, DIM)
