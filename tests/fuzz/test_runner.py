@@ -51,7 +51,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
     # limit; a job that waits longer than `timeout` without computing (a worker starved of
     # CPU on a shared machine looks the same to a clock) still answers
     jobs = [("spin", _job("while True:\n    pass\n")),
-            ("waits", _job("import time\ntime.sleep(6)\n" + GOOD))]
+            ("waits", _job("import time\ntime.sleep(4)\n" + GOOD))]
     with Pool(workers=2, timeout=3, wall_timeout=300) as pool:
         results = dict(pool.run(jobs))
     assert results["spin"][0]["status"] == "hang" and "CPU-s" in results["spin"][0]["message"]
