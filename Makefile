@@ -26,20 +26,24 @@ runtime:
 	     (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libgomp1 >/dev/null 2>&1)) ; } || \
 	  echo "note: libgomp1 not installed; exported parallel kernels cannot be linked"
 
+# The tests write bytecode even where PYTHONDONTWRITEBYTECODE is set: the interpreters they start
+# (benchmarks, fuzz workers, export and cache checks) read tensorad compiled once, not each anew.
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
+
 test: $(VENV)/.test-installed runtime
-	TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
+	$(TEST_ENV) TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
 
 # The fast tier for a developer's loop (under two minutes on two cores): the core, the
 # optimizer, the error messages, the regressions and the project's shape; `make test` runs all.
 FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_architecture.py \
         tests/test_source_history.py
 test-fast: $(VENV)/.test-installed
-	$(BIN)/python -m pytest -n 2 $(FAST)
+	$(TEST_ENV) $(BIN)/python -m pytest -n 2 $(FAST)
 
 # the suite as if on another CPU (tools/pretend_cpu.py): an AMD EPYC Zen 3 by default, AVX2 only
 CPU ?= znver3,512
 test-as: $(VENV)/.test-installed
-	TENSORAD_PRETEND_CPU=$(CPU) PYTHONPATH=tools $(BIN)/python -m pytest -n 2 -p pretend_cpu $(or $(TESTS),tests)
+	$(TEST_ENV) TENSORAD_PRETEND_CPU=$(CPU) PYTHONPATH=tools $(BIN)/python -m pytest -n 2 -p pretend_cpu $(or $(TESTS),tests)
 
 # results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
 # the README's table and chart (benchmarks/readme/), and refuses a quick or busy one

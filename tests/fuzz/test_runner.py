@@ -36,7 +36,8 @@ def test_crash_and_hang_are_failures_and_the_run_goes_on():
     jobs = [("crash", _job("import os\nos.abort()\n")),
             ("hang", _job("import time\ntime.sleep(600)\n")),
             ("good", _job(GOOD))]
-    with Pool(workers=2, timeout=20, wall_timeout=20) as pool:
+    # the hang sleeps, so only the wall-clock limit ends it; the good job takes under a second
+    with Pool(workers=2, timeout=20, wall_timeout=8) as pool:
         results = dict(pool.run(jobs))
     assert results["crash"][0]["status"] == "crash" and "exit code" in results["crash"][0]["message"]
     # the worker's fault handler names where the abort happened (the job's source)
@@ -50,7 +51,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
     # limit; a job that waits longer than `timeout` without computing (a worker starved of
     # CPU on a shared machine looks the same to a clock) still answers
     jobs = [("spin", _job("while True:\n    pass\n")),
-            ("waits", _job("import time\ntime.sleep(6)\n" + GOOD))]
+            ("waits", _job("import time\ntime.sleep(4)\n" + GOOD))]
     with Pool(workers=2, timeout=3, wall_timeout=300) as pool:
         results = dict(pool.run(jobs))
     assert results["spin"][0]["status"] == "hang" and "CPU-s" in results["spin"][0]["message"]
