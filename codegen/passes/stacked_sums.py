@@ -36,20 +36,23 @@ _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
 MIN_SAVING = 4  # a shared side at least this many times the side stacked in its place
 
 
+def _flat(e: Expr, op: Op) -> Iterator[Expr]:
+    """The operands of a chain of ``op`` (left to right, without recursion: chains can be long)."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if x.op is op:
+            todo.extend(reversed(x.src))
+        else:
+            yield x
+
+
 def _terms(e: Expr) -> Iterator[Expr]:
-    if e.op is Op.ADD:
-        for s in e.src:
-            yield from _terms(s)
-    else:
-        yield e
+    return _flat(e, Op.ADD)
 
 
 def _factors(e: Expr) -> Iterator[Expr]:
-    if e.op is Op.MUL:
-        for s in e.src:
-            yield from _factors(s)
-    else:
-        yield e
+    return _flat(e, Op.MUL)
 
 
 def _product(factors: list[Expr], dtype: str) -> Expr:
