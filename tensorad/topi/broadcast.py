@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorad.ir import Expr, Tensor
+from tensorad.ir.expr import Op, is_size
+from tensorad.ir.rewrite import walk
 from tensorad.lang import tensor_lang as lang
 
 from ._util import check_tensor, new_compute
@@ -44,20 +46,23 @@ def broadcast_to(x: Tensor, shape: Sequence[int], name: str = "broadcast_to") ->
 
 
 def _is_number(x: Any) -> bool:
+    """A Python or NumPy number, or a scalar in size variables (``-1.0 / n``)."""
+    if isinstance(x, Expr):
+        return all(n.op is not Op.READ and (n.op is not Op.VAR or is_size(n)) for n in walk(x))
     return isinstance(x, (int, float)) and not isinstance(x, bool) or \
-        (hasattr(x, "item") and hasattr(x, "dtype") and not isinstance(x, Expr) and x.ndim == 0)
+        (hasattr(x, "item") and hasattr(x, "dtype") and x.ndim == 0)
 
 
 def _binary(fn: Callable[[Any, Any], Expr], name: str):
     def op(a: Any, b: Any, name: str = name) -> Tensor:
         for x, side in ((a, "lhs"), (b, "rhs")):
             if not isinstance(x, Tensor) and not _is_number(x):
-                raise TypeError(f"{name}: {side} must be a tensor or a Python number, got "
+                raise TypeError(f"{name}: {side} must be a tensor, a Python number or a scalar in sizes, got "
                                 f"{type(x).__name__} {x!r}")
         if not isinstance(a, Tensor) and not isinstance(b, Tensor):
             raise TypeError(f"{name}: at least one operand must be a tensor")
         # NumPy scalars count as Python numbers: they adopt the tensor's dtype.
-        a, b = (x.item() if hasattr(x, "item") and not isinstance(x, Tensor) else x for x in (a, b))
+        a, b = (x.item() if hasattr(x, "item") and not isinstance(x, (Tensor, Expr)) else x for x in (a, b))
         sa = a.shape if isinstance(a, Tensor) else ()
         sb = b.shape if isinstance(b, Tensor) else ()
         shape = broadcast_shape(sa, sb, name)
@@ -70,7 +75,8 @@ def _binary(fn: Callable[[Any, Any], Expr], name: str):
         return new_compute(shape, body, name, "broadcast")
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Broadcasting elementwise ``{name}`` of two tensors or a tensor and a number."
+    op.__doc__ = (f"Broadcasting elementwise ``{name}`` of two tensors, or of a tensor and a number or a "
+                  f"scalar in sizes.")
     return op
 
 

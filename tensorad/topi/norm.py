@@ -36,12 +36,17 @@ from .reduction import sum as _sum
 Index = tuple[Expr, ...]
 
 
+def _scaled_by(count: Expr, dtype: str) -> Expr:
+    """``1 / count`` for a count in sizes, computed in float64 as a static factor is (``inf`` over no
+    element)."""
+    return cast(dtype, const(1.0, "float64") / cast("float64", count))
+
+
 def _scaled(t: Tensor, factor: float | Expr, name: str) -> Tensor:
-    """``t * factor``; a factor in sizes is ``1 / count``, computed in float64 as a static factor is (``inf``
-    over no element, so the mean there is NaN as ``0 / 0``)."""
+    """``t * factor``; a factor in sizes is ``1 / count`` (:func:`_scaled_by`: the mean over no element is
+    NaN as ``0 / 0``)."""
     cd = dt.compute_dtype(t.dtype)
-    k = const(factor, cd) if not isinstance(factor, Expr) else \
-        cast(cd, const(1.0, "float64") / cast("float64", factor))
+    k = _scaled_by(factor, cd) if isinstance(factor, Expr) else const(factor, cd)
     return new_compute(t.shape, lambda ax: t[ax] * k, name, "elemwise")
 
 
@@ -94,7 +99,8 @@ def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
     """``mean`` and the population variance over the groups ``read(s, k)`` (see :func:`_moments`)."""
     count = prod(extents)
     # no element in a group: then no output element either, so any scale serves
-    inv = const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
+    inv = _scaled_by(count, dt.compute_dtype(x.dtype)) if isinstance(count, Expr) else \
+        const(1.0 / max(count, 1), dt.compute_dtype(x.dtype))
 
     def axes_k() -> Index:
         return tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(extents))

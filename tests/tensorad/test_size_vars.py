@@ -289,3 +289,34 @@ def test_max_over_symbolic_rows_gradient_at_each_size(optimize):
         x = RNG.integers(0, 3, (size, 4)).astype("float32")  # ties in most rows
         h = rand(size)
         np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), max_rows_oracle(x, h), rtol=1e-6)
+
+
+def test_a_scalar_in_sizes_is_an_operand_of_elementwise_ops():
+    """``topi.multiply(loss, -1.0 / n)`` (a mean written by hand) scales by the bound size; an
+    expression in index variables or reads is refused, as any non-number."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), name="X")
+    Y = ta.topi.multiply(ta.topi.sum(X, axis=1), -1.0 / n)
+    x = rand(5, 3)
+    np.testing.assert_allclose(ta.evaluate(Y, {X: x}), -x.sum(1) / 5, rtol=1e-5)
+    np.testing.assert_allclose(ta.build(Y, [X])(x), -x.sum(1) / 5, rtol=1e-5)
+    k = ta.reduce_axis((0, 3), name="k")
+    with pytest.raises(TypeError, match="rhs must be a tensor, a Python number or a scalar in sizes"):
+        ta.topi.multiply(X, k * 1.0)
+    with pytest.raises(TypeError, match="rhs must be a tensor, a Python number or a scalar in sizes"):
+        ta.topi.multiply(X, X[0, 0])
+
+
+def test_batch_norm_over_a_symbolic_batch_matches_its_formula():
+    """Batch norm's statistics count ``n * h * w`` elements per channel, a count in sizes."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 2, 3, 4), name="X")
+    g, b = ta.placeholder((2,), name="g"), ta.placeholder((2,), name="b")
+    Y = ta.topi.nn.batch_norm(X, g, b, training=True)
+    for rows in (1, 3):
+        x, gv, bv = rand(rows, 2, 3, 4), rand(2), rand(2)
+        x64 = x.astype(np.float64)
+        m, v = x64.mean((0, 2, 3), keepdims=True), x64.var((0, 2, 3), keepdims=True)
+        want = (x64 - m) / np.sqrt(v + 1e-5) * gv[:, None, None] + bv[:, None, None]
+        got = ta.build(Y, [X, g, b])(x, gv, bv)
+        np.testing.assert_allclose(got[0] if isinstance(got, tuple) else got, want, rtol=1e-4, atol=1e-5)

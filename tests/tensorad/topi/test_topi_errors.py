@@ -43,7 +43,7 @@ def test_broadcast_mismatch_names_both_shapes():
         P((2, 3), "A") / P((2, 2), "B")
     with pytest.raises(TypeError, match=r"at least one operand must be a tensor"):
         topi.multiply(2, 3)
-    with pytest.raises(TypeError, match=r"subtract: rhs must be a tensor or a Python number"):
+    with pytest.raises(TypeError, match=r"subtract: rhs must be a tensor, a Python number or a scalar"):
         topi.subtract(P((2,)), "x")
     with pytest.raises(ValueError, match=r"cannot broadcast shape \(2, 3\) to \(3,\)"):
         topi.broadcast_to(P((2, 3)), (3,))
