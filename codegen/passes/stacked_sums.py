@@ -25,34 +25,23 @@ comes before what the members read (a recurrence's products stay apart)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from tensorad.ir.dtype import is_float
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
-from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
+from tensorad.ir.rewrite import chain, free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
 _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
 MIN_SAVING = 4  # a shared side at least this many times the side stacked in its place
 
 
-def _flat(e: Expr, op: Op) -> Iterator[Expr]:
-    """The operands of a chain of ``op`` (left to right, without recursion: chains can be long)."""
-    todo = [e]
-    while todo:
-        x = todo.pop()
-        if x.op is op:
-            todo.extend(reversed(x.src))
-        else:
-            yield x
+def _terms(e: Expr) -> list[Expr]:
+    return chain(e, Op.ADD)
 
 
-def _terms(e: Expr) -> Iterator[Expr]:
-    return _flat(e, Op.ADD)
-
-
-def _factors(e: Expr) -> Iterator[Expr]:
-    return _flat(e, Op.MUL)
+def _factors(e: Expr) -> list[Expr]:
+    return chain(e, Op.MUL)
 
 
 def _product(factors: list[Expr], dtype: str) -> Expr:
