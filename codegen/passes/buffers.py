@@ -74,37 +74,20 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
             for n in walk(b):
                 if n.op is Op.READ and isinstance(n.arg.op, ComputeOp) and n.arg.op in uses:
                     uses[n.arg.op] += w
-    # producers first: an op's inlined producers are known when it is decided
+    # producers first: an op's inlined producers are known when it is decided; an op whose body with
+    # them would hold more than INLINE_BUDGET expensive operations is materialized too
     gathered: dict[ComputeOp, int] = {}  # expensive operations an op's inlined body holds
     for op in ops:
+        nodes = {n for b in op.body for n in walk(b)}
         reads, heavy = _cost(op.body)
-        heavy += sum(gathered.get(p, 0) for p in _producers(op))
+        heavy += sum(gathered[n.arg.op] for n in nodes if n.op is Op.READ and n.arg.op in gathered)
         size = max(_box(op), 1)
         costly = heavy > 0 or reads >= 3
-        if op not in chosen and op not in force_inline and costly and uses[op] >= 2 * size \
-                and size <= max(limit, 1):
+        if op not in force_inline and (costly and uses[op] >= 2 * size and size <= max(limit, 1)
+                                       or heavy > INLINE_BUDGET):
             chosen.add(op)
         gathered[op] = 0 if op in chosen else heavy
-    _bound_inlined_size(ops, chosen, force_inline)
     return chosen
-
-
-def _producers(op: ComputeOp) -> set[ComputeOp]:
-    """The compute ops ``op``'s bodies read."""
-    return {n.arg.op for b in op.body for n in walk(b) if n.op is Op.READ and isinstance(n.arg.op, ComputeOp)}
-
-
-def _bound_inlined_size(ops: list[ComputeOp], chosen: set[ComputeOp], force_inline: set) -> None:
-    """Materialize (add to ``chosen``) every op whose body with its inlined producers would
-    hold more than :data:`INLINE_BUDGET` expensive operations; ``ops`` lists producers first."""
-    gathered: dict[ComputeOp, int] = {}
-    for op in ops:
-        nodes = {n for b in op.body for n in walk(b)}
-        producers = {n.arg.op for n in nodes if n.op is Op.READ and n.arg.op in gathered}
-        total = sum(1 for n in nodes if n.op in EXPENSIVE) + sum(gathered[p] for p in producers)
-        if total > INLINE_BUDGET and op not in force_inline:
-            chosen.add(op)
-        gathered[op] = 0 if op in chosen else total
 
 
 def reuse_materialized(ops: list[ComputeOp], bodies: dict, check) -> None:
