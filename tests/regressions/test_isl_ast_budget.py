@@ -57,7 +57,7 @@ def check(tmp_path, a: int, b: int, m: int, n: int) -> None:
         np.testing.assert_allclose(np.load(out + suffix + ".npy"), want, rtol=1e-12, atol=1e-12)
 
 
-def test_fuzz_224270_scatter_through_two_modulos(tmp_path):
+def test_a_scatter_through_modulos_of_three_and_seven(tmp_path):
     check(tmp_path, 3, 3, 7, 16)
 
 
