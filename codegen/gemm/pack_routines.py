@@ -335,8 +335,10 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
         _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                         checks, 2 if mode == gd.TRANSPOSE2 else 1)
     elif mode == gd.COPY2:
-        _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
-                    ld(b, side, gd.S_NCHK), npanel, vw)
+        with loop(b, 0, npanel, name="sp") as p:
+            first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
+            _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
+                       ld(b, side, gd.S_NCHK), first, valid, pdst, slot, zero, vw, stride=2)
     elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
@@ -684,11 +686,11 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
-               slot, zero, vw) -> None:
-    """One panel, run by run (windows, padding, edge panels).  A row of at least one vector goes in blocks
-    of :data:`K_BLOCK` rows, run by run with the rows innermost (the branches go one way), each run's rows
-    stored before the next, so a short piece's whole vector spills only within its row; a narrower row
-    keeps the rows outermost."""
+               slot, zero, vw, stride: int = 1) -> None:
+    """One panel, run by run (windows, padding, edge panels), a run's elements ``stride`` (1 or 2) apart in
+    the source.  A row of at least one vector goes in blocks of :data:`K_BLOCK` rows, run by run with the
+    rows innermost (the branches go one way), each run's rows stored before the next, so a short piece's
+    whole vector spills only within its row; a narrower row keeps the rows outermost."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
@@ -706,7 +708,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
             with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
                 with plain:  # the whole run copied in every row
-                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim)
+                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim, stride)
                 with checked:
                     with loop(b, k0, k1, name="ck") as kk:
                         a, e = _interval(
@@ -716,7 +718,10 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
                             lambda d: ld(b, steps, d), seg)
                         row, sp = row_at(kk)
                         copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
-                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        if stride == 1:
+                            copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        else:
+                            _strided_copy(b, t, row, sp, a, e, vw)
                         copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
             nxt[0] = b.add(w, seg)
         with loop(b, k0, k1, name="cz") as kk:
@@ -729,11 +734,10 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
         run_rows(k0, smin(b, b.add(k0, I64(step)), klen), bounded)
 
 
-def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
-    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
-    the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as :func:`copy`."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
+def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit, stride: int = 1) -> None:
+    """``row[i] = src[stride i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
+    pointers): the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as
+    :func:`copy` (stride 1) or :func:`_strided_copy` (stride 2) does it."""
     nvec = b.sdiv(n, I64(vw))
     rest = b.sub(n, b.mul(nvec, I64(vw)))
     has = [b.icmp_signed(">", nvec, I64(c)) for c in range(width // vw)]
@@ -743,64 +747,47 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
         row, sp = row_at(kk)
         for c, h in enumerate(has):
             with b.if_then(h):
-                at = I64(c * vw)
-                v = b.load(b.gep(sp, [at], inbounds=True, source_etype=t), typ=vt, align=es)
-                b.store(v, b.gep(row, [at], inbounds=True, source_etype=t), align=es)
+                _vector_copy(b, t, row, sp, I64(c * vw), vw, stride)
         with b.if_then(back):
             with b.if_else(short) as (few, more):
                 with few:
-                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
+                    if stride == 1:
+                        _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
+                    else:
+                        _strided_copy(b, t, row, sp, I64(0), rest, vw)
                 with more:
-                    v = b.load(b.gep(sp, [back_at], inbounds=True, source_etype=t), typ=vt, align=es)
-                    b.store(v, b.gep(row, [back_at], inbounds=True, source_etype=t), align=es)
+                    _vector_copy(b, t, row, sp, back_at, vw, stride)
 
 
-def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
-                vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run, ``row[i] = src[at + 2 i]``
-    where the checked indices are in range, zeros around it and past ``valid``."""
-    steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
-    for d in range(gd.MAXCHK):
-        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
-    with loop(b, 0, npanel, name="sp") as p:
-        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
-        with loop(b, 0, klen, name="sk") as kk:
-            kof = ld(b, koff, kk)
-            row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
-            with advancing(b, 0, valid, "sw") as (w, nxt):
-                o = b.add(first, w)
-                seg = smin(b, ld(b, orun, o), b.sub(valid, w))
-                a, e = _interval(
-                    b, side, nchk,
-                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
-                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
-                    lambda d: ld(b, steps, d), seg)
-                seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
-                sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
-                copy(b, t, seg_row, None, I64(0), a, vw, spill=True)
-                _strided_copy(b, t, seg_row, sp, a, e, vw)
-                copy(b, t, seg_row, None, e, seg, vw, spill=True)
-                nxt[0] = b.add(w, seg)
-            copy(b, t, row, None, valid, I64(width), vw, spill=True)
-
-
-def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
-    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector is the even lanes of the loads at ``2 i``
-    and ``2 i + vw - 1`` (nothing read past ``src[2 (i + vw - 1)]``); the rest element by element."""
+def _vector_copy(b: ir.IRBuilder, t: ir.Type, dst, src, at, vw: int, stride: int) -> None:
+    """``dst[at + i] = src[stride (at + i)]`` for ``i < vw``, one vector: at stride 2 the even lanes of the
+    loads at ``2 at`` and ``2 at + vw - 1`` (nothing read past ``src[2 (at + vw - 1)]``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
-    i32 = ir.IntType(32)
-    pick = ir.Constant(ir.VectorType(i32, vw), [2 * n for n in range(vw // 2)]
-                       + [vw + 2 * n + 1 for n in range(vw // 2)])
-    n = imax(b, b.sub(e, a), I64(0))
-    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
-    with loop(b, 0, nvec, vw, name="sv") as i:
-        at = b.add(a, i)
+    if stride == 1:
+        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+    else:
+        pick = ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * n for n in range(vw // 2)]
+                           + [vw + 2 * n + 1 for n in range(vw // 2)])
         two = b.mul(at, I64(2))
         lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
         hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
-        b.store(b.shuffle_vector(lo, hi, pick), b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-    with loop(b, nvec, n, name="ss") as i:
-        at = b.add(a, i)
-        v = ld(b, src, b.mul(at, I64(2)), t)
-        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t))
+        v = b.shuffle_vector(lo, hi, pick)
+    b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+
+
+def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
+    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: whole vectors (:func:`_vector_copy`), a run's rest of
+    at least ``vw`` as its last ``vw`` elements again, a shorter run element by element."""
+    n = imax(b, b.sub(e, a), I64(0))
+    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
+    with loop(b, 0, nvec, vw, name="sv") as i:
+        _vector_copy(b, t, dst, src, b.add(a, i), vw, 2)
+    with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
+        with back:
+            with b.if_then(b.icmp_signed("<", nvec, n)):
+                _vector_copy(b, t, dst, src, b.sub(e, I64(vw)), vw, 2)
+        with short:
+            with loop(b, 0, n, name="ss") as i:
+                at = b.add(a, i)
+                b.store(ld(b, src, b.mul(at, I64(2)), t), b.gep(dst, [at], inbounds=True, source_etype=t))
