@@ -59,38 +59,56 @@ SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last v
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
-         limit: ir.Value | None = None) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) in explicit ``vw``-lane vectors.
-    A run's rest of at least ``vw`` is its last ``vw`` elements copied again; a shorter run is one masked
-    load and store, or with ``spill=True`` a whole vector store that writes up to ``vw - 1`` elements past
-    ``e`` (for a caller whose later stores overwrite them: :data:`SLACK` elements are allocated past a
-    panel's end); with ``limit``, only a store ending by ``dst[limit]`` spills, another goes element by
-    element.  Masked memory operations are slow on some CPUs (microcoded on AMD)."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    zero = ir.Constant(vt, None)
+         limit: ir.Value | None = None, stride: int = 1) -> None:
+    """``dst[i] = src[stride i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros; ``stride`` 1 or 2) in
+    explicit ``vw``-lane vectors (:func:`_vector_copy`).  A run's rest of at least ``vw`` is its last ``vw``
+    elements copied again; a shorter run is masked loads and a masked store, or with ``spill=True`` a whole
+    vector store that writes up to ``vw - 1`` elements past ``e`` (for a caller whose later stores overwrite
+    them: :data:`SLACK` elements are allocated past a panel's end); with ``limit``, only a store ending by
+    ``dst[limit]`` spills, another goes element by element.  Masked memory operations are slow on some CPUs
+    (microcoded on AMD)."""
     n = b.sub(e, a)
     nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
     with loop(b, 0, nvec, vw, name="cv") as i:
-        at = b.add(a, i)
-        v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
-        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+        _vector_copy(b, t, dst, src, b.add(a, i), vw, stride)
     rest = b.sub(n, nvec)
     with b.if_then(b.icmp_signed(">", rest, I64(0))):
         with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
             with back:  # a run of at least vw: its last vw elements again, as one plain vector
-                at = b.sub(e, I64(vw))
-                v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt,
-                                                    align=es)
-                b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+                _vector_copy(b, t, dst, src, b.sub(e, I64(vw)), vw, stride)
             with short:
-                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit)
+                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit, stride)
+
+
+def _vector_copy(b: ir.IRBuilder, t: ir.Type, dst, src, at, vw: int, stride: int) -> None:
+    """``dst[at + i] = src[stride (at + i)]`` (``src=None``: zeros) for ``i < vw``, one vector: at stride 2
+    the even lanes of the loads at ``2 at`` and ``2 at + vw - 1`` (nothing read past
+    ``src[2 (at + vw - 1)]``)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    if src is None:
+        v = ir.Constant(vt, None)
+    elif stride == 1:
+        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+    else:
+        two = b.mul(at, I64(2))
+        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
+        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
+        v = b.shuffle_vector(lo, hi, _even_lanes(vw))
+    b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+
+
+def _even_lanes(vw: int) -> ir.Constant:
+    """The shuffle of two ``vw``-lane vectors loaded ``vw - 1`` apart that picks every other element."""
+    return ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * n for n in range(vw // 2)]
+                       + [vw + 2 * n + 1 for n in range(vw // 2)])
 
 
 def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
-                 limit: ir.Value | None = None) -> None:
-    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store or
-    (``spill``) a whole one, whole with ``limit`` only if it ends by ``dst[limit]``."""
+                 limit: ir.Value | None = None, stride: int = 1) -> None:
+    """``dst[at + i] = src[stride (at + i)]`` for ``i < rest < vw``: masked loads (at stride 2 two, as
+    :func:`_vector_copy` reads), and a masked store or (``spill``) a whole one, whole with ``limit`` only if
+    it ends by ``dst[limit]``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -102,7 +120,18 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
         v = zero
     else:
         mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
-        v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
+
+        def load(first, valid):  # the lanes below ``valid`` of the vector at ``src[first]``
+            at_first = b.gep(src, [first], inbounds=stride == 1, source_etype=t)
+            valid_lanes = b.icmp_signed("<", lanes, splat(b, valid, vw))
+            return b.call(mload, [at_first, ir.IntType(32)(es), valid_lanes, zero])
+
+        if stride == 1:
+            v = load(at, rest)
+        else:  # (the last element read is ``src[2 (at + rest - 1)]``)
+            two, span = b.mul(at, I64(2)), b.sub(b.mul(rest, I64(2)), I64(1))
+            v = b.shuffle_vector(load(two, span), load(b.add(two, I64(vw - 1)), b.sub(span, I64(vw - 1))),
+                                 _even_lanes(vw))
     to = b.gep(dst, [at], inbounds=True, source_etype=t)
     if not spill:
         mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
@@ -115,7 +144,7 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
                 b.store(v, to, align=es)
             with near_limit:  # element by element (a masked store is microcoded on AMD CPUs)
                 with loop(b, 0, rest, name="mr") as i:
-                    x = t(0.0) if src is None else ld(b, src, b.add(at, i), t)
+                    x = t(0.0) if src is None else ld(b, src, b.mul(b.add(at, i), I64(stride)), t)
                     st(b, dst, b.add(at, i), x, t)
 
 
@@ -718,10 +747,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
                             lambda d: ld(b, steps, d), seg)
                         row, sp = row_at(kk)
                         copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
-                        if stride == 1:
-                            copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
-                        else:
-                            _strided_copy(b, t, row, sp, a, e, vw)
+                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim, stride=stride)
                         copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
             nxt[0] = b.add(w, seg)
         with loop(b, k0, k1, name="cz") as kk:
@@ -737,7 +763,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit, stride: int = 1) -> None:
     """``row[i] = src[stride i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
     pointers): the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as
-    :func:`copy` (stride 1) or :func:`_strided_copy` (stride 2) does it."""
+    :func:`copy` does it."""
     nvec = b.sdiv(n, I64(vw))
     rest = b.sub(n, b.mul(nvec, I64(vw)))
     has = [b.icmp_signed(">", nvec, I64(c)) for c in range(width // vw)]
@@ -751,43 +777,6 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit, stride: int 
         with b.if_then(back):
             with b.if_else(short) as (few, more):
                 with few:
-                    if stride == 1:
-                        _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
-                    else:
-                        _strided_copy(b, t, row, sp, I64(0), rest, vw)
+                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit, stride)
                 with more:
                     _vector_copy(b, t, row, sp, back_at, vw, stride)
-
-
-def _vector_copy(b: ir.IRBuilder, t: ir.Type, dst, src, at, vw: int, stride: int) -> None:
-    """``dst[at + i] = src[stride (at + i)]`` for ``i < vw``, one vector: at stride 2 the even lanes of the
-    loads at ``2 at`` and ``2 at + vw - 1`` (nothing read past ``src[2 (at + vw - 1)]``)."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    if stride == 1:
-        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
-    else:
-        pick = ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * n for n in range(vw // 2)]
-                           + [vw + 2 * n + 1 for n in range(vw // 2)])
-        two = b.mul(at, I64(2))
-        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
-        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
-        v = b.shuffle_vector(lo, hi, pick)
-    b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-
-
-def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
-    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: whole vectors (:func:`_vector_copy`), a run's rest of
-    at least ``vw`` as its last ``vw`` elements again, a shorter run element by element."""
-    n = imax(b, b.sub(e, a), I64(0))
-    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
-    with loop(b, 0, nvec, vw, name="sv") as i:
-        _vector_copy(b, t, dst, src, b.add(a, i), vw, 2)
-    with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
-        with back:
-            with b.if_then(b.icmp_signed("<", nvec, n)):
-                _vector_copy(b, t, dst, src, b.sub(e, I64(vw)), vw, 2)
-        with short:
-            with loop(b, 0, n, name="ss") as i:
-                at = b.add(a, i)
-                b.store(ld(b, src, b.mul(at, I64(2)), t), b.gep(dst, [at], inbounds=True, source_etype=t))
