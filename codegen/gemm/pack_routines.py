@@ -655,15 +655,19 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
     """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
         first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
-        # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
-        whole = b.and_(b.icmp_signed("==", valid, I64(width)),
-                       b.icmp_signed(">=", ld(b, orun, first), I64(width)))
-        row0 = b.gep(src, [ld(b, ooff, first)], inbounds=True, source_etype=t)
+        # the common case: a whole panel whose row's vectors each lie in one run (a convolution's windows:
+        # runs as long as the images' rows), unchecked -- straight vector copies from each one's run
+        whole = b.icmp_signed("==", valid, I64(width))
+        starts = []
+        for c in range(0, width, vl):
+            o = smin(b, b.add(first, I64(c)), b.sub(olen, I64(1)))  # (in the tables on an edge panel)
+            whole = b.and_(whole, b.icmp_signed(">=", ld(b, orun, o), I64(vl)))
+            starts.append(b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t))
 
         def row_copies(kk):
-            at = b.gep(row0, [ld(b, koff, kk)], inbounds=True, source_etype=t)
-            for c in range(0, width, vl):
-                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+            kof = ld(b, koff, kk)
+            for c, start in zip(range(0, width, vl), starts):
+                v = b.load(b.gep(start, [kof], inbounds=True, source_etype=t), typ=vt, align=es)
                 b.store(v, slot(pdst, kk, I64(c)), align=es)
 
         with b.if_else(b.and_(whole, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
