@@ -98,6 +98,15 @@ def _vector_copy(b: ir.IRBuilder, t: ir.Type, dst, src, at, vw: int, stride: int
     b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
 
 
+def _masked_load(b: ir.IRBuilder, t: ir.Type, at: ir.Value, mask: ir.Value) -> ir.Value:
+    """The lanes of the vector at ``at`` where ``mask`` is set, zeros elsewhere (nothing else is read)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, mask.type.count)
+    mload = declare(b.module, f"llvm.masked.load.v{vt.count}{'f32' if es == 4 else 'f64'}.p0", vt,
+                    [PTR, ir.IntType(32), mask.type, vt])
+    return b.call(mload, [at, ir.IntType(32)(es), mask, ir.Constant(vt, None)])
+
+
 def _even_lanes(vw: int) -> ir.Constant:
     """The shuffle of two ``vw``-lane vectors loaded ``vw - 1`` apart that picks every other element."""
     return ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * n for n in range(vw // 2)]
@@ -119,12 +128,9 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
     if src is None:
         v = zero
     else:
-        mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
-
         def load(first, valid):  # the lanes below ``valid`` of the vector at ``src[first]``
             at_first = b.gep(src, [first], inbounds=stride == 1, source_etype=t)
-            valid_lanes = b.icmp_signed("<", lanes, splat(b, valid, vw))
-            return b.call(mload, [at_first, ir.IntType(32)(es), valid_lanes, zero])
+            return _masked_load(b, t, at_first, b.icmp_signed("<", lanes, splat(b, valid, vw)))
 
         if stride == 1:
             v = load(at, rest)
@@ -655,25 +661,34 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
     """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
         first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
-        # the common case: a whole panel whose row's vectors each lie in one run (a convolution's windows:
-        # runs as long as the images' rows), unchecked -- straight vector copies from each one's run
-        whole = b.icmp_signed("==", valid, I64(width))
-        starts = []
-        for c in range(0, width, vl):
-            o = smin(b, b.add(first, I64(c)), b.sub(olen, I64(1)))  # (in the tables on an edge panel)
-            whole = b.and_(whole, b.icmp_signed(">=", ld(b, orun, o), I64(vl)))
-            starts.append(b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t))
+        # the common case: a whole, unchecked panel whose row's vectors each lie in one run (straight vector
+        # copies from each one's run) or across two (a convolution's windows: runs as long as the images'
+        # rows; masked loads of each run's lanes)
+        pieces = _vector_pieces(b, t, src, ooff, orun, first, olen, width, vl)
+        whole = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[0])
+        two_runs = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[1])
 
         def row_copies(kk):
             kof = ld(b, koff, kk)
-            for c, start in zip(range(0, width, vl), starts):
+            for c, (start, _, _) in zip(range(0, width, vl), pieces[2]):
                 v = b.load(b.gep(start, [kof], inbounds=True, source_etype=t), typ=vt, align=es)
                 b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-        with b.if_else(b.and_(whole, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
+        def split_copies(kk):
+            kof = ld(b, koff, kk)
+            for c, (start, later, head) in zip(range(0, width, vl), pieces[2]):
+                a = _masked_load(b, t, b.gep(start, [kof], source_etype=t), head)
+                z = _masked_load(b, t, b.gep(later, [kof], source_etype=t), b.not_(head))
+                b.store(b.select(head, a, z), slot(pdst, kk, I64(c)), align=es)
+
+        with b.if_else(b.and_(two_runs, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
             with fast:
                 with loop(b, 0, klen, name="fk") as kk:
-                    row_copies(kk)
+                    with b.if_else(whole) as (straight, split):
+                        with straight:
+                            row_copies(kk)
+                        with split:
+                            split_copies(kk)
             with checked:
                 # checked indices that read only ``k``: one test per ``k``, then the whole row or zeros
                 uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
@@ -691,6 +706,26 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                     with general:
                         _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk,
                                    first, valid, pdst, slot, zero, vw)
+
+def _vector_pieces(b, t, src, ooff, orun, first, olen, width: int, vl: int) -> tuple:
+    """``(one run, two runs, [(start, later, head)])`` of the ``vl``-lane vectors of the panel row at
+    ``first``: whether each lies in one run, whether each lies in at most two; each one's source at
+    ``start``, the lanes ``head`` from it, the others from the next run, at ``later`` (its start less
+    the lanes before it).  On an edge panel the tables are read within ``olen``."""
+    last = b.sub(olen, I64(1))
+    lanes = ir.Constant(ir.VectorType(I64, vl), list(range(vl)))
+    one, two, out = I1(1), I1(1), []
+    for c in range(0, width, vl):
+        o = smin(b, b.add(first, I64(c)), last)
+        here = smin(b, ld(b, orun, o), I64(vl))
+        nxt = smin(b, b.add(o, here), last)
+        one = b.and_(one, b.icmp_signed("==", here, I64(vl)))
+        two = b.and_(two, b.or_(b.icmp_signed("==", here, I64(vl)),
+                                b.icmp_signed(">=", ld(b, orun, nxt), b.sub(I64(vl), here))))
+        later = b.sub(ld(b, ooff, nxt), here)
+        out.append((b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t),
+                    b.gep(src, [later], source_etype=t), b.icmp_signed("<", lanes, splat(b, here, vl))))
+    return one, two, out
 
 
 def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:

@@ -201,22 +201,28 @@ def _conv_forward(x, w, stride, pad):
 
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"])
-@pytest.mark.parametrize("n,c,f,size,pad", [
-    (1, 5, 9, (33, 33), 2),     # output rows of 18: pieces of panels shorter than a vector
-    (2, 2, 33, (30, 70), 0),    # rows of 34, unpadded: no range checks
-    (1, 7, 3, (9, 999), 1),     # rows of 500, fewer rows than a register tile
-    (1, 16, 8, (30, 60), 1),    # rows of 30
+@pytest.mark.parametrize("n,c,f,size,pad,stride", [
+    (1, 5, 9, (33, 33), 2, 1),     # output rows of 35, a padded copy's
+    (1, 5, 9, (33, 33), 2, 2),     # rows of 18: pieces of panels shorter than a vector
+    (2, 2, 33, (30, 70), 0, 1),    # rows of 68, unpadded: no range checks
+    (2, 2, 33, (30, 70), 0, 2),    # rows of 34
+    (1, 7, 3, (9, 999), 1, 1),     # rows of 999, fewer rows than a register tile
+    (1, 7, 3, (9, 999), 1, 2),     # rows of 500
+    (1, 16, 8, (30, 60), 1, 1),    # rows of 60, under range checks
+    (1, 16, 8, (30, 60), 1, 2),    # rows of 30
+    (2, 8, 16, (21, 21), 1, 1),    # rows of 21
+    (1, 4, 8, (17, 7), 1, 1),      # rows of 7: every vector across runs
 ])
-def test_stride_2_forward_packs_every_other_element_run_by_run(target, n, c, f, size, pad):
-    # the forward reads its input at stride 2 along the outputs' columns: runs of every other
-    # element, as vectors of the even lanes of two loads, a run's rest as one overlapping vector
-    # and a piece shorter than a vector by masked loads
+def test_forward_packs_windows_run_by_run(target, n, c, f, size, pad, stride):
+    # the forward reads its input's rows along the outputs' columns, at the stride: whole vectors of a
+    # run or of two (masked loads of each one's lanes), at stride 2 the even lanes of two loads, a
+    # run's rest as one overlapping vector and a piece shorter than a vector by masked loads
     X = ta.placeholder((n, c) + size, "float32", "X")
     W = ta.placeholder((f, c, 3, 3), "float32", "W")
-    Y = ta.topi.nn.conv2d(X, W, 2, pad)
+    Y = ta.topi.nn.conv2d(X, W, stride, pad)
     kern = ta.build(Y, [X, W], microkernel=True, parallel_min_work=0, target=target)
-    assert "packB_copy2" in kern._compiled.llvm_ir_unoptimized
+    assert f"packB_copy{'2' * (stride == 2)}\"" in kern._compiled.llvm_ir_unoptimized
     x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
     for threads in (1, 2):
         kern.num_threads = threads
-        np.testing.assert_allclose(kern(x, w), _conv_forward(x, w, 2, pad), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(kern(x, w), _conv_forward(x, w, stride, pad), rtol=1e-4, atol=1e-4)
