@@ -154,10 +154,7 @@ def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None
 
     def read(n, *idx):
         buf = buffers.get(n.arg)
-        if buf is None:
-            name = namer.tensor(n.arg)
-        else:
-            name = buf.name if names is None else names.tensor(buf.tensor)
+        name = namer.tensor(n.arg) if buf is None else buf.name if names is None else names.tensor(buf.tensor)
         return f"{name}[{', '.join(idx)}]"
 
     return {**expr_table(namer), Op.CONST: const_text, Op.READ: read}

@@ -130,18 +130,15 @@ def _cast(dtype: str, v: Any) -> Any:
     return int(v) if type(v) is bool else v  # a float: exact (any deterministic value is a model)
 
 
-def _mul(a: Any, b: Any) -> Any:
-    out = rational.mul(a, b, MAX_BITS)
+def _kept(out: Any) -> Any:
+    """``out``, or give up where :mod:`.zeros.rational` found no value within :data:`MAX_BITS`."""
     if out is None:
         raise _GiveUp
     return out
 
 
-def _div(a: Any, b: Any) -> Any:
-    out = rational.div(a, b, MAX_BITS)
-    if out is None:
-        raise _GiveUp
-    return out
+_mul = lambda a, b: _kept(rational.mul(a, b, MAX_BITS))  # noqa: E731
+_div = lambda a, b: _kept(rational.div(a, b, MAX_BITS))  # noqa: E731
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -162,32 +159,19 @@ def _mod(a: Any, b: Any) -> Any:
     return _big(a - b * (a // b))
 
 
-_BINARY: dict[Op, Callable[[Any, Any], Any]] = {
-    Op.ADD: rational.add,
-    Op.SUB: rational.sub,
-    Op.MUL: _mul,
-    Op.FLOORDIV: operator.floordiv,  # (ints and fractions alike; by zero: give up)
-    Op.MOD: _mod,
-    Op.MAXIMUM: max,
-    Op.MINIMUM: min,
-    Op.LT: lambda a, b: a < b,
-    Op.LE: lambda a, b: a <= b,
-    Op.GT: lambda a, b: a > b,
-    Op.GE: lambda a, b: a >= b,
-    Op.EQ: lambda a, b: a == b,
-    Op.NE: lambda a, b: a != b,
-    Op.POW: _pow,
+_BINARY: dict[Op, Callable[[Any, Any], Any]] = {  # (floordiv: ints and fractions alike; by zero: give up)
+    Op.ADD: rational.add, Op.SUB: rational.sub, Op.MUL: _mul, Op.FLOORDIV: operator.floordiv, Op.MOD: _mod,
+    Op.MAXIMUM: max, Op.MINIMUM: min, Op.POW: _pow, Op.LT: operator.lt, Op.LE: operator.le,
+    Op.GT: operator.gt, Op.GE: operator.ge, Op.EQ: operator.eq, Op.NE: operator.ne,
 }
+
+
 def _math(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     return lambda a: _real(fn(float(a)))
 
 
 _UNARY: dict[Op, Callable[[Any], Any]] = {
-    Op.NEG: lambda a: -a,
-    Op.NOT: lambda a: not a,
-    Op.ABS: abs,
-    **{op: _math(fn) for op, fn in _MATH.items()},
-}
+    Op.NEG: operator.neg, Op.NOT: operator.not_, Op.ABS: abs, **{op: _math(fn) for op, fn in _MATH.items()}}
 
 
 class _Model:
@@ -528,9 +512,7 @@ _DIVIDE = _binary(_div)
 
 
 def _div_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
-    if not dt.is_float(e.dtype):
-        raise _GiveUp
-    return _DIVIDE(r, e, env, memo)
+    return _DIVIDE(r, e, env, memo) if dt.is_float(e.dtype) else _kept(None)
 
 
 def _cast_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
