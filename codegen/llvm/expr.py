@@ -551,15 +551,27 @@ def _value_rules(em: ExprEmitter) -> dict:
         return b.fneg(x, flags=fl(node)) if node.dtype.startswith("float") else b.neg(x)
 
     rules = {
-        Op.VAR: var_rule, Op.CONST: _const, Op.NEG: neg, Op.POW: power, Op.SELECT: select,
-        Op.ADD: arith("fadd", "add"), Op.SUB: arith("fsub", "sub"), Op.MUL: arith("fmul", "mul"),
+        Op.VAR: var_rule,
+        Op.CONST: _const,
+        Op.ADD: arith("fadd", "add"),
+        Op.SUB: arith("fsub", "sub"),
+        Op.MUL: arith("fmul", "mul"),
         Op.DIV: lambda n, x, y: b.fdiv(x, y, flags=fl(n)),
-        Op.FLOORDIV: divmod_rule(False), Op.MOD: divmod_rule(True),
-        Op.MAXIMUM: minmax("maximum", "smax"), Op.MINIMUM: minmax("minimum", "smin"),
-        Op.AND: lambda n, x, y: b.and_(x, y), Op.OR: lambda n, x, y: b.or_(x, y),
-        Op.NOT: lambda n, x: b.xor(x, I1(1)), Op.CAST: lambda n, x: _cast(em, n, x),
-        Op.SIGMOID: lambda n, x: em.math("sigmoid", x), Op.ERF: lambda n, x: em.math("erf", x),
-        Op.READ: lambda n, *idx: em.load(n.arg, n.src), Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
+        Op.FLOORDIV: divmod_rule(False),
+        Op.MOD: divmod_rule(True),
+        Op.NEG: neg,
+        Op.POW: power,
+        Op.MAXIMUM: minmax("maximum", "smax"),
+        Op.MINIMUM: minmax("minimum", "smin"),
+        Op.AND: lambda n, x, y: b.and_(x, y),
+        Op.OR: lambda n, x, y: b.or_(x, y),
+        Op.NOT: lambda n, x: b.xor(x, I1(1)),
+        Op.SELECT: select,
+        Op.CAST: lambda n, x: _cast(em, n, x),
+        Op.SIGMOID: lambda n, x: em.math("sigmoid", x),
+        Op.ERF: lambda n, x: em.math("erf", x),
+        Op.READ: lambda n, *idx: em.load(n.arg, n.src),
+        Op.DATA_INDEX: lambda n, x: em.data_index(n, x),
     }
     for op in _ICMP:
         rules[op] = cmp
@@ -593,16 +605,22 @@ def _index_rules(em: ExprEmitter) -> dict:
         ``ta.evaluate``) unless the operand is proved within the type."""
         return x if cast_keeps_value(node, em.bounds_memo) else b.sext(b.trunc(x, LLTYPE[node.dtype]), I64)
 
-    nsw = ("nsw",)
     rules = {
         Op.VAR: var_rule,
         Op.CONST: lambda n: I1(1 if n.arg else 0) if n.dtype == "bool" else I64(int(n.arg)),
-        Op.ADD: lambda n, x, y: b.add(x, y, flags=nsw), Op.SUB: lambda n, x, y: b.sub(x, y, flags=nsw),
-        Op.MUL: lambda n, x, y: b.mul(x, y, flags=nsw), Op.NEG: lambda n, x: b.sub(I64(0), x, flags=nsw),
-        Op.FLOORDIV: divmod_rule(False), Op.MOD: divmod_rule(True), Op.CAST: narrowing_cast,
-        Op.MAXIMUM: minmax("smax"), Op.MINIMUM: minmax("smin"), Op.NOT: lambda n, x: b.xor(x, I1(1)),
-        Op.AND: lambda n, x, y: b.and_(x, y), Op.OR: lambda n, x, y: b.or_(x, y),
+        Op.ADD: lambda n, x, y: b.add(x, y, flags=("nsw",)),
+        Op.SUB: lambda n, x, y: b.sub(x, y, flags=("nsw",)),
+        Op.MUL: lambda n, x, y: b.mul(x, y, flags=("nsw",)),
+        Op.NEG: lambda n, x: b.sub(I64(0), x, flags=("nsw",)),
+        Op.FLOORDIV: divmod_rule(False),
+        Op.MOD: divmod_rule(True),
+        Op.MAXIMUM: minmax("smax"),
+        Op.MINIMUM: minmax("smin"),
+        Op.CAST: narrowing_cast,
         Op.SELECT: lambda n, c, x, y: b.select(c, x, y),
+        Op.AND: lambda n, x, y: b.and_(x, y),
+        Op.OR: lambda n, x, y: b.or_(x, y),
+        Op.NOT: lambda n, x: b.xor(x, I1(1)),
     }
     for op, sym in _ICMP.items():
         rules[op] = lambda n, x, y, sym=sym: b.icmp_signed(sym, x, y)

@@ -68,7 +68,9 @@ class AxisSplit:
 _INDEX_RULES = {
     Op.FLOORDIV: lambda n: floordiv_rule(n, *n.src),  # (c*Q + R) // c = Q when 0 <= R < c
     Op.MOD: lambda n: mod_rule(n, *n.src),  # (c*Q + R) % c = R when 0 <= R < c
-    **dict.fromkeys((Op.ADD, Op.SUB, Op.MUL), normalise_linear),  # integer linear forms collected
+    Op.ADD: normalise_linear,  # integer linear forms collected
+    Op.SUB: normalise_linear,
+    Op.MUL: normalise_linear,
 }
 
 

@@ -50,18 +50,27 @@ def exact_mul(a, b) -> np.ndarray:
 def exact_add(a, b) -> np.ndarray:
     return np.asarray(a) + np.asarray(b) if _magnitude(a) + _magnitude(b) < _SAFE else _exact(a) + _exact(b)
 
-def _on_operands(fn):
-    return lambda n, *args: fn(*args)
-
-
 _RULES = {
-    Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg), Op.CAST: lambda n, a: a,
-    **{op: _on_operands(fn) for op, fn in (
-        (Op.ADD, operator.add), (Op.SUB, operator.sub), (Op.MUL, operator.mul), (Op.NEG, operator.neg),
-        (Op.FLOORDIV, np.floor_divide), (Op.MOD, np.mod), (Op.MAXIMUM, np.maximum), (Op.MINIMUM, np.minimum),
-        (Op.LT, operator.lt), (Op.LE, operator.le), (Op.GT, operator.gt), (Op.GE, operator.ge),
-        (Op.EQ, np.equal), (Op.NE, np.not_equal), (Op.AND, np.logical_and), (Op.OR, np.logical_or),
-        (Op.NOT, np.logical_not), (Op.SELECT, np.where))},
+    Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg),
+    Op.ADD: lambda n, a, b: a + b,
+    Op.SUB: lambda n, a, b: a - b,
+    Op.MUL: lambda n, a, b: a * b,
+    Op.NEG: lambda n, a: -a,
+    Op.FLOORDIV: lambda n, a, b: np.floor_divide(a, b),
+    Op.MOD: lambda n, a, b: np.mod(a, b),
+    Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),
+    Op.MINIMUM: lambda n, a, b: np.minimum(a, b),
+    Op.LT: lambda n, a, b: a < b,
+    Op.LE: lambda n, a, b: a <= b,
+    Op.GT: lambda n, a, b: a > b,
+    Op.GE: lambda n, a, b: a >= b,
+    Op.EQ: lambda n, a, b: np.equal(a, b),
+    Op.NE: lambda n, a, b: np.not_equal(a, b),
+    Op.AND: lambda n, a, b: np.logical_and(a, b),
+    Op.OR: lambda n, a, b: np.logical_or(a, b),
+    Op.NOT: lambda n, a: np.logical_not(a),
+    Op.SELECT: lambda n, c, a, b: np.where(c, a, b),
+    Op.CAST: lambda n, a: a,
 }
 
 

@@ -7,7 +7,6 @@ it and the tests check every rewrite rule with it; reads and reductions raise.""
 from __future__ import annotations
 
 import math
-import operator
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -72,27 +71,43 @@ def _num_rule(fn):
     return lambda node, *args: _num(node, fn(*args))
 
 
-def _test(fn):
-    return lambda node, a, b: bool(fn(a, b))
-
-
 # One entry per ``Op`` (a test walks the enum); ``VAR`` is looked up in the environment.
 CONST_RULES: dict[Op, Callable[..., Any]] = {
-    Op.CONST: lambda node: _num(node, node.arg), Op.READ: _no_value, Op.REDUCE: _no_value,
+    Op.CONST: lambda node: _num(node, node.arg),
+    Op.READ: _no_value,
+    Op.REDUCE: _no_value,
     Op.DATA_INDEX: lambda node, a: _num(node, _data_index(node.arg, a)),  # np.take's modes
-    Op.ADD: _num_rule(operator.add), Op.SUB: _num_rule(operator.sub), Op.MUL: _num_rule(operator.mul),
-    Op.DIV: _num_rule(operator.truediv), Op.POW: _num_rule(np.power), Op.NEG: _num_rule(operator.neg),
+    Op.ADD: _num_rule(lambda a, b: a + b),
+    Op.SUB: _num_rule(lambda a, b: a - b),
+    Op.MUL: _num_rule(lambda a, b: a * b),
+    Op.DIV: _num_rule(lambda a, b: a / b),
     Op.FLOORDIV: lambda node, a, b: _num(node, _floordiv(node, a, b)),  # floor(a / b)
     Op.MOD: lambda node, a, b: _num(node, _mod(node, a, b)),            # a - b * floor(a / b)
-    Op.MAXIMUM: _num_rule(dt.maximum), Op.MINIMUM: _num_rule(dt.minimum),  # NaN propagates, -0 < +0
-    **{op: _test(fn) for op, fn in ((Op.LT, operator.lt), (Op.LE, operator.le), (Op.GT, operator.gt),
-                                     (Op.GE, operator.ge), (Op.EQ, operator.eq), (Op.NE, operator.ne))},
-    Op.AND: lambda node, a, b: bool(a and b), Op.OR: lambda node, a, b: bool(a or b),
-    Op.NOT: lambda node, a: not a, Op.SELECT: lambda node, c, a, b: a if c else b,
-    Op.IF_THEN_ELSE: lambda node, c, a, b: a if c else b, Op.CAST: _cast,
-    Op.EXP: _num_rule(np.exp), Op.LOG: _num_rule(np.log), Op.SQRT: _num_rule(np.sqrt),
-    Op.TANH: _num_rule(np.tanh), Op.SIGMOID: _num_rule(_sigmoid), Op.ABS: _num_rule(abs),
-    Op.SIN: _num_rule(np.sin), Op.COS: _num_rule(np.cos), Op.ERF: _num_rule(math.erf),
+    Op.POW: _num_rule(np.power),
+    Op.MAXIMUM: _num_rule(dt.maximum),                          # NaN propagates, -0 < +0
+    Op.MINIMUM: _num_rule(dt.minimum),
+    Op.NEG: _num_rule(lambda a: -a),
+    Op.LT: lambda node, a, b: bool(a < b),
+    Op.LE: lambda node, a, b: bool(a <= b),
+    Op.GT: lambda node, a, b: bool(a > b),
+    Op.GE: lambda node, a, b: bool(a >= b),
+    Op.EQ: lambda node, a, b: bool(a == b),
+    Op.NE: lambda node, a, b: bool(a != b),
+    Op.AND: lambda node, a, b: bool(a and b),
+    Op.OR: lambda node, a, b: bool(a or b),
+    Op.NOT: lambda node, a: not a,
+    Op.SELECT: lambda node, c, a, b: a if c else b,
+    Op.IF_THEN_ELSE: lambda node, c, a, b: a if c else b,
+    Op.CAST: _cast,
+    Op.EXP: _num_rule(np.exp),
+    Op.LOG: _num_rule(np.log),
+    Op.SQRT: _num_rule(np.sqrt),
+    Op.TANH: _num_rule(np.tanh),
+    Op.SIGMOID: _num_rule(_sigmoid),
+    Op.ABS: _num_rule(abs),
+    Op.SIN: _num_rule(np.sin),
+    Op.COS: _num_rule(np.cos),
+    Op.ERF: _num_rule(math.erf),
 }
 
 

@@ -159,10 +159,21 @@ def _mod(a: Any, b: Any) -> Any:
     return _big(a - b * (a // b))
 
 
-_BINARY: dict[Op, Callable[[Any, Any], Any]] = {  # (floordiv: ints and fractions alike; by zero: give up)
-    Op.ADD: rational.add, Op.SUB: rational.sub, Op.MUL: _mul, Op.FLOORDIV: operator.floordiv, Op.MOD: _mod,
-    Op.MAXIMUM: max, Op.MINIMUM: min, Op.POW: _pow, Op.LT: operator.lt, Op.LE: operator.le,
-    Op.GT: operator.gt, Op.GE: operator.ge, Op.EQ: operator.eq, Op.NE: operator.ne,
+_BINARY: dict[Op, Callable[[Any, Any], Any]] = {
+    Op.ADD: rational.add,
+    Op.SUB: rational.sub,
+    Op.MUL: _mul,
+    Op.FLOORDIV: operator.floordiv,  # (ints and fractions alike; by zero: give up)
+    Op.MOD: _mod,
+    Op.MAXIMUM: max,
+    Op.MINIMUM: min,
+    Op.LT: lambda a, b: a < b,
+    Op.LE: lambda a, b: a <= b,
+    Op.GT: lambda a, b: a > b,
+    Op.GE: lambda a, b: a >= b,
+    Op.EQ: lambda a, b: a == b,
+    Op.NE: lambda a, b: a != b,
+    Op.POW: _pow,
 }
 
 
@@ -171,7 +182,11 @@ def _math(fn: Callable[[float], float]) -> Callable[[Any], Any]:
 
 
 _UNARY: dict[Op, Callable[[Any], Any]] = {
-    Op.NEG: operator.neg, Op.NOT: operator.not_, Op.ABS: abs, **{op: _math(fn) for op, fn in _MATH.items()}}
+    Op.NEG: lambda a: -a,
+    Op.NOT: lambda a: not a,
+    Op.ABS: abs,
+    **{op: _math(fn) for op, fn in _MATH.items()},
+}
 
 
 class _Model:
@@ -512,7 +527,9 @@ _DIVIDE = _binary(_div)
 
 
 def _div_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:
-    return _DIVIDE(r, e, env, memo) if dt.is_float(e.dtype) else _kept(None)
+    if not dt.is_float(e.dtype):
+        raise _GiveUp
+    return _DIVIDE(r, e, env, memo)
 
 
 def _cast_node(r: Refuter, e: Expr, env: dict, memo: dict) -> Any:

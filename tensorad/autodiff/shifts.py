@@ -132,10 +132,14 @@ class _Proof:
         self.m = m
         self.changes: dict[Tensor, Change | None] = {m: None}
         self.table = {op: _opaque for op in Op} | {
-            Op.VAR: lambda n: INV, Op.CONST: lambda n: ZERO if _const(n) == 0.0 else INV,
-            Op.ADD: lambda n, a, b: _sum(a, b), Op.SUB: lambda n, a, b: _sum(a, b, -1.0),
-            Op.MUL: lambda n, a, b: _product(n, a, b, 1.0), Op.DIV: lambda n, a, b: _product(n, a, b, -1.0),
-            Op.POW: self._power, Op.MAXIMUM: _extreme, Op.MINIMUM: _extreme,
+            Op.VAR: lambda n: INV,
+            Op.CONST: lambda n: ZERO if _const(n) == 0.0 else INV,
+            Op.ADD: lambda n, a, b: _sum(a, b),
+            Op.SUB: lambda n, a, b: _sum(a, b, -1.0),
+            Op.MUL: lambda n, a, b: _product(n, a, b, 1.0),
+            Op.DIV: lambda n, a, b: _product(n, a, b, -1.0),
+            Op.POW: self._power,
+            Op.MAXIMUM: _extreme, Op.MINIMUM: _extreme,
             Op.SELECT: _choice, Op.IF_THEN_ELSE: _choice,
             Op.READ: self._read, Op.REDUCE: self._reduce,
         } | {op: _unary for op in (Op.NEG, Op.EXP, Op.LOG, Op.SQRT, Op.CAST)}

@@ -94,9 +94,12 @@ def expr_table(namer: Namer) -> dict:
         return f"{ra.combiner.name}({srcs}, axis=[{axes}]{where}){sel}"
 
     table = {
-        Op.VAR: lambda n: namer.var(n), Op.CONST: const_to_str,
-        Op.NEG: lambda n, a: f"(-{a})", Op.NOT: lambda n, a: f"!{a}",
-        Op.AND: lambda n, a, b: f"({a} && {b})", Op.OR: lambda n, a, b: f"({a} || {b})",
+        Op.VAR: lambda n: namer.var(n),
+        Op.CONST: const_to_str,
+        Op.NEG: lambda n, a: f"(-{a})",
+        Op.NOT: lambda n, a: f"!{a}",
+        Op.AND: lambda n, a, b: f"({a} && {b})",
+        Op.OR: lambda n, a, b: f"({a} || {b})",
         Op.SELECT: lambda n, c, a, b: f"select({c}, {a}, {b})",
         Op.IF_THEN_ELSE: lambda n, c, a, b: f"if_then_else({c}, {a}, {b})",
         Op.CAST: lambda n, a: f"{n.dtype}({a})",
