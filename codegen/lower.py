@@ -464,8 +464,6 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
     body = build_loops(stmts, scans)
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
-    if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     if gemm is not None:  # printed and counted as the plain loops and the packing's evaluations
         packed = pack_work(gemm)
         work += packed

@@ -211,12 +211,14 @@ def work_weight(exprs) -> int:
 def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
     """Mark the outermost loop parallel when it is the only top statement, has constant bounds, scans the
     time dimension declared parallel (an output axis), and the nest has at least
-    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share."""
+    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share; ``attrs["range"]`` is then
+    its ``(lo, hi, step)``."""
     loop = body[0] if len(body) == 1 and isinstance(body[0], Loop) else None
     if not opts.parallel or work * weight < opts.parallel_min_work or loop is None \
             or loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2 \
             or loop.dim != attrs.get("parallel_dim", -1):
         return body, False
+    attrs["range"] = (int(loop.lo.arg), int(loop.hi.arg), loop.step)
     return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True
 
 
