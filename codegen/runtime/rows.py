@@ -2,7 +2,8 @@
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
 arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
-(where no sum over the rows takes the padding's rows in).  The driver is compiled once per process."""
+(a sum over the rows takes a padded row in as zeros; where the block leaves a sum infinite or NaN, which
+``inf * 0`` may cause, the rows run again unpadded).  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -381,6 +382,11 @@ class RowsKernel:
         driver()(frame)
         if padded is not None:
             self._padded(pads, padded, covered, n, ins, outs)
+            if not all(np.isfinite(outs[j - len(ins)]).all() for j, _, _ in self.sums):
+                # (a padded row's copy of an infinite or NaN input times its zero is a NaN: unpadded again)
+                given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
+                frame[2] = n
+                driver()(frame)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
