@@ -59,8 +59,7 @@ class LoweredFunc:
 
     def __init__(self, program: Program, options: Options, offered: tuple = (),
                  estimates: dict[str, float] | None = None) -> None:
-        self.program = program
-        self.options = options
+        self.program, self.options = program, options
         #: (point, candidate labels, the label chosen) for every op offered several strategies
         #: (:mod:`.strategies.registry`); ``tune=True`` measures them, ``choices={point: label}`` pins them
         self.offered = offered

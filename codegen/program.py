@@ -165,8 +165,7 @@ class ProgramPrinter:
     :class:`Namer` shared with other printouts (buffers shown under their tensors' names), else lowering's."""
 
     def __init__(self, program: Program, names: Namer | None = None) -> None:
-        self.program = program
-        self.names = names
+        self.program, self.names = program, names
         self.namer = Namer() if names is None else names.for_block()
         self.rules = _expr_rules(self.namer, program.buffers, names)
         self.lines: list[str] = []

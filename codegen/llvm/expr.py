@@ -164,8 +164,7 @@ class ExprEmitter:
         # float16 conversions: F16C instructions where the target has them (target.py asks LLVM)
         self.f16c = bool(target is not None and target.f16c)
         self.module = builder.module
-        self.pointer = pointer
-        self.strides = strides
+        self.pointer, self.strides = pointer, strides
         self.fast = fastmath
         self.combining: frozenset[Expr] = frozenset()  # reduction combiners: also ``reassoc``
         self.env: dict[Expr, ir.Value] = {}

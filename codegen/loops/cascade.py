@@ -67,9 +67,7 @@ class _Cascade:
     """The rewrite of one nest's reduction loops for one accumulator ``acc``."""
 
     def __init__(self, acc: Expr, block: int, upper: int) -> None:
-        self.acc = acc
-        self.block = block
-        self.upper = upper
+        self.acc, self.block, self.upper = acc, block, upper
         self.partials: dict[int, Expr] = {}  # level -> its partial accumulator
         self.owner = None
 
