@@ -106,9 +106,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                         lowered = lowered or lowering()
                         compiled, origin = _compile(lowered, key, opts, gomp, tgt, key_text), "compiled"
                 compiled_cache.COMPILED.put(key, compiled)
-            else:
-                trace.record("cache hit", 0.0, f"{name} (memory)")
-    else:
+    if origin == "memory":
         trace.record("cache hit", 0.0, f"{name} (memory)")
     in_names, out_names = argument_names(outs, ins)
     signature = Signature.of(compiled.meta["signature"], in_names, out_names)
@@ -123,13 +121,13 @@ def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
 
 def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_text: str = "") -> Compiled:
     """LLVM on the lowered program; the entry written records ``key_text`` and the kernel's signature."""
-    name = lowered.program.name
     prog = lowered.program
-    checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(lowered.program) else None
-    direct = call_entry(len(lowered.program.arguments) + (checks is not None))
+    name = prog.name
+    checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(prog) else None
+    direct = call_entry(len(prog.arguments) + (checks is not None))
     with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
         offset = ARRAY_DATA_OFFSET if direct else None
-        emitter = ModuleEmitter(lowered.program, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
+        emitter = ModuleEmitter(prog, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
                                 vector_width=opts.vector_width, data_offset=offset, checks=checks,
                                 target=target)
         module = emitter.emit()
@@ -153,7 +151,6 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
         trace.dump(stem, "s", lambda: compiled.asm)
     diskcache.put(key, _pack_entry(meta, obj, text))
     return compiled
-
 
 
 def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, target: Target
@@ -230,8 +227,4 @@ def _unpack_entry(payload: bytes) -> tuple[dict, bytes, bytes]:
     nh, no, nz = struct.unpack_from("<III", payload)
     if 12 + nh + no + nz != len(payload):
         raise ValueError("truncated cache entry")
-    meta = json.loads(payload[12:12 + nh])
-    obj = payload[12 + nh:12 + nh + no]
-    for k in ("main", "call", "gomp", "nargs", "libraries", "key", "signature"):
-        meta[k]  # noqa: B018 - KeyError for an entry without it
-    return meta, obj, payload[12 + nh + no:]
+    return json.loads(payload[12:12 + nh]), payload[12 + nh:12 + nh + no], payload[12 + nh + no:]

@@ -59,8 +59,7 @@ class LoweredFunc:
 
     def __init__(self, program: Program, options: Options, offered: tuple = (),
                  estimates: dict[str, float] | None = None) -> None:
-        self.program = program
-        self.options = options
+        self.program, self.options = program, options
         #: (point, candidate labels, the label chosen) for every op offered several strategies
         #: (:mod:`.strategies.registry`); ``tune=True`` measures them, ``choices={point: label}`` pins them
         self.offered = offered
@@ -126,17 +125,6 @@ def as_tensor_list(x: Any, what: str) -> list[Tensor]:
     return items
 
 
-def _check_io(outputs: list[Tensor], inputs: list[Tensor]) -> None:
-    if not outputs:
-        raise ValueError("lower/build: no outputs given")
-    for what, ts in (("outputs", outputs), ("inputs", inputs)):
-        seen = set()
-        for t in ts:
-            if t in seen:
-                raise ValueError(f"{what}: tensor {t.name!r} is listed twice")
-            seen.add(t)
-
-
 def _copies_of_inputs(outputs: list[Tensor], inputs: list[Tensor]) -> list[Tensor]:
     """An output that is also an input (``build([A], [A])``, an identity kernel) is computed as
     a copy of that input: a new tensor ``A[i...]`` with the input's name, written to the output."""
@@ -154,7 +142,14 @@ def check_arguments(outputs: Any, inputs: Any, name: Any) -> tuple[list[Tensor],
     """The outputs and inputs of ``lower``/``build`` as lists, checked (``TypeError`` /
     ``ValueError`` naming what is wrong), and the kernel's name."""
     outputs, inputs = as_tensor_list(outputs, "outputs"), as_tensor_list(inputs, "inputs")
-    _check_io(outputs, inputs)
+    if not outputs:
+        raise ValueError("lower/build: no outputs given")
+    for what, ts in (("outputs", outputs), ("inputs", inputs)):
+        seen: set = set()
+        for t in ts:
+            if t in seen:
+                raise ValueError(f"{what}: tensor {t.name!r} is listed twice")
+            seen.add(t)
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty string, got {name!r}")
     return outputs, inputs
@@ -417,8 +412,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if key not in memo.steps:
             memo.steps[key] = memo.shared.steps(
                 g, bodies, outs_of, scalar, buffers.get,
-                lambda g=g: _blocked(_storing(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans,
-                                                               alias)), opts))
+                lambda g=g: _finished(_lower_one_group(g, bodies, outs_of, scalar, opts, memo.scans, alias),
+                                      opts))
         made = memo.steps[key]
         if made is None:
             return None, k
@@ -427,14 +422,11 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
                    buffers, inlined), None
 
 
-def _storing(steps: list | None) -> list | None:
-    """``steps`` without the nests that store nothing (a nest has no effect but its stores)."""
-    return None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
-
-
-def _blocked(steps: list | None, opts: Options) -> list | None:
-    """``steps`` with their float32 sums accumulated in blocks (:mod:`.loops.cascade`)."""
-    return None if steps is None else cascade_sums(steps, opts.fastmath)
+def _finished(steps: list | None, opts: Options) -> list | None:
+    """``steps`` without the nests that store nothing (a nest has no effect but its stores), their float32
+    sums accumulated in blocks (:mod:`.loops.cascade`)."""
+    storing = None if steps is None else [st for st in steps if not isinstance(st, Nest) or stores(st.body)]
+    return None if storing is None else cascade_sums(storing, opts.fastmath)
 
 
 def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options,
@@ -471,8 +463,6 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
     body = build_loops(stmts, scans)
     work = count_work(body)
     body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
-    if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     if gemm is not None:  # printed and counted as the plain loops and the packing's evaluations
         packed = pack_work(gemm)
         work += packed

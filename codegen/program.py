@@ -154,10 +154,7 @@ def _expr_rules(namer: Namer, buffers: dict[Tensor, Buffer], names: Namer | None
 
     def read(n, *idx):
         buf = buffers.get(n.arg)
-        if buf is None:
-            name = namer.tensor(n.arg)
-        else:
-            name = buf.name if names is None else names.tensor(buf.tensor)
+        name = namer.tensor(n.arg) if buf is None else buf.name if names is None else names.tensor(buf.tensor)
         return f"{name}[{', '.join(idx)}]"
 
     return {**expr_table(namer), Op.CONST: const_text, Op.READ: read}
@@ -168,8 +165,7 @@ class ProgramPrinter:
     :class:`Namer` shared with other printouts (buffers shown under their tensors' names), else lowering's."""
 
     def __init__(self, program: Program, names: Namer | None = None) -> None:
-        self.program = program
-        self.names = names
+        self.program, self.names = program, names
         self.namer = Namer() if names is None else names.for_block()
         self.rules = _expr_rules(self.namer, program.buffers, names)
         self.lines: list[str] = []

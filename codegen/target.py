@@ -178,14 +178,11 @@ class Target:
 
     @property
     def masked_memory(self) -> bool:
-        """Whether a masked vector load or store costs about a plain one's (AVX-512's mask registers)."""
+        """Whether the target is x86 with AVX-512 (the module docstring's ``masked_memory``,
+        ``paired_permutes``)."""
         return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
 
-    @property
-    def paired_permutes(self) -> bool:
-        """Whether one shuffle picks a vector's lanes out of two registers (AVX-512's ``vpermt2ps``): a
-        block of short rows is transposed in registers at a shuffle a vector."""
-        return self.triple.startswith(("x86_64", "i686", "i386")) and self.vector_bits >= 512
+    paired_permutes = masked_memory
 
     def runs_here(self, host: Target) -> bool:
         """Whether code for this target can run on ``host`` (its vectors and FMA exist there)."""

@@ -198,12 +198,9 @@ class _Reader(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         what = pid[0]
-        if what == "tensor":
-            return self.by_ref[pid[1]]
-        if what == "var":
-            return self.variables[pid[1]]
-        if what == "combiner":
-            return self.combiners[pid[1]]
+        known = {"tensor": self.by_ref, "var": self.variables, "combiner": self.combiners}.get(what)
+        if known is not None:
+            return known[pid[1]]
         if what == "builtin combiner":
             return _BUILTIN_REDUCERS[pid[1]].instantiate(tuple(pid[2]))
         if what == "provenance":
@@ -219,10 +216,9 @@ class _Reader(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {what!r}")
 
     def _fresh(self, kind: str, k: Any, make: Callable[[], Any]) -> Any:
-        key = (kind, k)
-        if key not in self.new:
-            self.new[key] = make()
-        return self.new[key]
+        if (kind, k) not in self.new:
+            self.new[kind, k] = make()
+        return self.new[kind, k]
 
 
 def _load(payload: bytes, graph: GraphKey) -> list[Tensor] | None:

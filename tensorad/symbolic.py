@@ -38,11 +38,7 @@ ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to mul
 def listed(tensors: Any) -> list:
     """A call's tensor, or list or tuple of tensors, as a list (``None``: empty; any other object: itself,
     for the call to report)."""
-    if isinstance(tensors, Tensor):
-        return [tensors]
-    if tensors is None:
-        return []
-    return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    return [] if tensors is None else list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
 
 
 def symbolic(*groups: Any) -> bool:

@@ -61,17 +61,7 @@ class Checks:
         for v, n in zip(values, shape):
             c = b.icmp_unsigned("<", v, I64(n))
             ok = c if ok is None else b.and_(ok, c)
-        fail = b.append_basic_block(f"oob{site}")
-        cont = b.append_basic_block(f"inb{site}")
-        b.cbranch(ok, cont, fail, )
-        b.position_at_end(fail)
-        pair = b.cmpxchg(record, I64(0), I64(site + 1), "monotonic", "monotonic")
-        won = b.extract_value(pair, 1)
-        with b.if_then(won):
-            for d, v in enumerate(values):
-                b.store(v, b.gep(record, [I64(1 + d)], inbounds=True, source_etype=I64))
-        b.ret_void()
-        b.position_at_end(cont)
+        _test(b, record, ok, f"oob{site}", f"inb{site}", site, values)
 
     def emit_gather(self, b: ir.IRBuilder, record: ir.Value, node, value: ir.Value,
                     position: tuple[str, list[ir.Value]] | None) -> None:
@@ -82,16 +72,8 @@ class Checks:
         src, coords = position if position is not None else ("", [])
         self.sites.append(Site(info.tensor, "gather", (info.extent,),
                                (str(info.axis), expr_to_str(node.src[0], self.namer), src, str(len(coords)))))
-        fail = b.append_basic_block(f"gather_oob{site}")
-        cont = b.append_basic_block(f"gather_ok{site}")
-        b.cbranch(b.icmp_unsigned("<", value, I64(info.extent)), cont, fail)
-        b.position_at_end(fail)
-        pair = b.cmpxchg(record, I64(0), I64(site + 1), "monotonic", "monotonic")
-        with b.if_then(b.extract_value(pair, 1)):
-            for d, v in enumerate([value, *coords]):
-                b.store(v, b.gep(record, [I64(1 + d)], inbounds=True, source_etype=I64))
-        b.ret_void()
-        b.position_at_end(cont)
+        ok = b.icmp_unsigned("<", value, I64(info.extent))
+        _test(b, record, ok, f"gather_oob{site}", f"gather_ok{site}", site, [value, *coords])
 
     def failed(self, b: ir.IRBuilder, record: ir.Value) -> ir.Value:
         """An ``i1``: a violation has been recorded."""
@@ -124,6 +106,21 @@ class Checks:
         c.sites = [Site(str(t), str(k), tuple(int(x) for x in sh), tuple(str(x) for x in ix))
                    for t, k, sh, ix in data]
         return c
+
+
+def _test(b: ir.IRBuilder, record: ir.Value, ok: ir.Value, fail_name: str, ok_name: str, site: int,
+          values: list[ir.Value]) -> None:
+    """Branch on ``ok``; where it fails, record ``site`` and ``values`` (the first thread's, by
+    compare-and-swap) and ``ret void``.  Leaves ``b`` in the block where the access proceeds."""
+    fail, cont = b.append_basic_block(fail_name), b.append_basic_block(ok_name)
+    b.cbranch(ok, cont, fail)
+    b.position_at_end(fail)
+    pair = b.cmpxchg(record, I64(0), I64(site + 1), "monotonic", "monotonic")
+    with b.if_then(b.extract_value(pair, 1)):
+        for d, v in enumerate(values):
+            b.store(v, b.gep(record, [I64(1 + d)], inbounds=True, source_etype=I64))
+    b.ret_void()
+    b.position_at_end(cont)
 
 
 def has_raise_gather(program) -> bool:

@@ -120,13 +120,9 @@ class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
                  vector_width: int | None = None, data_offset: int | None = None,
                  checks: Checks | None = None, target=None) -> None:
-        self.program = program
-        self.target = target  # read for the half conversions (halfconv.py)
-        self.prefix = prefix
-        self.fastmath = fastmath
-        self.use_gomp = use_gomp
-        self.vector_width = vector_width
-        self.data_offset = data_offset
+        self.program, self.prefix, self.target = program, prefix, target
+        self.fastmath, self.use_gomp, self.vector_width, self.data_offset = \
+            fastmath, use_gomp, vector_width, data_offset
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
         # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer

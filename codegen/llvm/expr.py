@@ -84,19 +84,14 @@ def recombine_digits(index: tuple[Expr, ...], strides) -> list[tuple[Expr, int]]
       which the first rule may merge with ``e // (c * d)``: ``X[i, j // (H W), (j // W) % H, j % W]`` is
       ``X[i, j]``."""
     terms: list[tuple[Expr | None, int]] = list(zip(index, strides))
-    changed = True
-    while changed:
-        changed = False
-        for i, (q, sq) in enumerate(terms):
-            for j, (r, sr) in enumerate(terms):
-                merged = _merge_digits(q, sq, r, sr) if i != j and q is not None and r is not None else None
-                if merged is not None:
-                    terms[i], terms[j] = (None, 0), (merged, sr)
-                    changed = True
-                    break
-            if changed:
-                break
-    return [(e, st) for e, st in terms if e is not None]
+    while True:  # (the first mergeable pair, again until none is left)
+        found = next(((i, j, merged) for i, (q, sq) in enumerate(terms) for j, (r, sr) in enumerate(terms)
+                      if i != j and q is not None and r is not None
+                      and (merged := _merge_digits(q, sq, r, sr)) is not None), None)
+        if found is None:
+            return [(e, st) for e, st in terms if e is not None]
+        i, j, merged = found
+        terms[i], terms[j] = (None, 0), (merged, terms[j][1])
 
 
 def _const_div(n: Expr, op: Op) -> tuple[Expr, int] | None:
@@ -169,8 +164,7 @@ class ExprEmitter:
         # float16 conversions: F16C instructions where the target has them (target.py asks LLVM)
         self.f16c = bool(target is not None and target.f16c)
         self.module = builder.module
-        self.pointer = pointer
-        self.strides = strides
+        self.pointer, self.strides = pointer, strides
         self.fast = fastmath
         self.combining: frozenset[Expr] = frozenset()  # reduction combiners: also ``reassoc``
         self.env: dict[Expr, ir.Value] = {}
@@ -337,28 +331,24 @@ class ExprEmitter:
         incoming: list = []
 
         def branch(values: list) -> None:  # after the condition: split the block
-            blocks["then"] = self.b.append_basic_block("ite.then")
-            blocks["else"] = self.b.append_basic_block("ite.else")
-            blocks["join"] = self.b.append_basic_block("ite.join")
+            blocks.update((k, self.b.append_basic_block(f"ite.{k}")) for k in ("then", "else", "join"))
             self.b.cbranch(values.pop(), blocks["then"], blocks["else"])
             self.b.position_at_end(blocks["then"])
             self.push()
 
-        def exact(v: ir.Value) -> ir.Value:  # either branch may be exact index arithmetic (i64)
-            return self.widen(v, I64(0))[0] if ph.dtype == "int32" else v
-
-        def then_done(values: list) -> None:
-            incoming.append((exact(values.pop()), self.b.block))
+        def close(values: list, then: str) -> None:  # a branch's value (maybe exact index arithmetic, i64)
+            v = values.pop()
+            incoming.append((self.widen(v, I64(0))[0] if ph.dtype == "int32" else v, self.b.block))
             self.pop()
             self.b.branch(blocks["join"])
-            self.b.position_at_end(blocks["else"])
+            self.b.position_at_end(blocks[then])
+
+        def then_done(values: list) -> None:
+            close(values, "else")
             self.push()
 
         def join(values: list) -> None:
-            incoming.append((exact(values.pop()), self.b.block))
-            self.pop()
-            self.b.branch(blocks["join"])
-            self.b.position_at_end(blocks["join"])
+            close(values, "join")
             phi = self.b.phi(I64 if ph.dtype == "int32" else LLTYPE[ph.dtype])
             for v, bb in incoming:
                 phi.add_incoming(v, bb)

@@ -63,9 +63,7 @@ class MathLibrary:
     """The out-of-line math functions of one module (made on first use), ``lanes(dtype)`` lanes wide."""
 
     def __init__(self, module: ir.Module, prefix: str, lanes) -> None:
-        self.module = module
-        self.prefix = prefix
-        self.lanes = lanes
+        self.module, self.prefix, self.lanes = module, prefix, lanes
         self.functions: dict[tuple[str, str], ir.Function] = {}
         self.used: list[ir.Function] = []
 

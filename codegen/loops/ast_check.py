@@ -79,11 +79,7 @@ def scans_exactly(stmts: Sequence[PolyStmt], instances: Sequence[Instance]) -> b
     for s in stmts:
         want = IndexSpace(s.vars).universe().intersect(s.domain.reset_tuple_id())
         got = reached.get(s.name)
-        if got is None:
-            if not want.is_empty():
-                return False
-            continue
-        if not got.is_equal(want):
+        if not (want.is_empty() if got is None else got.is_equal(want)):
             return False
     return True
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import walk
 
-from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt
+from ..program import Assign, If, Loop, Nest, Store, const_trips, map_stmt, stmt_exprs, walk_stmts
 from .isl_ast import subst_stmt
 
 # Terms per innermost block (strict sums of 16 err ``16 * eps``; fast math sums blocks in lanes)
@@ -52,24 +52,8 @@ def is_sum_update(st, acc: Expr) -> bool:
 
 def _mentions(st, acc: Expr) -> list:
     """The statements under ``st`` (itself too) that mention ``acc``; ``False`` for bounds, tests that do."""
-    found: list = []
-    if isinstance(st, Loop):
-        if acc in walk(st.lo) or acc in walk(st.hi):
-            found.append(False)
-        for s in st.body:
-            found += _mentions(s, acc)
-    elif isinstance(st, If):
-        if acc in walk(st.cond):
-            found.append(False)
-        for s in st.then + st.orelse:
-            found += _mentions(s, acc)
-    elif isinstance(st, Store):
-        if any(acc in walk(e) for e in (*st.index, st.value)):
-            found.append(st)
-    elif isinstance(st, Assign):
-        if acc in st.targets or any(acc in walk(v) for v in st.values):
-            found.append(st)
-    return found
+    return [s if isinstance(s, (Store, Assign)) else False for s in walk_stmts((st,))
+            if any(acc in walk(e) for e in stmt_exprs(s)) or isinstance(s, Assign) and acc in s.targets]
 
 
 def reduces(loop: Loop, acc: Expr) -> bool:
@@ -83,9 +67,7 @@ class _Cascade:
     """The rewrite of one nest's reduction loops for one accumulator ``acc``."""
 
     def __init__(self, acc: Expr, block: int, upper: int) -> None:
-        self.acc = acc
-        self.block = block
-        self.upper = upper
+        self.acc, self.block, self.upper = acc, block, upper
         self.partials: dict[int, Expr] = {}  # level -> its partial accumulator
         self.owner = None
 

@@ -14,6 +14,7 @@ runs and its schedule.  Two forms:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -119,9 +120,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         notes.append(split.note)
     space = IndexSpace(axes)
     pieces = split.pieces(space) if split is not None else [space.box()]
-    box = pieces[0]
-    for p in pieces[1:]:
-        box = box.union(p)
+    box = functools.reduce(lambda a, b: a.union(b), pieces)
     fills, stmts = [], []
     for v, (body, buf) in enumerate(zip(bodies, buffers)):
         if buf is None:
@@ -269,6 +268,5 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
 
 def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None], epilogue=None,
               split: AxisSplit | None = None) -> OpDomain:
-    if op.is_reduction:
-        return reduction_domain(op, bodies, buffers, epilogue)
-    return elementwise_domain(op, bodies, buffers, split)
+    return reduction_domain(op, bodies, buffers, epilogue) if op.is_reduction else \
+        elementwise_domain(op, bodies, buffers, split)

@@ -106,13 +106,8 @@ def owned_depth(program: Program, buf, nest: Nest) -> tuple[list[Loop], int]:
     accesses = _accesses(program, buf, nest.body)
     if not accesses:
         return loops, 0
-    depth = 0
-    for j, loop in enumerate(loops):
-        if all(idx[j] is loop.var for idx in accesses):
-            depth = j + 1
-        else:
-            break
-    return loops, depth
+    return loops, next((j for j, loop in enumerate(loops) if any(idx[j] is not loop.var for idx in accesses)),
+                       len(loops))
 
 
 def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:

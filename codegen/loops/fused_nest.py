@@ -172,10 +172,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
             for v, b in enumerate(bodies[u.op]):
                 for op in {u.op, alias.get(u.op, u.op)}:
                     acc_of[Tensor(op, v)] = dom.accumulators[b.arg.value_index]
-        if dom.note or dom.reduction is None:
-            notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
-        else:
-            notes.append(marked(u.op.name))
+        notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
     position = shared_positions(members, alias)
     siblings = shared_reductions(members, member_accs, member_epilogues, alias)
     for g, first in siblings.items():
@@ -198,8 +195,6 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     work = count_work(body)
     attrs = {"parallel_dim": 0}
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
-    if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
     outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)

@@ -53,12 +53,8 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
 
 def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
     """Accumulate into the output with the last output axis innermost when that accesses memory better."""
-    if info.combiner.arity != 1 or not info.outer or not info.raxes:
-        return False
-    if info.epilogue is not None and out_dtype != info.acc.dtype:
-        return False  # the output buffer cannot hold the accumulator
-    o, r = info.outer[-1], info.raxes[-1]
-    if o.extent < 8:
+    o, r = (info.outer[-1], info.raxes[-1]) if _buffer_can_accumulate(info, out_dtype) else (None, None)
+    if o is None or o.extent < 8:
         return False
     reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
     cost_acc, cost_buf = strip_access_costs(reads, o, r, strides_of)
@@ -215,26 +211,20 @@ def work_weight(exprs) -> int:
 def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
     """Mark the outermost loop parallel when it is the only top statement, has constant bounds, scans the
     time dimension declared parallel (an output axis), and the nest has at least
-    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share."""
-    if not opts.parallel or work * weight < opts.parallel_min_work or len(body) != 1 \
-            or not isinstance(body[0], Loop):
+    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share; ``attrs["range"]`` is then
+    its ``(lo, hi, step)``."""
+    loop = body[0] if len(body) == 1 and isinstance(body[0], Loop) else None
+    if not opts.parallel or work * weight < opts.parallel_min_work or loop is None \
+            or loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2 \
+            or loop.dim != attrs.get("parallel_dim", -1):
         return body, False
-    loop = body[0]
-    if loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2:
-        return body, False
-    if loop.dim != attrs.get("parallel_dim", -1):
-        return body, False
+    attrs["range"] = (int(loop.lo.arg), int(loop.hi.arg), loop.step)
     return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True
 
 
 def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:
     """The statements restricted to ``lo <= axis < hi`` (statements without ``axis`` as they stand)."""
-    out = []
-    for st in stmts:
-        if axis not in st.vars:
-            out.append(st)
-            continue
-        space = IndexSpace(st.vars)
-        keep = space.cond(logical(Op.AND, compare(Op.GE, axis, const(lo)), compare(Op.LT, axis, const(hi))))
-        out.append(PolyStmt(st.name, st.vars, st.domain.intersect(keep), st.body, st.schedule))
-    return out
+    keep = logical(Op.AND, compare(Op.GE, axis, const(lo)), compare(Op.LT, axis, const(hi)))
+    return [st if axis not in st.vars else PolyStmt(
+        st.name, st.vars, st.domain.intersect(IndexSpace(st.vars).cond(keep)), st.body, st.schedule)
+        for st in stmts]

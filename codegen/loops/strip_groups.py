@@ -52,8 +52,6 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
     attrs = dict(attrs0 or {})
     weight = work_weight([b for u in group.units for b in bodies[u.op]])
     body, parallel = mark_parallel(body, attrs, opts, work, weight)
-    if parallel:
-        attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
     note = f"{NOTE}; one pass for " + "; ".join(notes)
     attrs["note"] = note
     nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..jit.engine import assembly, optimized_ir
@@ -41,8 +42,6 @@ class Compiled:
         if self.call_address:
             proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
             self.call = proto(self.call_address)
-        self._ir: str | None = None
-        self._asm: str | None = None
 
     @property
     def llvm_ir_unoptimized(self) -> str:
@@ -50,14 +49,10 @@ class Compiled:
             self.source = self.source()
         return self.source
 
-    @property
+    @cached_property
     def llvm_ir(self) -> str:
-        if self._ir is None:
-            self._ir = optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
-        return self._ir
+        return optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
 
-    @property
+    @cached_property
     def asm(self) -> str:
-        if self._asm is None:
-            self._asm = assembly(self.llvm_ir, self.target)
-        return self._asm
+        return assembly(self.llvm_ir, self.target)

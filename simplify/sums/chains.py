@@ -73,8 +73,7 @@ class _Orders:
 
     def __init__(self, reads: Sequence[frozenset], keep: frozenset, sizes: dict) -> None:
         self.reads = list(reads)
-        self.keep = keep
-        self.sizes = sizes
+        self.keep, self.sizes = keep, sizes
         self.full = (1 << len(reads)) - 1
         self.best: dict[int, tuple[int, tuple[Child, ...]]] = {}
 

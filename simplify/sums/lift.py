@@ -139,12 +139,7 @@ def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], c
 
 
 def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
-    out: dict[Expr, None] = {}
-    for e in exprs:
-        for n in walk(e):
-            if n.op is Op.READ:
-                out.update(dict.fromkeys(n.src))
-    return list(out)
+    return list(dict.fromkeys(i for e in exprs for n in walk(e) if n.op is Op.READ for i in n.src))
 
 
 def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:

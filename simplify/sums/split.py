@@ -74,13 +74,12 @@ def expand(e: Expr) -> Terms:
     """``e`` as ``sum(sign * term)``; subexpressions of other kinds are single terms."""
     if not dt.is_float(e.dtype):
         return [(1, e)]
-    memo: dict = {}
 
     def visit(n: Expr, *args):
         rule = EXPAND_RULES.get(n.op) if dt.is_float(n.dtype) else None
         return rule(n, *args) if rule is not None else _atom(n)
 
-    return fold(e, visit, memo)
+    return fold(e, visit)
 
 
 def group_terms(e: Expr, ctx=None) -> list[tuple[Expr, Expr]] | None:

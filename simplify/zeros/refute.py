@@ -130,18 +130,15 @@ def _cast(dtype: str, v: Any) -> Any:
     return int(v) if type(v) is bool else v  # a float: exact (any deterministic value is a model)
 
 
-def _mul(a: Any, b: Any) -> Any:
-    out = rational.mul(a, b, MAX_BITS)
+def _kept(out: Any) -> Any:
+    """``out``, or give up where :mod:`.zeros.rational` found no value within :data:`MAX_BITS`."""
     if out is None:
         raise _GiveUp
     return out
 
 
-def _div(a: Any, b: Any) -> Any:
-    out = rational.div(a, b, MAX_BITS)
-    if out is None:
-        raise _GiveUp
-    return out
+_mul = lambda a, b: _kept(rational.mul(a, b, MAX_BITS))  # noqa: E731
+_div = lambda a, b: _kept(rational.div(a, b, MAX_BITS))  # noqa: E731
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -178,6 +175,8 @@ _BINARY: dict[Op, Callable[[Any, Any], Any]] = {
     Op.NE: lambda a, b: a != b,
     Op.POW: _pow,
 }
+
+
 def _math(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     return lambda a: _real(fn(float(a)))
 

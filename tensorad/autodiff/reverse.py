@@ -51,8 +51,7 @@ class _Adjoints:
     """Per-tensor lists of terms and the finished adjoint tensors."""
 
     def __init__(self, prefix: tuple[int, ...], optimizer: Optimizer | None) -> None:
-        self.prefix = prefix
-        self.optimizer = optimizer
+        self.prefix, self.optimizer = prefix, optimizer
         self.axes: dict[Tensor, tuple[list[Expr], list[Expr]]] = {}
         self.terms: dict[Tensor, list[Expr]] = {}
         self.done: dict[Tensor, Tensor] = {}

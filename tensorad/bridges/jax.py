@@ -59,8 +59,7 @@ class Program:
         self.outputs = distinct_computes(list(outputs), "out")
         self.free = list(free)
         self.linear = frozenset(linear)
-        self.frozen = frozen
-        self.n_saved = n_saved
+        self.frozen, self.n_saved = frozen, n_saved
         self.build_options, self.policy = build_options, policy
         self._run = run
         self.avals = [jax.core.ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in self.outputs]

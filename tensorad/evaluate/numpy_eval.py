@@ -191,17 +191,11 @@ class _Grid:
                  origin: tuple[int, ...] = (), strong_zero: bool = False,
                  rounded_math: bool = False, unsigned_zeros: bool = False,
                  jitter: tuple[np.random.Generator, float] | None = None) -> None:
-        self.name = name
-        self.jitter = jitter
-        self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
-        self.order = order
-        self.strong_zero = strong_zero
-        self.rounded_math = rounded_math
-        self.unsigned_zeros = unsigned_zeros
-        self.env = env
-        self.values = values
-        self.axis_pos = axis_pos
+        self.name, self.env, self.values, self.axis_pos = name, env, values, axis_pos
         self.grid_shape = grid_shape
+        self.origin = origin or (0,) * len(grid_shape)  # each grid dimension's first index value
+        self.order, self.strong_zero, self.jitter = order, strong_zero, jitter
+        self.rounded_math, self.unsigned_zeros = rounded_math, unsigned_zeros
         self.memo: dict = {}
         self.oob: dict[Expr, tuple[np.ndarray, list[np.ndarray]]] = {}
         self.reduced: dict = {}

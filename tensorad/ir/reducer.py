@@ -49,10 +49,7 @@ class Reducer:
 
     def __init__(self, fcombine: Callable, fidentity: Callable, name: str = "reducer",
                  kind: str = "custom") -> None:
-        self.fcombine = fcombine
-        self.fidentity = fidentity
-        self.name = name
-        self.kind = kind
+        self.fcombine, self.fidentity, self.name, self.kind = fcombine, fidentity, name, kind
         self._instances: dict[tuple[str, ...], CommReducer] = {}
 
     def instantiate(self, dtypes: tuple[str, ...]) -> CommReducer:

@@ -54,9 +54,8 @@ def _parse_log(value: str | None, what: str) -> frozenset[str]:
 def current() -> Config:
     """The configuration in force: the innermost :func:`config`, else the environment."""
     cfg = _CONFIG.get()
-    if cfg is not None:
-        return cfg
-    return _from_environment(os.environ.get("TENSORAD_LOG"), os.environ.get("TENSORAD_DUMP"))
+    return cfg if cfg is not None else _from_environment(os.environ.get("TENSORAD_LOG"),
+                                                         os.environ.get("TENSORAD_DUMP"))
 
 
 @functools.lru_cache(maxsize=8)
