@@ -8,9 +8,9 @@ not a multiple of the transpose block), the AVX-512 and AVX2 register tiles, bot
 
 import numpy as np
 import pytest
+from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta
-from tensorad.codegen.target import host_target, parse_target
 
 RNG = np.random.default_rng(5)
 TARGETS = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"]
