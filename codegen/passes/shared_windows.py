@@ -52,9 +52,19 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
     if any(not set(r.src) <= set(entries) for r in reads):
         return None
     value = substitute(node, {e: var(f"e{k}", 0, 1) for k, e in enumerate(entries)})  # (the index stays)
-    if any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(value)):  # may fault
+    if any(_may_fault(n) for n in walk(value)) or any(_may_fault(n) and not _by_constant(n)
+                                                      for e in entries for n in walk(e)):
         return None
     return principal.arg, entries
+
+
+def _may_fault(n: Expr) -> bool:
+    return n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype))
+
+
+def _by_constant(n: Expr) -> bool:
+    """Whether ``n`` is an index's ``a // m`` or ``a % m`` by a positive constant (a strided window's)."""
+    return n.op in (Op.FLOORDIV, Op.MOD) and n.src[1].op is Op.CONST and int(n.src[1].arg) > 0
 
 
 def expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
