@@ -34,11 +34,12 @@ test: $(VENV)/.test-installed runtime
 	$(TEST_ENV) TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
 
 # The fast tier for a developer's loop (under two minutes on two cores): the core, the
-# optimizer, the error messages, the regressions and the project's shape; `make test` runs all.
+# optimizer, the error messages, the regressions and the project's shape, less the tests marked
+# slow; `make test` runs all.
 FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_architecture.py \
         tests/test_source_history.py
 test-fast: $(VENV)/.test-installed
-	$(TEST_ENV) $(BIN)/python -m pytest -n 2 $(FAST)
+	$(TEST_ENV) $(BIN)/python -m pytest -n 2 -m 'not slow' $(FAST)
 
 # the suite as if on another CPU (tools/pretend_cpu.py): an AMD EPYC Zen 3 by default, AVX2 only
 CPU ?= znver3,512

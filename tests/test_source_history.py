@@ -22,7 +22,7 @@ HISTORY = [
      "a commit hash"),
 ]
 # a test's or a test file's name
-NAMED = re.compile(r"sessions?_?\d*|seeds?_?\d{3,}|issues?_?\d+|campaigns?", re.I)
+NAMED = re.compile(r"sessions?_?\d*|(?:seeds?|fuzz)_?\d{3,}|issues?_?\d+|campaigns?", re.I)
 
 def _sources() -> list[pathlib.Path]:
     return [p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))]
@@ -92,4 +92,5 @@ def test_the_history_check_finds_what_it_looks_for():
             "    return f'{seed}'\n")
     assert not any(p.search(line) for _, line in _prose(code) for p, _ in HISTORY)
     assert NAMED.search("test_session22_checks") and NAMED.search("test_seed_910218_parallel")
+    assert NAMED.search("test_fuzz_224270_scatter")
     assert not NAMED.search("test_seeds_draw_the_same_programs")

@@ -59,38 +59,65 @@ SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last v
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
-         limit: ir.Value | None = None) -> None:
-    """``dst[i] = src[i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros) in explicit ``vw``-lane vectors.
-    A run's rest of at least ``vw`` is its last ``vw`` elements copied again; a shorter run is one masked
-    load and store, or with ``spill=True`` a whole vector store that writes up to ``vw - 1`` elements past
-    ``e`` (for a caller whose later stores overwrite them: :data:`SLACK` elements are allocated past a
-    panel's end); with ``limit``, only a store ending by ``dst[limit]`` spills, another goes element by
-    element.  Masked memory operations are slow on some CPUs (microcoded on AMD)."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    zero = ir.Constant(vt, None)
+         limit: ir.Value | None = None, stride: int = 1) -> None:
+    """``dst[i] = src[stride i]`` for ``i`` in ``[a, e)`` (``src=None``: zeros; ``stride`` 1 or 2) in
+    explicit ``vw``-lane vectors (:func:`_vector_copy`).  A run's rest of at least ``vw`` is its last ``vw``
+    elements copied again; a shorter run is masked loads and a masked store, or with ``spill=True`` a whole
+    vector store that writes up to ``vw - 1`` elements past ``e`` (for a caller whose later stores overwrite
+    them: :data:`SLACK` elements are allocated past a panel's end); with ``limit``, only a store ending by
+    ``dst[limit]`` spills, another goes element by element.  Masked memory operations are slow on some CPUs
+    (microcoded on AMD)."""
     n = b.sub(e, a)
     nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
     with loop(b, 0, nvec, vw, name="cv") as i:
-        at = b.add(a, i)
-        v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
-        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+        _vector_copy(b, t, dst, src, b.add(a, i), vw, stride)
     rest = b.sub(n, nvec)
     with b.if_then(b.icmp_signed(">", rest, I64(0))):
         with b.if_else(b.icmp_signed(">", nvec, I64(0))) as (back, short):
             with back:  # a run of at least vw: its last vw elements again, as one plain vector
-                at = b.sub(e, I64(vw))
-                v = zero if src is None else b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt,
-                                                    align=es)
-                b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+                _vector_copy(b, t, dst, src, b.sub(e, I64(vw)), vw, stride)
             with short:
-                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit)
+                _masked_rest(b, t, dst, src, a, rest, vw, spill, limit, stride)
+
+
+def _vector_copy(b: ir.IRBuilder, t: ir.Type, dst, src, at, vw: int, stride: int) -> None:
+    """``dst[at + i] = src[stride (at + i)]`` (``src=None``: zeros) for ``i < vw``, one vector: at stride 2
+    the even lanes of the loads at ``2 at`` and ``2 at + vw - 1`` (nothing read past
+    ``src[2 (at + vw - 1)]``)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, vw)
+    if src is None:
+        v = ir.Constant(vt, None)
+    elif stride == 1:
+        v = b.load(b.gep(src, [at], inbounds=True, source_etype=t), typ=vt, align=es)
+    else:
+        two = b.mul(at, I64(2))
+        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
+        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
+        v = b.shuffle_vector(lo, hi, _even_lanes(vw))
+    b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
+
+
+def _masked_load(b: ir.IRBuilder, t: ir.Type, at: ir.Value, mask: ir.Value) -> ir.Value:
+    """The lanes of the vector at ``at`` where ``mask`` is set, zeros elsewhere (nothing else is read)."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt = ir.VectorType(t, mask.type.count)
+    mload = declare(b.module, f"llvm.masked.load.v{vt.count}{'f32' if es == 4 else 'f64'}.p0", vt,
+                    [PTR, ir.IntType(32), mask.type, vt])
+    return b.call(mload, [at, ir.IntType(32)(es), mask, ir.Constant(vt, None)])
+
+
+def _even_lanes(vw: int) -> ir.Constant:
+    """The shuffle of two ``vw``-lane vectors loaded ``vw - 1`` apart that picks every other element."""
+    return ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * n for n in range(vw // 2)]
+                       + [vw + 2 * n + 1 for n in range(vw // 2)])
 
 
 def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill: bool,
-                 limit: ir.Value | None = None) -> None:
-    """``dst[at + i] = src[at + i]`` for ``i < rest < vw``: a masked load, and a masked store or
-    (``spill``) a whole one, whole with ``limit`` only if it ends by ``dst[limit]``."""
+                 limit: ir.Value | None = None, stride: int = 1) -> None:
+    """``dst[at + i] = src[stride (at + i)]`` for ``i < rest < vw``: masked loads (at stride 2 two, as
+    :func:`_vector_copy` reads), and a masked store or (``spill``) a whole one, whole with ``limit`` only if
+    it ends by ``dst[limit]``."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt = ir.VectorType(t, vw)
     mt = ir.VectorType(I1, vw)
@@ -101,8 +128,16 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
     if src is None:
         v = zero
     else:
-        mload = declare(b.module, f"llvm.masked.load.{suffix}", vt, [PTR, ir.IntType(32), mt, vt])
-        v = b.call(mload, [b.gep(src, [at], inbounds=True, source_etype=t), ir.IntType(32)(es), mask, zero])
+        def load(first, valid):  # the lanes below ``valid`` of the vector at ``src[first]``
+            at_first = b.gep(src, [first], inbounds=stride == 1, source_etype=t)
+            return _masked_load(b, t, at_first, b.icmp_signed("<", lanes, splat(b, valid, vw)))
+
+        if stride == 1:
+            v = load(at, rest)
+        else:  # (the last element read is ``src[2 (at + rest - 1)]``)
+            two, span = b.mul(at, I64(2)), b.sub(b.mul(rest, I64(2)), I64(1))
+            v = b.shuffle_vector(load(two, span), load(b.add(two, I64(vw - 1)), b.sub(span, I64(vw - 1))),
+                                 _even_lanes(vw))
     to = b.gep(dst, [at], inbounds=True, source_etype=t)
     if not spill:
         mstore = declare(b.module, f"llvm.masked.store.{suffix}", VOID, [vt, PTR, ir.IntType(32), mt])
@@ -115,7 +150,7 @@ def _masked_rest(b: ir.IRBuilder, t: ir.Type, dst, src, at, rest, vw: int, spill
                 b.store(v, to, align=es)
             with near_limit:  # element by element (a masked store is microcoded on AMD CPUs)
                 with loop(b, 0, rest, name="mr") as i:
-                    x = t(0.0) if src is None else ld(b, src, b.add(at, i), t)
+                    x = t(0.0) if src is None else ld(b, src, b.mul(b.add(at, i), I64(stride)), t)
                     st(b, dst, b.add(at, i), x, t)
 
 
@@ -335,8 +370,10 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
         _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                         checks, 2 if mode == gd.TRANSPOSE2 else 1)
     elif mode == gd.COPY2:
-        _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
-                    ld(b, side, gd.S_NCHK), npanel, vw)
+        with loop(b, 0, npanel, name="sp") as p:
+            first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
+            _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
+                       ld(b, side, gd.S_NCHK), first, valid, pdst, slot, zero, vw, stride=2)
     elif mode == gd.COPY:
         _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen,
                    ld(b, side, gd.S_NCHK), npanel, slot, vw)
@@ -624,21 +661,34 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
     """``COPY`` panel by panel: straight rows, rows under one test per ``k``, or runs."""
     with loop(b, 0, npanel, name="cp") as p:
         first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
-        # the common case: a whole panel row is contiguous and unchecked -- straight vector copies
-        whole = b.and_(b.icmp_signed("==", valid, I64(width)),
-                       b.icmp_signed(">=", ld(b, orun, first), I64(width)))
-        row0 = b.gep(src, [ld(b, ooff, first)], inbounds=True, source_etype=t)
+        # the common case: a whole, unchecked panel whose row's vectors each lie in one run (straight vector
+        # copies from each one's run) or across two (a convolution's windows: runs as long as the images'
+        # rows; masked loads of each run's lanes)
+        pieces = _vector_pieces(b, t, src, ooff, orun, first, olen, width, vl)
+        whole = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[0])
+        two_runs = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[1])
 
         def row_copies(kk):
-            at = b.gep(row0, [ld(b, koff, kk)], inbounds=True, source_etype=t)
-            for c in range(0, width, vl):
-                v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
+            kof = ld(b, koff, kk)
+            for c, (start, _, _) in zip(range(0, width, vl), pieces[2]):
+                v = b.load(b.gep(start, [kof], inbounds=True, source_etype=t), typ=vt, align=es)
                 b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-        with b.if_else(b.and_(whole, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
+        def split_copies(kk):
+            kof = ld(b, koff, kk)
+            for c, (start, later, head) in zip(range(0, width, vl), pieces[2]):
+                a = _masked_load(b, t, b.gep(start, [kof], source_etype=t), head)
+                z = _masked_load(b, t, b.gep(later, [kof], source_etype=t), b.not_(head))
+                b.store(b.select(head, a, z), slot(pdst, kk, I64(c)), align=es)
+
+        with b.if_else(b.and_(two_runs, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
             with fast:
                 with loop(b, 0, klen, name="fk") as kk:
-                    row_copies(kk)
+                    with b.if_else(whole) as (straight, split):
+                        with straight:
+                            row_copies(kk)
+                        with split:
+                            split_copies(kk)
             with checked:
                 # checked indices that read only ``k``: one test per ``k``, then the whole row or zeros
                 uniform = b.and_(whole, _uniform_checks(b, ochk, olen, nchk, first, width))
@@ -656,6 +706,26 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                     with general:
                         _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk,
                                    first, valid, pdst, slot, zero, vw)
+
+def _vector_pieces(b, t, src, ooff, orun, first, olen, width: int, vl: int) -> tuple:
+    """``(one run, two runs, [(start, later, head)])`` of the ``vl``-lane vectors of the panel row at
+    ``first``: whether each lies in one run, whether each lies in at most two; each one's source at
+    ``start``, the lanes ``head`` from it, the others from the next run, at ``later`` (its start less
+    the lanes before it).  On an edge panel the tables are read within ``olen``."""
+    last = b.sub(olen, I64(1))
+    lanes = ir.Constant(ir.VectorType(I64, vl), list(range(vl)))
+    one, two, out = I1(1), I1(1), []
+    for c in range(0, width, vl):
+        o = smin(b, b.add(first, I64(c)), last)
+        here = smin(b, ld(b, orun, o), I64(vl))
+        nxt = smin(b, b.add(o, here), last)
+        one = b.and_(one, b.icmp_signed("==", here, I64(vl)))
+        two = b.and_(two, b.or_(b.icmp_signed("==", here, I64(vl)),
+                                b.icmp_signed(">=", ld(b, orun, nxt), b.sub(I64(vl), here))))
+        later = b.sub(ld(b, ooff, nxt), here)
+        out.append((b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t),
+                    b.gep(src, [later], source_etype=t), b.icmp_signed("<", lanes, splat(b, here, vl))))
+    return one, two, out
 
 
 def _uniform_checks(b, ochk, olen, nchk, first, width) -> ir.Value:
@@ -684,11 +754,11 @@ def _checks_pass(b, side, ochk, kchk, olen, klen, nchk, o, kk) -> ir.Value:
 
 
 def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk, first, valid, pdst,
-               slot, zero, vw) -> None:
-    """One panel, run by run (windows, padding, edge panels).  A row of at least one vector goes in blocks
-    of :data:`K_BLOCK` rows, run by run with the rows innermost (the branches go one way), each run's rows
-    stored before the next, so a short piece's whole vector spills only within its row; a narrower row
-    keeps the rows outermost."""
+               slot, zero, vw, stride: int = 1) -> None:
+    """One panel, run by run (windows, padding, edge panels), a run's elements ``stride`` (1 or 2) apart in
+    the source.  A row of at least one vector goes in blocks of :data:`K_BLOCK` rows, run by run with the
+    rows innermost (the branches go one way), each run's rows stored before the next, so a short piece's
+    whole vector spills only within its row; a narrower row keeps the rows outermost."""
     steps = entry_alloca(b, I64, "steps1", gd.MAXCHK)
     for d in range(gd.MAXCHK):
         st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
@@ -706,7 +776,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
 
             with b.if_else(b.icmp_signed("==", nchk, I64(0))) as (plain, checked):
                 with plain:  # the whole run copied in every row
-                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim)
+                    _copy_rows(b, t, row_at, k0, k1, seg, width, vw, lim, stride)
                 with checked:
                     with loop(b, k0, k1, name="ck") as kk:
                         a, e = _interval(
@@ -716,7 +786,7 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
                             lambda d: ld(b, steps, d), seg)
                         row, sp = row_at(kk)
                         copy(b, t, row, None, I64(0), a, vw, spill=True, limit=lim)
-                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim)
+                        copy(b, t, row, sp, a, e, vw, spill=True, limit=lim, stride=stride)
                         copy(b, t, row, None, e, seg, vw, spill=True, limit=lim)
             nxt[0] = b.add(w, seg)
         with loop(b, k0, k1, name="cz") as kk:
@@ -729,11 +799,10 @@ def _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
         run_rows(k0, smin(b, b.add(k0, I64(step)), klen), bounded)
 
 
-def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
-    """``row[i] = src[i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the pointers):
-    the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as :func:`copy`."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
+def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit, stride: int = 1) -> None:
+    """``row[i] = src[stride i]`` for ``i < n <= width`` in the rows ``[k0, k1)`` (``row_at(kk)``: the
+    pointers): the run's vectors unrolled, each under a test of ``n`` made before the rows, the rest as
+    :func:`copy` does it."""
     nvec = b.sdiv(n, I64(vw))
     rest = b.sub(n, b.mul(nvec, I64(vw)))
     has = [b.icmp_signed(">", nvec, I64(c)) for c in range(width // vw)]
@@ -743,64 +812,10 @@ def _copy_rows(b, t, row_at, k0, k1, n, width: int, vw: int, limit) -> None:
         row, sp = row_at(kk)
         for c, h in enumerate(has):
             with b.if_then(h):
-                at = I64(c * vw)
-                v = b.load(b.gep(sp, [at], inbounds=True, source_etype=t), typ=vt, align=es)
-                b.store(v, b.gep(row, [at], inbounds=True, source_etype=t), align=es)
+                _vector_copy(b, t, row, sp, I64(c * vw), vw, stride)
         with b.if_then(back):
             with b.if_else(short) as (few, more):
                 with few:
-                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit)
+                    _masked_rest(b, t, row, sp, I64(0), rest, vw, True, limit, stride)
                 with more:
-                    v = b.load(b.gep(sp, [back_at], inbounds=True, source_etype=t), typ=vt, align=es)
-                    b.store(v, b.gep(row, [back_at], inbounds=True, source_etype=t), align=es)
-
-
-def _copy2_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,
-                vw) -> None:
-    """Panels of a side read at stride 2 along its outer axes: per ``k`` and run, ``row[i] = src[at + 2 i]``
-    where the checked indices are in range, zeros around it and past ``valid``."""
-    steps = entry_alloca(b, I64, "steps2", gd.MAXCHK)
-    for d in range(gd.MAXCHK):
-        st(b, steps, d, ld(b, side, gd.S_CHKSTEP + d))
-    with loop(b, 0, npanel, name="sp") as p:
-        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
-        with loop(b, 0, klen, name="sk") as kk:
-            kof = ld(b, koff, kk)
-            row = b.gep(pdst, [b.mul(kk, I64(width))], inbounds=True, source_etype=t)
-            with advancing(b, 0, valid, "sw") as (w, nxt):
-                o = b.add(first, w)
-                seg = smin(b, ld(b, orun, o), b.sub(valid, w))
-                a, e = _interval(
-                    b, side, nchk,
-                    lambda d, o=o: b.add(ld(b, ochk, b.add(b.mul(d, olen), o)),
-                                         ld(b, kchk, b.add(b.mul(d, klen), kk))),
-                    lambda d: ld(b, steps, d), seg)
-                seg_row = b.gep(row, [w], inbounds=True, source_etype=t)
-                sp = b.gep(src, [b.add(ld(b, ooff, o), kof)], source_etype=t)
-                copy(b, t, seg_row, None, I64(0), a, vw, spill=True)
-                _strided_copy(b, t, seg_row, sp, a, e, vw)
-                copy(b, t, seg_row, None, e, seg, vw, spill=True)
-                nxt[0] = b.add(w, seg)
-            copy(b, t, row, None, valid, I64(width), vw, spill=True)
-
-
-def _strided_copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int) -> None:
-    """``dst[i] = src[2 i]`` for ``i`` in ``[a, e)``: a vector is the even lanes of the loads at ``2 i``
-    and ``2 i + vw - 1`` (nothing read past ``src[2 (i + vw - 1)]``); the rest element by element."""
-    es = 4 if isinstance(t, ir.FloatType) else 8
-    vt = ir.VectorType(t, vw)
-    i32 = ir.IntType(32)
-    pick = ir.Constant(ir.VectorType(i32, vw), [2 * n for n in range(vw // 2)]
-                       + [vw + 2 * n + 1 for n in range(vw // 2)])
-    n = imax(b, b.sub(e, a), I64(0))
-    nvec = b.mul(b.sdiv(n, I64(vw)), I64(vw))
-    with loop(b, 0, nvec, vw, name="sv") as i:
-        at = b.add(a, i)
-        two = b.mul(at, I64(2))
-        lo = b.load(b.gep(src, [two], source_etype=t), typ=vt, align=es)
-        hi = b.load(b.gep(src, [b.add(two, I64(vw - 1))], source_etype=t), typ=vt, align=es)
-        b.store(b.shuffle_vector(lo, hi, pick), b.gep(dst, [at], inbounds=True, source_etype=t), align=es)
-    with loop(b, nvec, n, name="ss") as i:
-        at = b.add(a, i)
-        v = ld(b, src, b.mul(at, I64(2)), t)
-        b.store(v, b.gep(dst, [at], inbounds=True, source_etype=t))
+                    _vector_copy(b, t, row, sp, back_at, vw, stride)

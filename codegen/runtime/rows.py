@@ -2,7 +2,8 @@
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
 arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
-(where no sum over the rows takes the padding's rows in).  The driver is compiled once per process."""
+(a sum over the rows takes a padded row in as zeros; where the block leaves a sum infinite or NaN, which
+``inf * 0`` may cause, the rows run again unpadded).  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -205,8 +206,10 @@ class RowsKernel:
         whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
             [(shape, d) for _, shape, d in self.sums]
         self.reread = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for shape, d in whole)
+        self.check = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for _, shape, d in self.sums)
         self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
+        self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
         self.address = data_address if ARRAY_DATA_OFFSET is None else id
 
@@ -250,9 +253,10 @@ class RowsKernel:
 
     def _cost(self, covered: int, padded: int | None) -> int:
         """The work of the driver's blocks on ``covered`` rows, then a padded block of part ``padded``, each
-        block's reread bytes counted (:data:`WORK_PER_BYTE`), the padded block's copies too."""
+        block's reread bytes counted (:data:`WORK_PER_BYTE`), the padded block's copies and the reading
+        of its sums (their check for an infinity) too."""
         blocks = [(c, k.work + self.reread) for c, (_, k) in zip(self._counts(covered), self.parts)]
-        pad = 0 if padded is None else self.parts[padded][1].work + self.reread + PADDED_WORK
+        pad = 0 if padded is None else self.parts[padded][1].work + self.reread + self.check + PADDED_WORK
         return sum(c * w for c, w in blocks) + pad
 
     def _counts(self, n: int) -> list[int]:
@@ -365,29 +369,46 @@ class RowsKernel:
             else:
                 outs[j] = b
 
+    def sized(self, n: int) -> tuple:
+        """What a call of ``n`` rows needs of its size: the inputs' specs, the outputs' shapes and
+        :meth:`plan`'s, kept for the last ``n`` (a training loop or a server repeats its sizes)."""
+        last = self.last  # (read once: a concurrent call of another size may replace it)
+        if last[0] != n:
+            ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
+            outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
+            last = self.last = (n, ins, outs, *self.plan(n))
+        return last
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(self.names)}), got {len(arrays)}")
         n = self.rows(arrays)
-        ins = [Kernel.check_input(a, (name, shape if rest is None else (n, *rest), d))
-               for a, (name, rest, shape, d) in zip(arrays, self.inputs)]
-        outs = [np.empty(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs] \
-            if out is None else self._given(out, n, ins)
-        for a, (_, _, _, summed) in zip(outs, self.outputs):
-            if summed and not n:  # (no block writes it)
-                a[...] = 0
+        _, specs, shapes, covered, padded = self.sized(n)
+        check = Kernel.check_input
+        ins = [check(a, spec) for a, spec in zip(arrays, specs)]
+        outs = [np.empty(shape, d) for shape, d in shapes] if out is None else self._given(out, n, ins)
+        if not n:  # (no block writes a sum over the rows)
+            for a, (_, _, _, summed) in zip(outs, self.outputs):
+                if summed:
+                    a[...] = 0
         try:  # (a kept workspace: list.pop and append are atomic, so concurrent calls take their own)
             work = self.kept.pop()
         except IndexError:
             work = self._workspace()
         given, frame, _, pads = work
         given[:len(self.moves)] = [self.address(a) for a in ins + outs]
-        covered, padded = self.plan(n)
         frame[2] = covered
         driver()(frame)
         if padded is not None:
+            given_outs = list(outs)
             self._padded(pads, padded, covered, n, ins, outs, out is None)
+            if not all(np.isfinite(outs[j - len(ins)]).all() for j, _, _ in self.sums):
+                # (a padded row's copy of an infinite or NaN input times its zero is a NaN: unpadded again)
+                outs[:] = given_outs
+                given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
+                frame[2] = n
+                driver()(frame)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]

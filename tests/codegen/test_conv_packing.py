@@ -1,5 +1,6 @@
-"""Convolution gradients on the packed library: the weight gradient reads its input's windows
-with range checks (no padded copy), packed by masked register transposes.
+"""Convolutions on the packed library: the weight gradient reads its input's windows with range
+checks (no padded copy), packed by masked register transposes; a stride-2 forward packs every other
+element of its input's rows run by run.
 
 Oracles: NumPy formulas of the convolution's gradients written here (float64) and
 ``ta.evaluate``; odd shapes (prime sizes, a batch of 1, stride 3, dilation 2, padding larger
@@ -184,3 +185,44 @@ def test_weight_gradient_with_rows_shorter_than_a_transpose_block(target, size, 
     kern = _check_weight_gradient(size, 1, pad, target)
     assert ".padded" not in str(kern.lowered)
     assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
+
+
+def _conv_forward(x, w, stride, pad):
+    """Y[n, f, y, x] = sum_{c, ry, rx} Xp[n, c, y*s + ry, x*s + rx] W[f, c, ry, rx] (float64)."""
+    xp = _pad(x.astype(np.float64), pad)
+    k = w.shape[2]
+    oh, ow = ((s + 2 * pad - k) // stride + 1 for s in x.shape[2:])
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for ry in range(k):
+        for rx in range(k):
+            win = xp[:, :, ry:ry + stride * (oh - 1) + 1:stride, rx:rx + stride * (ow - 1) + 1:stride]
+            y += np.einsum("ncyx,fc->nfyx", win, w[:, :, ry, rx].astype(np.float64))
+    return y
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"])
+@pytest.mark.parametrize("n,c,f,size,pad,stride", [
+    (1, 5, 9, (33, 33), 2, 1),     # output rows of 35, a padded copy's
+    (1, 5, 9, (33, 33), 2, 2),     # rows of 18: pieces of panels shorter than a vector
+    (2, 2, 33, (30, 70), 0, 1),    # rows of 68, unpadded: no range checks
+    (2, 2, 33, (30, 70), 0, 2),    # rows of 34
+    (1, 7, 3, (9, 999), 1, 1),     # rows of 999, fewer rows than a register tile
+    (1, 7, 3, (9, 999), 1, 2),     # rows of 500
+    (1, 16, 8, (30, 60), 1, 1),    # rows of 60, under range checks
+    (1, 16, 8, (30, 60), 1, 2),    # rows of 30
+    (2, 8, 16, (21, 21), 1, 1),    # rows of 21
+    (1, 4, 8, (17, 7), 1, 1),      # rows of 7: every vector across runs
+])
+def test_forward_packs_windows_run_by_run(target, n, c, f, size, pad, stride):
+    # the forward reads its input's rows along the outputs' columns, at the stride: whole vectors of a
+    # run or of two (masked loads of each one's lanes), at stride 2 the even lanes of two loads, a
+    # run's rest as one overlapping vector and a piece shorter than a vector by masked loads
+    X = ta.placeholder((n, c) + size, "float32", "X")
+    W = ta.placeholder((f, c, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, stride, pad)
+    kern = ta.build(Y, [X, W], microkernel=True, parallel_min_work=0, target=target)
+    assert f"packB_copy{'2' * (stride == 2)}\"" in kern._compiled.llvm_ir_unoptimized
+    x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, w), _conv_forward(x, w, stride, pad), rtol=1e-4, atol=1e-4)

@@ -104,6 +104,7 @@ def test_jvp_through_a_sum_of_empty_maxima_is_zero_where_they_are_empty(optimize
     np.testing.assert_allclose(np.asarray(ta.evaluate([j], {x: X, u: U})[0]), want, rtol=1e-12, atol=0)
 
 
+@pytest.mark.slow
 def test_hvp_of_a_guarded_gather_stays_in_bounds():
     """Distributing the chain rule's factor over a tangent's sums (the
     strong-zero push above) made the HVP's scatter test a guarded ``mode='raise'`` gather's

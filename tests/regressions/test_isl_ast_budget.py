@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,10 +58,11 @@ def check(tmp_path, a: int, b: int, m: int, n: int) -> None:
         np.testing.assert_allclose(np.load(out + suffix + ".npy"), want, rtol=1e-12, atol=1e-12)
 
 
-def test_fuzz_224270_scatter_through_two_modulos(tmp_path):
+def test_a_scatter_through_modulos_of_three_and_seven(tmp_path):
     check(tmp_path, 3, 3, 7, 16)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.function_scoped_fixture])
 @given(a=st.integers(1, 6), b=st.integers(1, 6), m=st.integers(2, 9), n=st.integers(1, 17))

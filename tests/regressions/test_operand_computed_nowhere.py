@@ -9,6 +9,8 @@ statement now lowers to an empty nest.  Oracles: the fuzzer's checks (finite dif
 the gradient in float64, ``ta.evaluate``).
 """
 
+import pytest
+
 from fuzz.checks import run_checks
 from fuzz.program import PRELUDE
 
@@ -42,6 +44,7 @@ OUT = t3
 '''
 
 
+@pytest.mark.slow
 def test_an_operand_computed_nowhere_builds_and_its_hvp_is_right():
     job = dict(source=SOURCE, source64=SOURCE, dtype="float64",
                options={"opt_level": 2, "target": "llvm -mattr=-avx512f"}, data="smooth", seed=535482,

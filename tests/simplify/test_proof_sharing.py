@@ -138,6 +138,7 @@ def test_a_layers_proofs_answer_and_spend_as_alone(monkeypatch, layer, budget):
         assert shared == alone
 
 
+@pytest.mark.slow
 def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
     # the bar (differentiate + optimize any benchmark layer quickly): the Transformer
     # block's 76 zero-proofs converted 11,688 nodes one by one (5,185 reads); sharing them

@@ -9,6 +9,7 @@ optimizer's printed output with the refuter switched off through the context.
 
 from __future__ import annotations
 
+import pytest
 import simplify_workloads as W
 import tensorad.simplify.program as program
 import tensorad.simplify.sums.factor as factor
@@ -237,6 +238,7 @@ def _transformer():
     return Y, [p[g] for g in w.grads]
 
 
+@pytest.mark.slow
 def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeypatch):
     # the time bar: the Transformer block's 76 zero-proofs all failed, 57 at the expansion
     # budget (3 CPU-s); the refuter answers all but a few, and the results are the same.

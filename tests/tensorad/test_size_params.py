@@ -206,6 +206,7 @@ def test_reshape_over_a_symbolic_batch_and_its_gradient(shape):
         np.testing.assert_array_equal(ta.evaluate(g, {X: x, H: h}), h.reshape(x.shape))
 
 
+@pytest.mark.slow
 def test_torch_function_of_a_symbolic_program_at_each_size():
     torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     n = ta.size_var("n")
@@ -222,6 +223,7 @@ def test_torch_function_of_a_symbolic_program_at_each_size():
             torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_jax_function_of_a_symbolic_program_at_each_size():
     jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
     n = ta.size_var("n")
