@@ -5,9 +5,10 @@
 
 * The general path evaluates ``expr`` with the expression emitter, its inner loop along the group that
   ``expr`` reads contiguously, in runs along the group's last axis.
-* A plain read contiguous along ``k`` but strided along the panel rows is a transposition, done in
+* A side contiguous along ``k`` but strided along the panel rows is a transposition, done in
   registers per run of ``k``, a VW x VW block at a time: VW vector loads, Eklundh's transpose (log2(VW)
-  stages of one shuffle per row pair) and VW vector stores."""
+  stages of one shuffle per row pair) and VW vector stores; a side that is an expression first computes
+  the block's VW rows along ``k`` into a stack block, the loads' source."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ class Packer:
         run_o = outer[-1].extent if so in (1, -1) else 0
         k_inner = run_k > run_o
         bs = block_size(width, self.vw)
-        transposing = k_inner and sk == 1 and bs and expr.op is Op.READ
+        transposing = k_inner and sk == 1 and bs
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
 
         def slot(p, kk, w):
@@ -201,25 +202,43 @@ class Packer:
                                           lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
                                           vectorize=False)
 
+    def _row(self, expr, outer, row: ir.Value, r: int, bs: int, staged: ir.Value | None) -> ir.Value:
+        """The address of ``bs`` consecutive values of ``expr`` along ``k`` (bound to the first) in panel row
+        ``row``: where a plain read keeps them, else in row ``r`` of ``staged``, computed there by a
+        unit-stride loop the vectorizer widens."""
+        b, em = self.b, self.em
+        with pushed(em):
+            self.bind(outer, row)
+            if staged is None:
+                return em.address(expr.arg, expr.src)
+            out = b.gep(staged, [I64(r * bs)], inbounds=True, source_etype=self.t)
+            klast = self.kaxes[-1]
+            k = em.env[klast]
+            with for_range(b, 0, bs, name="sk") as c, pushed(em):
+                em.env[klast] = b.add(k, c)
+                b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
+            em.env[klast] = k
+            return out
+
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
         """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
-        ``bs`` x ``bs`` register transposes; the rest element by element."""
+        ``bs`` x ``bs`` register transposes (a side that computes its values computes a block's rows first,
+        along ``k``); the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)
         es = 4 if isinstance(t, ir.FloatType) else 8
         full = b.icmp_signed("==", valid, I64(width))
+        staged = None
+        if expr.op is not Op.READ:
+            with b.goto_entry_block():
+                staged = b.alloca(t, size=I64(bs * bs), name="staged")
         nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
         with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
             em.env[klast] = b.add(kfirst, kb)
             for g in range(width // bs):
-                rows = []
-                for r in range(bs):
-                    em.push()
-                    self.bind(outer, b.add(first, I64(g * bs + r)))
-                    addr = em.address(expr.arg, expr.src)
-                    rows.append(b.load(b.bitcast(addr, vt.as_pointer()), typ=vt, align=es))
-                    em.pop()
+                rows = [b.load(b.bitcast(self._row(expr, outer, b.add(first, I64(g * bs + r)), r, bs, staged),
+                                         vt.as_pointer()), typ=vt, align=es) for r in range(bs)]
                 for c, col in enumerate(transpose(b, rows)):
                     base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
                     b.store(col, b.bitcast(base, vt.as_pointer()), align=es)

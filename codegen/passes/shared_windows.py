@@ -7,9 +7,11 @@ once as ``M[n, f, y, x]``, every product reads one plain array.
 :func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of at least two
 reads, all at sub-tuples of one *principal* index, with no variable outside those entries, which are
 distinct, non-constant and share no variable.  Equal operands share one tensor.  One is materialized when
-a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`.
-Operations that could fault (integer division) are never moved; the new reads are proved in bounds, else
-the operand stays; a guard of the index alone is never part of an operand."""
+a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`; a
+variable that an entry reads only through ``// m`` or ``% m`` counts for none of it.  Operations that could
+fault (integer division) are never moved; the entries stay with the readers, so a strided convolution's
+input gradient, which reads the masked head at ``(y + 1 - ry) // 2``, shares it too.  The new reads are
+proved in bounds, else the operand stays; a guard of the index alone is never part of an operand."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import math
 from collections.abc import Callable
 
 from tensorad.ir.dtype import is_int
-from tensorad.ir.expr import Expr, Op, var
+from tensorad.ir.expr import Expr, Op, const, var
 from tensorad.ir.rewrite import empty_reduction, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -49,9 +51,20 @@ def _operand(node: Expr) -> tuple[Tensor, tuple[Expr, ...]] | None:
         seen |= vs
     if any(not set(r.src) <= set(entries) for r in reads):
         return None
-    if any(n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype)) for n in walk(node)):  # may fault
+    value = substitute(node, {e: var(f"e{k}", 0, 1) for k, e in enumerate(entries)})  # (the index stays)
+    if any(_may_fault(n) for n in walk(value)) or any(_may_fault(n) and not _by_constant(n)
+                                                      for e in entries for n in walk(e)):
         return None
     return principal.arg, entries
+
+
+def _may_fault(n: Expr) -> bool:
+    return n.op in _UNSAFE or (n.op is Op.DIV and is_int(n.dtype))
+
+
+def _by_constant(n: Expr) -> bool:
+    """Whether ``n`` is an index's ``a // m`` or ``a % m`` by a positive constant (a strided window's)."""
+    return n.op in (Op.FLOORDIV, Op.MOD) and n.src[1].op is Op.CONST and int(n.src[1].arg) > 0
 
 
 def expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -> float | None:
@@ -64,6 +77,13 @@ def expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], ranges: dict) -
             return None
         points *= max(0, hi - lo)
     return points / max(1, math.prod(shape))
+
+
+def _undivided(entry: Expr) -> Expr:
+    """``entry`` without its floor divisions and remainders: the variables that step it one by one (a
+    variable read only through ``v // m`` or ``v % m`` is not counted as a window's)."""
+    parts = {n: const(0, n.dtype) for n in walk(entry) if n.op in (Op.FLOORDIV, Op.MOD)}
+    return substitute(entry, parts) if parts else entry
 
 
 _FLIP = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ}
@@ -125,7 +145,7 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
         for b in (b for b in bodies[op] if not empty_reduction(b)):
             for node, principal, entries, ranges in _sites(b, whole):
                 shape = tuple(principal.shape)
-                times = expansion(entries, shape, ranges)
+                times = expansion(tuple(map(_undivided, entries)), shape, ranges)
                 if times is None:
                     continue
                 key = (principal, shape)

@@ -75,6 +75,51 @@ def test_conv_bias_relu_masked_head_is_computed_once(dtype, tol):
             np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
 
 
+def _numpy_strided_conv_relu_grads(x, w, h, stride):
+    """dX, dW of sum(h * relu(conv2d(x, w, stride, pad 1))) written out in NumPy (relu'(0) = 0)."""
+    n, ci, hh, ww = x.shape
+    oh, ow = h.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+
+    def window(r, s):
+        return xp[:, :, r:r + stride * (oh - 1) + 1:stride, s:s + stride * (ow - 1) + 1:stride]
+    z = sum(np.einsum("ncyx,fc->nfyx", window(r, s), w[:, :, r, s]) for r in range(3) for s in range(3))
+    g = h * (z > 0)
+    gw = np.stack([np.stack([np.einsum("nfyx,ncyx->fc", g, window(r, s)) for s in range(3)], -1)
+                   for r in range(3)], -2)
+    gxp = np.zeros_like(xp)
+    for r in range(3):
+        for s in range(3):
+            gxp[:, :, r:r + stride * (oh - 1) + 1:stride, s:s + stride * (ow - 1) + 1:stride] += \
+                np.einsum("nfyx,fc->ncyx", g, w[:, :, r, s])
+    return gxp[:, :, 1:-1, 1:-1], gw
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-10), ("float32", 2e-4)])
+def test_strided_conv_relu_masked_head_is_computed_once(dtype, tol):
+    # a stride-2 convolution's input gradient reads select(C <= 0, 0, H) at (y + 1 - ry) // 2:
+    # each point through a window of taps, so it is computed once and every residue class's
+    # product, and the weight gradient, read that one tensor (not a masked copy each)
+    X = ta.placeholder((2, 6, 11, 10), dtype, "X")
+    W = ta.placeholder((5, 6, 3, 3), dtype, "W")
+    C = ta.topi.nn.conv2d(X, W, 2, 1)
+    Y = ta.topi.nn.relu(C)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    grads = ta.JacobianRecursive(Y, [X, W], H)
+    inputs = [X, W, H, C]
+    f = ta.lower(grads, inputs, microkernel=True)
+    assert len(_operands(f)) == 1, str(f)
+    assert str(f).count("<= 0.0") == 1, str(f)  # (the mask, evaluated in one nest)
+    x, w, h = RNG.standard_normal(X.shape), RNG.standard_normal(W.shape), RNG.standard_normal(Y.shape)
+    want = _numpy_strided_conv_relu_grads(x, w, h, 2)
+    c = ta.evaluate([C], {X: x, W: w})[0]
+    kern = ta.build(grads, inputs, microkernel=True, parallel_min_work=0)
+    for threads in (1, 2):
+        kern.num_threads = threads
+        for got, ref in zip(kern(*(a.astype(dtype) for a in (x, w, h, c))), want):
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
 def test_a_dense_layers_masked_head_stays_inline():
     # dY * relu'(z) of a dense layer is read once per point by each gradient: no window
     # re-reads it, so an extra pass over it would not be repaid

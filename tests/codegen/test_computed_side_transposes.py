@@ -1,0 +1,58 @@
+"""A side of a matrix product that is an expression read contiguously along the sum packs through
+register transposes: each block's rows are computed along the sum into a stack block first (the
+attention gradient's ``dS * 0.125`` in ``dQ = dS K / 8``).
+
+Oracles: NumPy float64 formulas written here; odd shapes (rows not a multiple of the panel, sums
+not a multiple of the transpose block), the AVX-512 and AVX2 register tiles, both thread counts.
+"""
+
+import numpy as np
+import pytest
+from tensorad.codegen.target import host_target, parse_target
+
+import tensorad as ta
+
+RNG = np.random.default_rng(5)
+TARGETS = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"]
+
+
+def _here(target: str) -> str:
+    """``target``, or the host where it cannot run ``target``'s code (its own tiles, checked the same way)."""
+    return target if parse_target(target).runs_here(host_target()) else "llvm"
+
+
+def _run(kern, arrays, want):
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(*arrays), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m,n,k", [(64, 48, 80), (37, 29, 53)])
+def test_scaled_and_exponentiated_a_side_packs_by_transposes(target, m, n, k):
+    S = ta.placeholder((m, k), name="S")
+    G = ta.placeholder((m, k), name="G")
+    B = ta.placeholder((k, n), name="B")
+    r = ta.reduce_axis((0, k), name="r")
+    C = ta.compute((m, n), lambda i, j: ta.sum(S[i, r] * 0.125 * ta.exp(G[i, r]) * B[r, j], axis=r), name="C")
+    kern = ta.build([C], [S, G, B], microkernel=True, parallel_min_work=0, target=_here(target))
+    assert "staged" in kern._compiled.llvm_ir_unoptimized
+    s, g, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (S, G, B))
+    want = (s.astype(np.float64) * 0.125 * np.exp(g.astype(np.float64))) @ b
+    _run(kern, (s, g, b), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_batched_b_side_over_a_row_factor_packs_by_transposes(target):
+    # B[b, j, r] / D[b, j]: contiguous along the sum, a factor per panel row
+    A = ta.placeholder((3, 41, 70), name="A")
+    W = ta.placeholder((3, 50, 70), name="W")
+    D = ta.placeholder((3, 50), name="D")
+    r = ta.reduce_axis((0, 70), name="r")
+    C = ta.compute((3, 41, 50), lambda q, i, j: ta.sum(A[q, i, r] * (W[q, j, r] / D[q, j]), axis=r), name="C")
+    kern = ta.build([C], [A, W, D], microkernel=True, parallel_min_work=0, target=_here(target))
+    assert "staged" in kern._compiled.llvm_ir_unoptimized
+    a, w = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, W))
+    d = RNG.uniform(1.0, 2.0, D.shape).astype(np.float32)
+    want = np.einsum("qir,qjr->qij", a.astype(np.float64), w / d[:, :, None].astype(np.float64))
+    _run(kern, (a, w, d), want)
