@@ -45,7 +45,7 @@ from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
-from .ir_loops import declare, loop_metadata
+from .ir_loops import at_most_level, declare, loop_metadata
 from .lanes import emit_in_lanes
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
@@ -80,6 +80,10 @@ DYNAMIC_CHUNKS = 4
 VECTOR_BODY = 4
 
 UNROLL_NEST_LIMIT = 256
+# A matrix product's nest -- the driver loops and the packing of its sides, its arithmetic being the
+# library's micro-kernel -- is optimized at -O2 at most: -O3's unswitching and larger unrolling multiply
+# the code of its packing loops, and the time LLVM spends on it, for no measured speed.
+PRODUCT_OPT_LEVEL = 2
 
 
 def _fills_in_a_loop(step) -> bool:
@@ -243,6 +247,7 @@ class ModuleEmitter:
         def pointer(t):
             return params[where[self.arg_index[t]]]
         if "gemm" in nest.attrs:
+            at_most_level(fn, PRODUCT_OPT_LEVEL)
             gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
             gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
                       fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
