@@ -106,6 +106,39 @@ def test_a_module_with_a_shared_global_stays_whole():
         assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [(alone + '!0 = !{ptr @"a"}\n', 3)]
 
 
+_LEVELS = textwrap.dedent("""
+    define internal void @"helper"(ptr %p) noinline nounwind {
+      store i32 1, ptr %p
+      ret void
+    }
+    define void @"heavy"(ptr %p) noinline nounwind {
+      call void @"helper"(ptr %p)
+      ret void
+    }
+    define void @"light"(ptr %p) "tensorad-opt-level"="2" noinline nounwind {
+      call void @"helper"(ptr %p)
+      call void @"heavy"(ptr %p)
+      ret void
+    }
+""")
+
+
+def test_a_nest_asking_for_a_lower_level_is_compiled_in_a_part_of_that_level():
+    with _split_everything(1):
+        parts = modsplit.split(_LEVELS, 1)
+        assert [level for _, level in parts] == [3, 2]
+        for text, _ in parts:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+        defined = [{name for _, name in _DEFINED.findall(text)} for text, _ in parts]
+        assert defined == [{"heavy", "helper"}, {"light", "helper"}]  # (the helper copied into both)
+        assert modsplit.split(_LEVELS, 1, opt_level=2) == [(_LEVELS, 2)]  # (asking for -O2 of -O2)
+        marked_only = _LEVELS.replace('define void @"heavy"', 'define internal void @"heavy"')
+        assert modsplit.split(marked_only, 1) == [(marked_only, 2)]
+    # (marked nests lighter than MIN_PART_LINES go with the others: a child of their own would not pay)
+    assert modsplit.split(_LEVELS, 1) == [(_LEVELS, 3)]
+
+
 def _pack(name: str, value: str, loop_md: int) -> str:
     """An internal loop storing ``value``, its loop metadata node ``!loop_md``."""
     return textwrap.dedent(f"""
