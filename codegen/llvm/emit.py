@@ -40,6 +40,7 @@ from ..program import (
     const_trips,
     nest_buffers,
     nest_exprs,
+    walk_stmts,
 )
 from ..target import Target, parse_target
 from .bounds_checks import Checks
@@ -118,6 +119,15 @@ def nest_trips(s: Loop) -> int | None:
         return None
     t, d = const_trips(s), deepest(s.body)
     return None if t is None or d is None or d == 1 else t * d
+
+
+def copies_loops(s: Loop) -> bool:
+    """Whether full unrolling ``s`` would copy whole loops: a loop inside it runs a number of trips that is
+    not constant and not set by ``s``'s variable, so each copy stays a loop (LLVM's ``-O3`` would fully
+    unroll a short ``s`` around it anyway, multiplying code and compile time for one branch a copy)."""
+    return any(isinstance(x, Loop) and const_trips(x) is None
+               and not any(n is s.var for e in (x.lo, x.hi) for n in walk(e))
+               for x in walk_stmts(s.body))
 
 
 class ModuleEmitter:
@@ -347,7 +357,7 @@ class ModuleEmitter:
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
-        elif id(s) in self._rolled:
+        elif id(s) in self._rolled or copies_loops(s):
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
 
