@@ -122,12 +122,17 @@ def nest_trips(s: Loop) -> int | None:
 
 
 def copies_loops(s: Loop) -> bool:
-    """Whether full unrolling ``s`` would copy whole loops: a loop inside it runs a number of trips that is
-    not constant and not set by ``s``'s variable, so each copy stays a loop (LLVM's ``-O3`` would fully
-    unroll a short ``s`` around it anyway, multiplying code and compile time for one branch a copy)."""
-    return any(isinstance(x, Loop) and const_trips(x) is None
-               and not any(n is s.var for e in (x.lo, x.hi) for n in walk(e))
-               for x in walk_stmts(s.body))
+    """Whether full unrolling ``s`` (of constant trips) would copy whole loops: the trips of a loop inside it
+    are set by the variable of a loop around ``s`` or by data, so each copy stays a loop, however far the
+    loops between are unrolled (LLVM's ``-O3`` unrolls a short ``s`` anyway, multiplying code and compile
+    time to save one branch a copy).  A loop whose trips ``s`` or the loops in it set is not counted."""
+    if const_trips(s) is None:
+        return False
+    loops = [x for x in walk_stmts(s.body) if isinstance(x, Loop)]
+    inside = {s.var, *(x.var for x in loops)}
+    return any(const_trips(x) is None and any(n.op in (Op.VAR, Op.READ, Op.DATA_INDEX) and n not in inside
+                                              for e in (x.lo, x.hi) for n in walk(e))
+               for x in loops)
 
 
 class ModuleEmitter:
