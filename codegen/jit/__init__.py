@@ -2,7 +2,7 @@
 
 * ``engine``         LLVM's JIT: an engine per kernel (freed with it), one for shared code
 * ``isolate``        compile steps that may abort LLVM run in a fork, under a CPU limit
-* ``module_split``   a kernel's module cut into parts compiled side by side, its twin functions merged
+* ``module_split``   a kernel's module cut into parts compiled side by side, each at its level; twins merged
 * ``object_check``   a structural check of object code before the JIT links it
 * ``disk_cache``     a persistent object cache shared by processes, never trusted blindly
 * ``build_key``      the cache key of a ``ta.build``, computed before lowering"""

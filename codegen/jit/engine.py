@@ -350,28 +350,37 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
     compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
-    :func:`.jit.module_split.bundle` where compiled in parts), and the object code and CPU seconds of the
-    modules ``beside`` it (:func:`compile_objects`).  A build must write nothing: where LLVM still declines
-    a hinted loop (a remark on stderr), the remark is caught and the module compiled again with its width
-    hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
+    :func:`.jit.module_split.bundle` of the parts :func:`.jit.module_split.split` cuts, each optimized at
+    its level), and the object code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).
+    A build must write nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is
+    caught and the module compiled again with its width hints renamed out of LLVM's reach.  Anything else
+    written to stderr is passed on."""
     # (twin internal functions merged; a kernel compiled alone is cut into parts for the idle cores)
     ir_text = merge_duplicates(ir_text)
-    parts = [ir_text] if beside or opt_level < 2 else split(ir_text, usable_cpus())
+    cpus = 1 if beside or opt_level < 2 else usable_cpus()
     with _LOCK:
         with captured_stderr() as err:
-            done = compile_objects([*((lambda t=t: t, opt_level, False) for t in parts), *beside], target)
-        obj, others = bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
+            obj, others = _compile_parts(split(ir_text, cpus, opt_level), target, beside)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with captured_stderr() as err:
-                obj = compile_object(ir_text, opt_level, target)
+                obj, _ = _compile_parts(split(ir_text, cpus, opt_level), target)
             text = DECLINED.sub("", text) + err()
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
     return ir_text, obj, others
+
+
+def _compile_parts(parts: list[tuple[str, int]], target: Target | None,
+                   beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
+                   ) -> tuple[bytes, list[tuple[bytes, float]]]:
+    """The bundled object code of a module's ``parts`` (each text with its level), and that of the
+    modules ``beside`` them, compiled side by side (:func:`compile_objects`)."""
+    done = compile_objects([*((lambda t=t: t, level, False) for t, level in parts), *beside], target)
+    return bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
 
 
 def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:

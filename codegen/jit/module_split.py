@@ -5,7 +5,10 @@ alone calls, so the module can be cut between nests, as LLVM's parallel code gen
 each part keeps some external functions, a copy of every internal function and private constant they
 reach, and declarations of the other parts' functions they call.  :func:`split` cuts the module text (one
 entity a line), balanced by instructions; a module too small to repay a second compile child, or with a
-global not private to it, stays whole.  :func:`bundle` keeps the parts' object code as one ``bytes``.
+global not private to it, stays whole.  A nest marked to be optimized at a lower level
+(:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the others so marked, where
+they weigh enough to repay a part of their own.  :func:`bundle` keeps the parts' object code as one
+``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
 their names and their loops' own metadata nodes, and points every use at it."""
@@ -18,11 +21,14 @@ from collections import Counter
 
 from tensorad.ir.rewrite import walk_along
 
+from ..llvm.ir_loops import OPT_LEVEL_ATTRIBUTE
+
 _NAME = re.compile(r'@"([^"]+)"|@([-\w.$]+)')
 _LOOP_NODE = re.compile(r'!llvm\.loop (![0-9]+)')
 _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
+_LEVEL = re.compile(f'"{OPT_LEVEL_ATTRIBUTE}"="([0-3])"')
 
 # the instruction lines a part must hold to be worth a compile child of its own
 MIN_PART_LINES = 120
@@ -40,8 +46,11 @@ class _Entity:
         self.kind = "other"  # declarations, metadata, attribute groups: copied into every part
         self.local = True
         self.cost = 0
+        self.level: int | None = None  # (a function's: the optimization level it asks for at most)
         if (m := _DEFINE.match(head)) is not None:
             self.kind, self.name, self.local = "function", m.group(2).strip('"'), m.group(1) is not None
+            if (asked := _LEVEL.search(head)) is not None:
+                self.level = int(asked.group(1))
             self.cost = max(0, len(lines) - 3)
             if " optnone" in head.split(")")[-1]:  # (code generation alone: a tenth, measured)
                 self.cost //= 10
@@ -96,17 +105,17 @@ def _entities(text: str) -> tuple[list[str], list[_Entity]]:
     return header, out
 
 
-def split(text: str, parts: int) -> list[str]:
-    """Module ``text`` cut into at most ``parts`` modules (see the module docstring); the text
-    itself, alone, where cutting does not pay or the module is not one this reads."""
-    if parts < 2:
-        return [text]
+def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
+    """Module ``text`` cut into modules, each with the level it is optimized at (see the module
+    docstring): at most ``parts`` of each level; ``[(text, opt_level)]`` where cutting does not pay
+    or the module is not one this reads."""
+    whole = [(text, opt_level)]
     try:
         header, entities = _entities(text)
     except ValueError:
-        return [text]
+        return whole
     if any(e.kind == "global" and not e.local or e.kind == "other" and e.uses for e in entities):
-        return [text]  # (a global parts would share, metadata naming a function: kept whole)
+        return whole  # (a global parts would share, metadata naming a function: kept whole)
     named = {e.name: e for e in entities if e.name is not None}
     roots = [e for e in entities if e.kind == "function" and not e.local]
 
@@ -116,29 +125,47 @@ def split(text: str, parts: int) -> list[str]:
     # the local entities each root reaches
     reach = {r.name: [named[n] for n in walk_along(r.name, local_uses)][1:] for r in roots}
     weight = {r.name: r.cost + sum(d.cost for d in reach[r.name]) for r in roots}
-    total = sum(weight.values())
-    parts = min(parts, total // MIN_PART_LINES)
-    if parts < 2:
-        return [text]
-    bins: list[list[_Entity]] = [[] for _ in range(parts)]
-    loads = [0] * parts
-    for r in sorted(roots, key=lambda r: -weight[r.name]):  # (the longest first, to the lightest part)
-        k = loads.index(min(loads))
-        bins[k].append(r)
-        loads[k] += weight[r.name]
-    if sum(1 for b in bins if b) < 2:
-        return [text]
+    bins = [(level, b) for level, group in _levels(roots, weight, opt_level).items()
+            for b in _balanced(group, weight, parts, sum(weight.values()))]
+    if len(bins) < 2:
+        return [(text, bins[0][0])] if bins else whole
     shared = [e for e in entities if e.kind == "other"]
     out = []
-    for b in bins:
+    for level, b in bins:
         own = {r.name for r in b}
         keep = {d.name for r in b for d in reach[r.name]} | own
         called = {n for r in b for e in [r, *reach[r.name]] for n in e.uses}
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
-        out.append("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n")
+        out.append(("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n", level))
     return out
+
+
+def _levels(roots: list[_Entity], weight: dict[str, int], opt_level: int) -> dict[int, list[_Entity]]:
+    """The roots by the level each is optimized at: ``opt_level``, or the lower one it asks for where
+    the roots asking for it weigh :data:`MIN_PART_LINES` or more."""
+    groups: dict[int, list[_Entity]] = {}
+    for r in roots:
+        groups.setdefault(opt_level if r.level is None else min(r.level, opt_level), []).append(r)
+    for level in [v for v in groups if v != opt_level]:
+        if sum(weight[r.name] for r in groups[level]) < MIN_PART_LINES:
+            groups.setdefault(opt_level, []).extend(groups.pop(level))
+    return groups
+
+
+def _balanced(roots: list[_Entity], weight: dict[str, int], parts: int, total: int) -> list[list[_Entity]]:
+    """``roots`` in bins of about equal weight: as many as their share of ``parts`` (by ``total``
+    weight), none lighter than :data:`MIN_PART_LINES` on average; empty bins left out."""
+    own = sum(weight[r.name] for r in roots)
+    count = max(1, min(own // MIN_PART_LINES, -(-parts * own // max(total, 1))))
+    bins: list[list[_Entity]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for r in sorted(roots, key=lambda r: -weight[r.name]):  # (the longest first, to the lightest part)
+        k = loads.index(min(loads))
+        bins[k].append(r)
+        loads[k] += weight[r.name]
+    return [b for b in bins if b]
 
 
 def bundle(objects: list[bytes]) -> bytes:

@@ -7,7 +7,7 @@
 * ``half``            float16/bfloat16 storage converted to and from float32
 * ``bounds_checks``   ``checked=True``: every load and store tested against its buffer
 * ``glue_table``      repeated glue as one loop over a table of pointer positions
-* ``ir_loops``        small helpers for hand-written IR loops
+* ``ir_loops``        small helpers for hand-written IR loops; function attributes (an opt level asked for)
 * ``unrolled_chains`` loops LLVM's vectorizer must not see, and windows it must be asked to
 * ``masked_tails``    short innermost loops with one masked vector tail
 * ``lanes``           loops of order-free updates (a max/min winner's) run in lanes LLVM vectorizes

@@ -40,12 +40,13 @@ from ..program import (
     const_trips,
     nest_buffers,
     nest_exprs,
+    walk_stmts,
 )
 from ..target import Target, parse_target
 from .bounds_checks import Checks
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
-from .ir_loops import declare, loop_metadata
+from .ir_loops import at_most_level, declare, loop_metadata
 from .lanes import emit_in_lanes
 from .masked_tails import masked_tail_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
@@ -80,6 +81,10 @@ DYNAMIC_CHUNKS = 4
 VECTOR_BODY = 4
 
 UNROLL_NEST_LIMIT = 256
+# A matrix product's nest -- the driver loops and the packing of its sides, its arithmetic being the
+# library's micro-kernel -- is optimized at -O2 at most: -O3's unswitching and larger unrolling multiply
+# the code of its packing loops, and the time LLVM spends on it, for no measured speed.
+PRODUCT_OPT_LEVEL = 2
 
 
 def _fills_in_a_loop(step) -> bool:
@@ -114,6 +119,20 @@ def nest_trips(s: Loop) -> int | None:
         return None
     t, d = const_trips(s), deepest(s.body)
     return None if t is None or d is None or d == 1 else t * d
+
+
+def copies_loops(s: Loop) -> bool:
+    """Whether full unrolling ``s`` (of constant trips) would copy whole loops: the trips of a loop inside it
+    are set by the variable of a loop around ``s`` or by data, so each copy stays a loop, however far the
+    loops between are unrolled (LLVM's ``-O3`` unrolls a short ``s`` anyway, multiplying code and compile
+    time to save one branch a copy).  A loop whose trips ``s`` or the loops in it set is not counted."""
+    if const_trips(s) is None:
+        return False
+    loops = [x for x in walk_stmts(s.body) if isinstance(x, Loop)]
+    inside = {s.var, *(x.var for x in loops)}
+    return any(const_trips(x) is None and any(n.op in (Op.VAR, Op.READ, Op.DATA_INDEX) and n not in inside
+                                              for e in (x.lo, x.hi) for n in walk(e))
+               for x in loops)
 
 
 class ModuleEmitter:
@@ -239,6 +258,7 @@ class ModuleEmitter:
         def pointer(t):
             return params[where[self.arg_index[t]]]
         if "gemm" in nest.attrs:
+            at_most_level(fn, PRODUCT_OPT_LEVEL)
             gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
             gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
                       fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
@@ -338,7 +358,7 @@ class ModuleEmitter:
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
-        elif id(s) in self._rolled:
+        elif id(s) in self._rolled or copies_loops(s):
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
 

@@ -1,4 +1,4 @@
-"""Small helpers for hand-written IR (the micro-kernel and packing loops)."""
+"""Small helpers for hand-written IR (the micro-kernel and packing loops), and function attributes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,27 @@ import llvmlite.ir as ir
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LOOP_ID = "tensorad.loop."
+#: the string attribute of a function that asks for no more than ``-O<N>`` (:func:`at_most_level`)
+OPT_LEVEL_ATTRIBUTE = "tensorad-opt-level"
 PREDICATE_HINT = "llvm.loop.vectorize.predicate.enable"
 _ids = itertools.count(1)
+
+
+class Attributes(ir.values.FunctionAttributes):
+    """Function attributes with the string and memory attributes llvmlite does not list."""
+
+    _known = ir.values.FunctionAttributes._known | {"memory(none)", "willreturn"}
+
+    def add_string(self, key: str, value: str) -> None:
+        set.add(self, f'"{key}"="{value}"')
+
+
+def at_most_level(fn: ir.Function, level: int) -> None:
+    """Mark ``fn`` to be optimized at ``-O<level>`` at most: compiling a kernel, its part of the module
+    goes through that pipeline (:func:`.jit.module_split.split`)."""
+    attributes = Attributes(fn.attributes)
+    attributes.add_string(OPT_LEVEL_ATTRIBUTE, str(level))
+    fn.attributes = attributes
 
 
 def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,

@@ -16,6 +16,7 @@ from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
 
 from . import vector_math as llvm_math
+from .ir_loops import Attributes
 
 # the functions with an inline body (:mod:`.llvm.vector_math`), by name and by operation
 EMIT = {"exp": llvm_math.emit_exp, "log": llvm_math.emit_log, "tanh": llvm_math.emit_tanh,
@@ -48,15 +49,6 @@ class InlineBudget:
             return False
         self.left -= sites
         return True
-
-
-class _Attributes(ir.values.FunctionAttributes):
-    """Function attributes with the string and memory attributes llvmlite does not list."""
-
-    _known = ir.values.FunctionAttributes._known | {"memory(none)", "willreturn"}
-
-    def add_string(self, key: str, value: str) -> None:
-        set.add(self, f'"{key}"="{value}"')
 
 
 class MathLibrary:
@@ -92,7 +84,7 @@ class MathLibrary:
     def _define(self, symbol: str, name: str, t: ir.Type, arity: int) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(t, [t] * arity), symbol)
         fn.linkage = "internal"
-        fn.attributes = _Attributes()
+        fn.attributes = Attributes()
         for a in ("nounwind", "noinline", "willreturn", "memory(none)"):
             fn.attributes.add(a)
         b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -64,7 +64,7 @@ def test_each_part_is_a_module_and_every_function_is_defined_once():
     inputs, outputs = _program()
     text = ta.build(outputs, inputs).llvm_ir_unoptimized
     with _split_everything(3):
-        parts = modsplit.split(text, 3)
+        parts = [p for p, _ in modsplit.split(text, 3)]
     assert 2 <= len(parts) <= 3
     external = {name for local, name in _DEFINED.findall(text) if not local}
     assert len(external) >= 3
@@ -79,10 +79,10 @@ def test_each_part_is_a_module_and_every_function_is_defined_once():
 def test_a_small_module_or_one_core_stays_whole():
     inputs, outputs = _program()
     text = ta.build(outputs, inputs).llvm_ir_unoptimized
-    assert modsplit.split(text, 1) == [text]
+    assert modsplit.split(text, 1) == [(text, 3)]
     X = ta.placeholder((6, 9), "float32", name="X")
     small = ta.build(ta.compute((6, 9), lambda i, j: X[i, j] + 1.0, name="Y"), [X]).llvm_ir_unoptimized
-    assert modsplit.split(small, 2) == [small]  # (under MIN_PART_LINES a part: not worth a child)
+    assert modsplit.split(small, 2) == [(small, 3)]  # (under MIN_PART_LINES a part: not worth a child)
 
 
 def test_a_module_with_a_shared_global_stays_whole():
@@ -100,10 +100,43 @@ def test_a_module_with_a_shared_global_stays_whole():
         @"llvm.compiler.used" = appending global [1 x ptr] [ptr @"a"], section "llvm.metadata"
     """)
     with _split_everything():
-        assert modsplit.split(text, 2) == [text]
+        assert modsplit.split(text, 2) == [(text, 3)]
         alone = "".join(ln + "\n" for ln in text.splitlines() if "llvm.compiler.used" not in ln)
         assert len(modsplit.split(alone, 2)) == 2
-        assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [alone + '!0 = !{ptr @"a"}\n']
+        assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [(alone + '!0 = !{ptr @"a"}\n', 3)]
+
+
+_LEVELS = textwrap.dedent("""
+    define internal void @"helper"(ptr %p) noinline nounwind {
+      store i32 1, ptr %p
+      ret void
+    }
+    define void @"heavy"(ptr %p) noinline nounwind {
+      call void @"helper"(ptr %p)
+      ret void
+    }
+    define void @"light"(ptr %p) "tensorad-opt-level"="2" noinline nounwind {
+      call void @"helper"(ptr %p)
+      call void @"heavy"(ptr %p)
+      ret void
+    }
+""")
+
+
+def test_a_nest_asking_for_a_lower_level_is_compiled_in_a_part_of_that_level():
+    with _split_everything(1):
+        parts = modsplit.split(_LEVELS, 1)
+        assert [level for _, level in parts] == [3, 2]
+        for text, _ in parts:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+        defined = [{name for _, name in _DEFINED.findall(text)} for text, _ in parts]
+        assert defined == [{"heavy", "helper"}, {"light", "helper"}]  # (the helper copied into both)
+        assert modsplit.split(_LEVELS, 1, opt_level=2) == [(_LEVELS, 2)]  # (asking for -O2 of -O2)
+        marked_only = _LEVELS.replace('define void @"heavy"', 'define internal void @"heavy"')
+        assert modsplit.split(marked_only, 1) == [(marked_only, 2)]
+    # (marked nests lighter than MIN_PART_LINES go with the others: a child of their own would not pay)
+    assert modsplit.split(_LEVELS, 1) == [(_LEVELS, 3)]
 
 
 def _pack(name: str, value: str, loop_md: int) -> str:
@@ -219,7 +252,7 @@ def test_bundles_round_trip_and_malformed_ones_are_refused():
     inputs, outputs = _program()
     text = ta.build(outputs, inputs).llvm_ir_unoptimized
     with _split_everything():
-        parts = [jit.compile_object(p, 2) for p in modsplit.split(text, 2)]
+        parts = [jit.compile_object(p, 2) for p, _ in modsplit.split(text, 2)]
     b = modsplit.bundle(parts)
     assert modsplit.unbundle(b) == parts and objcheck.object_is_sound(b)
     assert modsplit.bundle(parts[:1]) == parts[0] and modsplit.unbundle(parts[0]) == parts[:1]

@@ -1,16 +1,19 @@
-"""The LLVM pipeline of a kernel module: ``-O3``.  A module compiled at ``-O2`` unless a nest
-matched a rule runs the next kind of nest 2x slower; a bisection of the passes
-(``tools/opt_compare.py``) finds two things of ``-O3`` that kernels need, its full-unroll
-threshold (a max pool's window and tie loops) and non-trivial loop unswitching (a global max
-pool's backward, bilinear upsampling's gradient), and with both ``-O2`` compiles as slowly.
-The object code that runs is compared with ``-O3``'s and ``-O2``'s, never timed; the oracles
-are NumPy formulas written here."""
+"""The LLVM pipeline of a kernel module: ``-O3``, but ``-O2`` for a matrix product's nest (its
+driver and packing).  A module compiled at ``-O2`` unless a nest matched a rule runs the next
+kind of nest 2x slower; a bisection of the passes (``tools/opt_compare.py``) finds two things of
+``-O3`` that kernels need, its full-unroll threshold (a max pool's window and tie loops) and
+non-trivial loop unswitching (a global max pool's backward, bilinear upsampling's gradient), and
+with both ``-O2`` compiles as slowly.  The object code that runs is compared with ``-O3``'s and
+``-O2``'s, never timed; the oracles are NumPy formulas written here."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.runtime import compiled_cache
+from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
 import tensorad as ta
 from tensorad import topi
@@ -89,3 +92,28 @@ def test_kernels_run_O3_code(make):
     assert c.obj == jit.compile_object(text, 3, c.target)
     assert c.obj != jit.compile_object(text, 2, c.target)
 
+
+
+def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monkeypatch):
+    """A matrix product's nest -- its driver and the packing of its sides, the arithmetic being the
+    library's micro-kernel -- is compiled at -O2 in a part of its own, the rest of the module at
+    -O3; the kernel (a dense relu layer's weight gradient, whose packing computes the masked head)
+    gives NumPy's result."""
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
+    monkeypatch.setattr(jit, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    X = ta.placeholder((32, 48), "float32", name="X")
+    W = ta.placeholder((48, 40), "float32", name="W")
+    H = ta.placeholder((32, 40), "float32", name="H")
+    grads = list(ta.JacobianRecursive(topi.nn.relu(topi.matmul(X, W)), [X, W], H))
+    k = ta.build(grads, [X, W, H], num_threads=1, cache=False, microkernel=True)
+    c = k._compiled
+    parts = modsplit.split(c.llvm_ir_unoptimized, 1, c.opt_level)
+    assert sorted(level for _, level in parts) == [2, 3]
+    assert modsplit.unbundle(c.obj) == [jit.compile_object(t, level, c.target) for t, level in parts]
+    rng = np.random.default_rng(2)
+    x, w, h = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H))
+    masked = np.where(x.astype(np.float64) @ w > 0, h, 0)
+    dx, dw = k(x, w, h)
+    np.testing.assert_allclose(dx, masked @ w.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, x.T @ masked, rtol=1e-4, atol=1e-4)
