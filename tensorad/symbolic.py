@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .bridges.signatures import SignatureCache
-from .codegen import LoweredFunc
+from .codegen import ExportError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.runtime.rows import RowsKernel
@@ -252,6 +252,13 @@ class SizedCallable:
     def backward(self, residuals: Any, *heads: Any) -> tuple:
         """``ta.function``'s gradients, by the static function that made ``residuals``."""
         return residuals.maker.backward(residuals, *heads)
+
+    def export(self, path: str) -> str:
+        """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
+        sizes = ", ".join(f"{v.name}=..." for v in program_sizes(self.roots))
+        raise ExportError(f"export: a kernel of a symbolic program compiles once per size and has no "
+                          f"library of its own to export ({path}); export the kernel of one size: "
+                          f"kernel.at({sizes}).export(path)")
 
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
