@@ -1027,9 +1027,10 @@ class Case:
 
 
 def _same(what: str, got, want) -> None:
-    """Bit-identical values (NaN equal to NaN), else a :class:`Mismatch`."""
+    """Bit-identical values (NaN equal to NaN, bfloat16's too: NumPy's kind ``V``), else a
+    :class:`Mismatch`."""
     got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape or not np.array_equal(got, want, equal_nan=got.dtype.kind in "fc"):
+    if got.shape != want.shape or not np.array_equal(got, want, equal_nan=got.dtype.kind in "fcV"):
         raise Mismatch(f"{what}: values differ from the static program's")
 
 

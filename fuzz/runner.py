@@ -472,9 +472,7 @@ SOURCE = {source!r}
 
 SOURCE64 = {source64!r}
 
-JOB = dict(source=SOURCE, source64=SOURCE64, dtype={dtype!r}, options={options!r}, data={data!r},
-           seed={seed!r}, safe={safe!r}, checks={checks!r}, all_outputs={all_outputs!r},
-           calling={calling!r}, torch={torch!r})
+JOB = dict(source=SOURCE, source64=SOURCE64, **{rest!r})
 
 if __name__ == "__main__":
     print("program:")
@@ -493,11 +491,9 @@ def save_reproducer(f: Failure, out_dir: str) -> str:
     path = os.path.join(out_dir, f"seed{f.seed}_{checks[0]}.py")
     with open(path, "w") as fh:
         message = f.message.replace('"""', "'''")
+        rest = {k: v for k, v in job.items() if k not in ("source", "source64")}  # ``sized`` too
         fh.write(REPRO.format(seed=f.seed, check=f.check, status=f.status, message=message, path=path,
-                              source=job["source"], source64=job["source64"], dtype=job["dtype"],
-                              options=job["options"], data=job["data"], safe=job["safe"],
-                              checks=job["checks"], all_outputs=job["all_outputs"], calling=job["calling"],
-                              torch=job["torch"]))
+                              source=job["source"], source64=job["source64"], rest=rest))
     return path
 
 

@@ -58,11 +58,11 @@ from .lang import (
     tanh,
 )
 from .simplify import Optimizer, optimize_and_lift_nonzeroness
-from .symbolic import bind, build, evaluate, function, lower
+from .symbolic import bind, build, evaluate, function, lower, value_and_grad
 from .symbolic import deferred as _deferred
 from .symbolic import listed as _listed
 from .symbolic import symbolic as _symbolic
-from .training.function import Function, value_and_grad
+from .training.function import Function
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,6 @@
-"""Programs with size variables at the facade: ``evaluate``, ``lower``, ``build`` and ``function`` bind
-the sizes first (``tensorad.lang.sizes``), and everything below them sees a static program.
+"""Programs with size variables at the facade: ``evaluate``, ``lower``, ``build``, ``function`` and
+``value_and_grad`` bind the sizes first (``tensorad.lang.sizes``), and everything below them sees a
+static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .bridges.signatures import SignatureCache
-from .codegen import LoweredFunc
+from .codegen import ExportError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.runtime.rows import RowsKernel
@@ -29,7 +30,7 @@ from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
 from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
 from .poly.affine import size_cases
-from .training.function import Function
+from .training.function import Function, ValueAndGrad
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
@@ -248,6 +249,13 @@ class SizedCallable:
         """``ta.function``'s gradients, by the static function that made ``residuals``."""
         return residuals.maker.backward(residuals, *heads)
 
+    def export(self, path: str) -> str:
+        """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
+        sizes = ", ".join(f"{v.name}=..." for v in program_sizes(self.roots))
+        raise ExportError(f"export: a kernel of a symbolic program compiles once per size and has no "
+                          f"library of its own to export ({path}); export the kernel of one size: "
+                          f"kernel.at({sizes}).export(path)")
+
 
 def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
@@ -319,6 +327,13 @@ def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default"
     return per_size(lambda o, i, w: Function(o, i, w, policy, **build_options), outputs, inputs, wrt,
                     "ta.function")
 
+
+
+def value_and_grad(loss: Tensor, params: Any, inputs: Any = None, policy: Any = "default",
+                   **build_options: Any) -> ValueAndGrad:
+    """``ta.value_and_grad``: see :class:`~tensorad.training.function.ValueAndGrad`; a symbolic loss
+    runs the static function at each call's sizes (:func:`function`)."""
+    return ValueAndGrad(loss, params, inputs, policy, make=function, **build_options)
 
 for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):
     _wrapper.__doc__ = f"{_base.__doc__}\n\n    {_wrapper.__doc__}"

@@ -20,6 +20,7 @@ from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
+from .export import ExportError
 from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
 
 
@@ -215,6 +216,12 @@ class RowsKernel:
 
     def __reduce__(self):
         return RowsKernel, self.made
+
+    def export(self, path: str) -> str:
+        """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
+        raise ExportError(f"export: a generic kernel over {self.size.name} has no library of its own to "
+                          f"export ({path}); export the kernel of one size: ta.build(ta.bind(outputs, "
+                          f"{self.size.name}=...), inputs).export(path)")
 
     @property
     def num_threads(self) -> int:

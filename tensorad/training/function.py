@@ -16,7 +16,7 @@ Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -269,28 +269,22 @@ def _scalar_head(h: Any, head: Tensor) -> Any:
 
 class ValueAndGrad:
     """``ta.value_and_grad(loss, params)``: a callable returning a scalar loss and its gradients by
-    ``params`` (a :class:`Function`, :attr:`function`, with the head 1), taking arrays for :attr:`inputs`
-    (default: the placeholders the loss reads, in :func:`tensorad.ir.placeholders`' order)."""
+    ``params`` (a function made by ``make``, :attr:`function`, with the head 1), taking arrays for
+    :attr:`inputs` (default: the placeholders the loss reads, in :func:`tensorad.ir.placeholders`' order).
+    ``make`` is :class:`Function`, or the facade's ``ta.function``, which binds a symbolic loss's sizes
+    at each call's arrays."""
 
     def __init__(self, loss: Tensor, params: Sequence[Tensor] | Tensor,
                  inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
-                 **build_options: Any) -> None:
+                 make: Callable[..., Any] = Function, **build_options: Any) -> None:
         if not isinstance(loss, Tensor) or loss.shape != ():
             shape = getattr(loss, "shape", None)
             raise ValueError(f"ta.value_and_grad: the loss must be a 0-d tensor (a scalar), got shape "
                              f"{shape}; reduce it first (ta.topi.sum or ta.topi.mean)")
-        self.function = Function(loss, placeholders([loss]) if inputs is None else inputs, params,
-                                 policy, **build_options)
-        self.inputs = self.function.inputs
+        self.inputs = _tensor_list(placeholders([loss]) if inputs is None else inputs, "inputs")
+        self.function = make(loss, self.inputs, params, policy, **build_options)
 
     def __call__(self, *arrays: Any) -> tuple[Any, tuple]:
         """``(loss, gradients)``: the loss's value and one gradient per parameter."""
         value, residuals = self.function.forward(*arrays)
         return value, self.function.backward(residuals, 1.0)
-
-
-def value_and_grad(loss: Tensor, params: Sequence[Tensor] | Tensor,
-                   inputs: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
-                   **build_options: Any) -> ValueAndGrad:
-    """``ta.value_and_grad``: see :class:`ValueAndGrad`."""
-    return ValueAndGrad(loss, params, inputs, policy, **build_options)

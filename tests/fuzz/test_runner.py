@@ -92,6 +92,21 @@ def test_reproducer_script_runs_on_its_own(tmp_path):
     assert "'check': 'forward'" in out.stdout and prog.render().splitlines()[-1] in out.stdout
 
 
+
+def test_a_reproducer_of_the_sizes_check_carries_the_program_over_a_size(tmp_path):
+    """The ``sizes`` check reads the program written over a size variable from its job (``sized``);
+    a reproducer script holds the whole job, so that it runs that check and does not pass by
+    skipping it."""
+    import importlib.util
+
+    prog = replace(generate(3), safe=True)
+    f = Failure(3, "sizes", "fail", "a made-up mismatch", prog)
+    spec = importlib.util.spec_from_file_location("repro", save_reproducer(f, str(tmp_path)))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    job = job_for(prog, 3, ["sizes"])
+    assert "sized" in job and module.JOB == job
+
 def test_every_check_runs_on_a_program():
     prog = replace(generate(11), safe=True, data="smooth")
     with Pool(workers=1, timeout=240) as pool:
