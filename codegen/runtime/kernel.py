@@ -310,8 +310,11 @@ class Kernel:
             names = ", ".join(n for n, _, _ in self._inputs)
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
-        ins = [a if k else self.check_input(a, spec)
-               for a, spec, k in zip(arrays, self._inputs, known or (False,) * len(arrays), strict=True)]
+        check = self.check_input
+        if known:
+            ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self._inputs, known, strict=True)]
+        else:
+            ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
         work = self._take_workspace()
         temps = list(work)
@@ -322,7 +325,9 @@ class Kernel:
         if call is not None:  # the arrays themselves: the kernel reads their data pointers
             call(*ins, *outs, *temps, self.num_threads)
         else:
-            addrs = np.array([a.ctypes.data for a in ins + outs + temps], np.uintp)
+            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
+            for k, a in enumerate(ins + outs + temps):
+                addrs[k] = a.ctypes.data
             first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
             for k in range(first, first + len(self._temps)):
                 addrs[k] += -int(addrs[k]) % self._line
