@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import islpy as isl
 from tensorad.simplify import simplify_expr
@@ -21,6 +22,7 @@ from tensorad.simplify import simplify_expr
 from tensorad.ir.expr import Expr, Op, compare, const, logical
 from tensorad.ir.rewrite import walk
 from tensorad.poly.affine import IndexSpace, NotAffine
+from tensorad.poly.domain import budgeted
 from tensorad.poly.to_expr import set_to_cond
 
 from ..program import If
@@ -109,8 +111,9 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
             if hull.is_equal(s.domain):
                 out.append(s)
                 continue
-        cond = simplify_expr(set_to_cond(s.domain.reset_tuple_id().gist(hull.reset_tuple_id()),
-                                         list(s.vars)))
+        domain = s.domain.reset_tuple_id()
+        inside = budgeted(domain.get_ctx(), partial(domain.gist, hull.reset_tuple_id()))  # (or unsimplified)
+        cond = simplify_expr(set_to_cond(domain if inside is None else inside, list(s.vars)))
         out.append(PolyStmt(s.name, s.vars, hull, (If(cond, tuple(s.body), (), affine=True),),
                             s.schedule))
     return out

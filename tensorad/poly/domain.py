@@ -8,9 +8,10 @@ terms: ``solve(v)`` (is ``v`` a quasi-affine function of the others on the set?)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
+from typing import TypeVar
 
 import islpy as isl
 
@@ -45,6 +46,24 @@ def bounded_count(s: isl.Set) -> int | None:
     except isl.Error:
         return None
     return None if text is None else int(text)
+
+
+# isl's lexicographic minimum or gist of a set with several modulos can run for minutes: each gets
+# ``QUERY_OPERATIONS`` of isl's operations, past which a deskew is not tried, a gist not made
+QUERY_OPERATIONS = 100_000
+T = TypeVar("T")
+
+
+def budgeted(ctx: isl.Context, query: Callable[[], T]) -> T | None:
+    """``query()``, or ``None`` where isl stops it past :data:`QUERY_OPERATIONS` of its operations."""
+    ctx.reset_operations()
+    ctx.set_max_operations(QUERY_OPERATIONS)
+    try:
+        return query()
+    except isl.Error:
+        return None
+    finally:
+        ctx.set_max_operations(0)
 
 
 def count_bound(s: isl.Set) -> int:
@@ -158,7 +177,9 @@ class IndexSet:
         others = proj.vars[:k] + proj.vars[k + 1:]
         m = isl.Map.from_domain(proj.set).move_dims(_OUT, 0, _IN, k, 1)
         affs: list[isl.Aff] = []
-        m.lexmin_pw_multi_aff().foreach_piece(lambda s, ma: affs.append(ma.get_at(0)))
+        lexmin = budgeted(m.get_ctx(), m.lexmin_pw_multi_aff)
+        if lexmin is not None:
+            lexmin.foreach_piece(lambda s, ma: affs.append(ma.get_at(0)))
         space = IndexSpace(self.vars)
         out: list[tuple[Expr, int, int]] = []
         for a in affs:
@@ -182,7 +203,8 @@ class IndexSet:
         """The set simplified by constraints ``context`` (over the same variables) implies."""
         if context.vars != self.vars:
             raise ValueError("gist: the context must be over the same variables")
-        return IndexSet(self.vars, self.set.gist(context.set))
+        made = budgeted(self.set.get_ctx(), lambda: self.set.gist(context.set))
+        return self if made is None else IndexSet(self.vars, made)
 
     def to_cond(self) -> Expr:
         return set_to_cond(self.set, self.vars)

@@ -1,0 +1,44 @@
+"""The optimizer's isl queries that can run for minutes get a budget of isl's operations
+(:data:`tensorad.poly.domain.QUERY_OPERATIONS`): past it, a reduction variable is not deskewed and a
+condition not gisted, both sound.  The gradient of a sum over ``k`` that reads ``X`` through two
+modulos, under a ``where=`` of two more, asks isl for a lexicographic minimum and gists that run for
+minutes without it.  The gradient is computed in a child process with a time limit, so a regression
+fails instead of hanging the suite, and checked against the scatter written here in NumPy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SCRIPT = r"""
+import numpy as np, tensorad as ta
+X = ta.placeholder((33,), "float64", name="X")
+k = ta.reduce_axis((0, 37), name="k")
+Y = ta.compute((53,), lambda i: ta.sum(X[(i * 5 + k * 7) % 11 * 3], axis=k,
+               where=((i + k) % 4 != 1) & ((i * 3 + k) % 7 < 5)), name="Y")
+H = ta.placeholder((53,), "float64", name="H")
+(dX,) = ta.JacobianRecursive(Y, [X], H)
+h = np.random.default_rng(0).standard_normal(53)
+np.save("{out}b", ta.build([dX], [H])(h))
+np.save("{out}e", ta.evaluate(dX, {{H: h}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_gradient_through_four_modulos_is_made_in_seconds(tmp_path):
+    out = str(tmp_path / "g")
+    done = subprocess.run([sys.executable, "-c", SCRIPT.format(out=out)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "TENSORAD_NO_DISK_CACHE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    h = np.random.default_rng(0).standard_normal(53)
+    want = np.zeros(33)
+    for i in range(53):
+        for k in range(37):
+            if (i + k) % 4 != 1 and (i * 3 + k) % 7 < 5:
+                want[(i * 5 + k * 7) % 11 * 3] += h[i]
+    for suffix in ("b", "e"):
+        np.testing.assert_allclose(np.load(out + suffix + ".npy"), want, rtol=1e-12, atol=1e-12)
