@@ -328,12 +328,12 @@ def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default"
                     "ta.function")
 
 
-
 def value_and_grad(loss: Tensor, params: Any, inputs: Any = None, policy: Any = "default",
                    **build_options: Any) -> ValueAndGrad:
     """``ta.value_and_grad``: see :class:`~tensorad.training.function.ValueAndGrad`; a symbolic loss
     runs the static function at each call's sizes (:func:`function`)."""
     return ValueAndGrad(loss, params, inputs, policy, make=function, **build_options)
+
 
 for _wrapper, _base in ((evaluate, _evaluate), (lower, _lower), (build, _build), (function, Function)):
     _wrapper.__doc__ = f"{_base.__doc__}\n\n    {_wrapper.__doc__}"
