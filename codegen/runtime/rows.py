@@ -344,11 +344,11 @@ class RowsKernel:
         return outs
 
     def _padded(self, pads: dict, k: int, first: int, n: int, ins: list[np.ndarray],
-                outs: list[np.ndarray]) -> None:
+                outs: list[np.ndarray], mine: bool) -> None:
         """Rows ``[first, n)`` as one block of part ``k``: its inputs' rows padded with copies of row
         ``n - 1`` (the ``zeroed`` input's with zeros), its outputs' rows past ``n`` dropped, its sums
-        added (an output without rows written in place, but for a later block's sums); ``pads`` keeps
-        each part's padded arrays for the next call."""
+        added; ``pads`` keeps each part's padded arrays for the next call.  Where ``outs`` are ``mine``
+        (not the caller's), an output without rows the block writes whole is replaced in ``outs``."""
         rows, kernel = self.parts[k]
         if k not in pads:
             pads[k] = ([None if rest is None else np.empty((rows, *rest), d)
@@ -360,14 +360,21 @@ class RowsKernel:
             if p is not None:
                 p[:n - first] = a[first:n]
                 p[n - first:] = 0 if j == self.zeroed else a[n - 1]
-        made = [p if p is not None and (rest is not None or first) else a
-                for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]
-        kernel(*[a if p is None else p for a, p in zip(ins, pad_ins)], out=tuple(made))
-        for a, b, (rest, _, _, summed) in zip(outs, made, self.outputs):
+        block = [a if p is None else p for a, p in zip(ins, pad_ins)]
+        if mine:  # (the kernel's own outputs: out= costs its overlap check)
+            made = kernel(*block)
+            made = list(made) if len(outs) > 1 else [made]
+        else:  # (outputs without rows written in place, but for a later block's sums)
+            made = [p if p is not None and (rest is not None or first) else a
+                    for a, p, (rest, _, _, _) in zip(outs, pad_outs, self.outputs)]
+            kernel(*block, out=tuple(made))
+        for j, (a, b, (rest, _, _, summed)) in enumerate(zip(outs, made, self.outputs)):
             if rest is not None:
                 a[first:] = b[:n - first]
             elif summed and first:
                 a += b
+            else:
+                outs[j] = b
 
     def sized(self, n: int) -> tuple:
         """What a call of ``n`` rows needs of its size: the inputs' specs, the outputs' shapes and
@@ -401,9 +408,11 @@ class RowsKernel:
         frame[2] = covered
         driver()(frame)
         if padded is not None:
-            self._padded(pads, padded, covered, n, ins, outs)
+            given_outs = list(outs)
+            self._padded(pads, padded, covered, n, ins, outs, out is None)
             if not all(np.isfinite(outs[j - len(ins)]).all() for j, _, _ in self.sums):
                 # (a padded row's copy of an infinite or NaN input times its zero is a NaN: unpadded again)
+                outs[:] = given_outs
                 given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
                 frame[2] = n
                 driver()(frame)
