@@ -4,7 +4,8 @@ An :class:`IndexSet` pairs an ordered list of IR variables with an ``isl.Set`` o
 terms: ``solve(v)`` (is ``v`` a quasi-affine function of the others on the set?), ``project_out(v)``,
 ``constraints_on(v)`` (what the set says of ``v`` once the others are fixed), ``const_range(v)``,
 ``lower_bounds(v, over)`` (what deskewing a reduction variable needs), ``gist(context)`` and
-``to_cond()``.  Results are converted to IR by :mod:`.to_expr`."""
+``to_cond()``.  Results are converted to IR by :mod:`.to_expr`.  Queries that isl may take minutes over
+run :func:`budgeted`, within a count of isl's operations."""
 
 from __future__ import annotations
 
