@@ -22,7 +22,7 @@ FORMAT = 1  # of a pickled kernel's state
 
 def specs_of(kernel: Any) -> dict[str, Any]:
     """A kernel's arguments and temporaries (names, shapes, dtypes) and its run-time checks."""
-    sig, checks = kernel.signature, kernel.compiled.checks  # checks (checked=True, gathers): one more argument
+    sig, checks = kernel.signature, kernel.compiled.checks  # (checked=True, gathers: one more argument)
     return {"inputs": [[n, list(s), str(d)] for n, s, d in sig.inputs],
             "outputs": [[n, list(s), str(d)] for n, s, d in sig.outputs],
             "temps": [[list(s), str(d)] for s, d in sig.temps],
