@@ -150,7 +150,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
             files.append(Path(tmp, f"part{k}.o"))
             files[-1].write_bytes(obj)
         wrapper = Path(tmp, "wrapper.c")
-        wrapper.write_text(_wrapper(fn, c.meta["main"], specs, kernel._line))
+        wrapper.write_text(_wrapper(fn, c.meta["main"], specs, target.line))
         out = Path(tmp, "lib.so")
         cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(wrapper), *map(str, files), "-lm"]
         if c.uses_gomp:
