@@ -69,6 +69,14 @@ def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
     return affine, residual
 
 
+def domain_conjuncts(c: Expr, variables: Sequence[Expr], ctx=None) -> tuple[list[Expr], list[Expr]]:
+    """The conjuncts of ``c`` a sum's domain can use: the affine ones over ``variables``, and the
+    data-dependent integer equations, which solve a reduction variable or scatter to an axis
+    (``k == Winner[i]``)."""
+    affine, residual = split_affine(conjuncts(c), variables, ctx)
+    return affine, [e for e in residual if e.op is Op.EQ and dt.is_int(e.src[0].dtype)]
+
+
 def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:
     shape = shape_key(variables, (c,)) if ctx is not None and ctx.share_plans else None
     if shape is not None:

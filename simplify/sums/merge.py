@@ -18,6 +18,8 @@ from tensorad.poly.domain import IndexSet
 
 from ..algebra.logic import any_of
 from ..algebra.rules import simplify_expr
+from ..zeros.nonzero import nonzero
+from .eliminate import domain_conjuncts
 
 Terms = list[tuple[int, Expr]]
 
@@ -73,16 +75,27 @@ def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[
         return False
 
 
-def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict) -> list[list[int]]:
+def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict,
+                   ctx=None) -> list[list[int]]:
     """``group`` (sums over one box) as the lists to merge: equal conditions always; different
-    ones only all together, when their union saves body runs (:func:`_overlap_saves`)."""
+    ones only all together, when their union saves body runs (:func:`_overlap_saves`) and none
+    of them is a scatter (:func:`_scatters`)."""
     by_cond: dict[Expr, list[int]] = {}
     for k in group:
         by_cond.setdefault(inst[k][0], []).append(k)
     if len(by_cond) == 1:
         return [group]
     rvars = [_positional(pos, j, r) for j, r in enumerate(inst[group[0]][2].axes)]
+    variables = list(axes) + rvars
+    if any(_scatters(inst[k][1], variables, ctx) for k in group):
+        return list(by_cond.values())
     return [group] if _overlap_saves(axes, rvars, list(by_cond)) else list(by_cond.values())
+
+
+def _scatters(src: Expr, variables: Sequence[Expr], ctx) -> bool:
+    """Whether ``src`` is nonzero only where a data-dependent integer equation holds: its sum runs
+    over that equation's solutions, not over a union's box."""
+    return bool(domain_conjuncts(nonzero(src, ctx), variables, ctx)[1])
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
@@ -102,7 +115,7 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
             key, cond, src, ra = _instantiate(t, pos)
             inst[k] = (cond, src, ra)
             groups.setdefault(key, []).append(k)
-    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos)
+    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos, ctx)
               if len(h) > 1]
     if not merged:
         return None
