@@ -2,8 +2,9 @@
 
 Autodiff gives every read site its own reduction; after solving, several often iterate over the same
 points.  The additive terms of a body that read sums with equal domains (indices, reduction ranges and
-where-condition, reduction variables renamed by position) become a read of one sum of their sources.  Only
-sums the caller allows (``mergeable``) are merged."""
+where-condition, reduction variables renamed by position) become a read of one sum of their sources; a read
+under a guard, ``if_then_else(g, R[idx], 0)``, is a sum whose where-condition holds ``g`` too.  Only sums the
+caller allows (``mergeable``) are merged."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
 
-from ..algebra.logic import any_of
-from ..algebra.rules import simplify_expr
+from ..algebra.logic import all_of, any_of
+from ..algebra.rules import is_zero, simplify_expr
 from ..zeros.nonzero import nonzero
 from .eliminate import domain_conjuncts
 
@@ -25,7 +26,8 @@ Terms = list[tuple[int, Expr]]
 
 
 def additive_terms(e: Expr) -> Terms:
-    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations."""
+    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations, a guard
+    ``if_then_else(g, a + b, 0)`` distributed over its terms."""
     out: Terms = []
     stack = [(1, e)]
     while stack:
@@ -36,9 +38,28 @@ def additive_terms(e: Expr) -> Terms:
             stack += [(-sign, x.src[1]), (sign, x.src[0])]
         elif x.op is Op.NEG:
             stack.append((-sign, x.src[0]))
+        elif _guard(x) is not None and x.src[1].op in (Op.ADD, Op.SUB, Op.NEG):
+            stack += [(sign * s, Expr(x.op, x.dtype, (x.src[0], t, x.src[2])))
+                      for s, t in reversed(additive_terms(x.src[1]))]
         else:
             out.append((sign, x))
     return out
+
+
+def _guard(x: Expr) -> Expr | None:
+    """``g`` of ``if_then_else(g, a, 0)``."""
+    return x.src[0] if x.op is Op.IF_THEN_ELSE and is_zero(x.src[2]) else None
+
+
+def _sum_read(t: Expr, mergeable: Callable[[ComputeOp], bool]) -> tuple[Expr, Expr] | None:
+    """``(read, guard)`` of a term that reads a sum ``mergeable`` allows, alone or under a guard."""
+    guard = _guard(t)
+    read = t if guard is None else t.src[1]
+    if read.op is Op.READ and isinstance(read.arg.op, ComputeOp) and read.arg.op.is_reduction \
+            and read.arg.op.num_outputs == 1 and read.arg.op.body[0].arg.combiner.kind == "sum" \
+            and mergeable(read.arg.op):
+        return read, TRUE if guard is None else guard
+    return None
 
 
 def _positional(pos: dict, k: int, v: Expr) -> Expr:
@@ -109,11 +130,10 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
     groups: dict[tuple, list[int]] = {}
     inst: dict[int, tuple] = {}
     for k, (_, t) in enumerate(terms):
-        if t.op is Op.READ and isinstance(t.arg.op, ComputeOp) and t.arg.op.is_reduction \
-                and t.arg.op.num_outputs == 1 and t.arg.op.body[0].arg.combiner.kind == "sum" \
-                and mergeable(t.arg.op):
-            key, cond, src, ra = _instantiate(t, pos)
-            inst[k] = (cond, src, ra)
+        found = _sum_read(t, mergeable)
+        if found is not None:
+            key, cond, src, ra = _instantiate(found[0], pos)
+            inst[k] = (cond if found[1] is TRUE else simplify_expr(all_of([found[1], cond]), ctx), src, ra)
             groups.setdefault(key, []).append(k)
     merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos, ctx)
               if len(h) > 1]
