@@ -109,7 +109,8 @@ def by_domain(groups: Sequence[tuple[Expr, Expr]], variables: Sequence[Expr],
               ctx=None) -> list[tuple[tuple[Expr, ...], Expr]]:
     """``group_terms``'s groups joined by the part of their nonzeroness a sum's domain can use
     (:func:`.eliminate.domain_conjuncts`), each with that part: terms that differ only in other
-    data-dependent conditions run over one domain, so one sum of them does the work of each of theirs."""
+    data-dependent conditions run over one domain, so one sum of them does the work of each of theirs
+    (:mod:`.sums.masked` lifts their masks term by term where that is cheaper)."""
     joined: dict[frozenset, tuple[tuple[Expr, ...], list[Expr]]] = {}
     for nz, term in groups:
         affine, equations = domain_conjuncts(nz, variables, ctx)
