@@ -4,7 +4,8 @@ The derivative of a ``min`` or ``max`` has one term per outcome (left wins, righ
 shared); their nonzeroness differs only in comparisons of data, which no sum's domain can use.
 Split into one sum per term, each term is a pass over the same domain; kept as one sum, the
 gradient makes the one pass an expert writes.  A sum over a variable none of its terms uses is
-that count times a sum without it.
+that count times a sum without it.  Sums that scatter into overlapping slices of a tensor stay
+scatters: one sum over the union of the slices would visit all of it at each term.
 
 Work is counted on a pinned target against hand-written counts; values are checked against
 NumPy formulas.
@@ -22,7 +23,7 @@ F64 = "float64"
 
 def test_a_window_clipped_at_a_row_value_has_one_pass_per_input(rng):
     """``Y[i] = sum_r min(A[i, r], |B[i]| + 1) A[i, r]``: ``dA`` is elementwise and ``dB`` one sum
-    over each row, ``2 n p`` in all (the terms of the minimum's outcomes were a pass each)."""
+    over each row, ``2 n p`` in all (a sum per outcome of the minimum makes six passes)."""
     n, p = 6, 9
     A, B = ta.placeholder((n, p), F64, "A"), ta.placeholder((n,), F64, "B")
     r = ta.reduce_axis((0, p), name="r")
@@ -43,7 +44,7 @@ def test_a_window_clipped_at_a_row_value_has_one_pass_per_input(rng):
 
 def test_a_min_of_a_max_read_along_a_broadcast_axis_sums_the_head_once_per_input(rng):
     """``Y[i, j] = min(A[j], max(B[j], 2))``: each input's adjoint sums its column of the head
-    once, ``m n`` each (the outcomes of the two choices were eight passes)."""
+    once, ``m n`` each (a sum per outcome of the two choices makes eight passes)."""
     m, n = 8, 5
     A, B = ta.placeholder((n,), F64, "A"), ta.placeholder((n,), F64, "B")
     Y = ta.compute((m, n), lambda i, j: ta.minimum(A[j], ta.maximum(B[j], 2.0)), name="Y")
@@ -72,3 +73,24 @@ def test_a_variable_no_term_uses_is_a_count(rng):
     x = rng.standard_normal((n, m))
     got = ta.build([Z], [X])(x)
     np.testing.assert_allclose(got, p * np.sum(np.exp(x) + np.sin(x), axis=1), rtol=1e-12)
+
+
+def test_two_scatters_into_overlapping_slices_stay_scatters(rng):
+    """``Y[i] = A[I[i], 0] A[0, J[i]]``: the adjoint scatters the head into column 0 and into row 0,
+    sums whose domains overlap at ``A[0, 0]``; one sum over the union would visit every point of
+    both slices for every ``i``.  Kept apart, each is a scatter of ``q`` adds, and the slices are
+    filled once: ``2 q + n + m - 1``."""
+    n, m, q = 9, 7, 8
+    A = ta.placeholder((n, m), F64, "A")
+    rows, cols = ta.placeholder((q,), "int32", "I"), ta.placeholder((q,), "int32", "J")
+    Y = ta.compute((q,), lambda i: A[rows[i], 0] * A[0, cols[i]], name="Y")
+    H = ta.placeholder((q,), F64, "H")
+    (dA,) = ta.JacobianRecursive(Y, [A], H)
+    assert ta.lower([dA], [A, rows, cols, H], target=TARGET).work == 2 * q + n + m - 1
+
+    a, h = rng.standard_normal((n, m)), rng.standard_normal(q)
+    ii, jj = rng.integers(0, n, q).astype(np.int32), rng.integers(0, m, q).astype(np.int32)
+    want = np.zeros((n, m))
+    np.add.at(want, (ii, 0), h * a[0, jj])
+    np.add.at(want, (0, jj), h * a[ii, 0])
+    np.testing.assert_allclose(ta.build([dA], [A, rows, cols, H])(a, ii, jj, h), want, rtol=1e-12, atol=1e-12)
