@@ -23,7 +23,7 @@ F64 = "float64"
 
 def test_a_window_clipped_at_a_row_value_has_one_pass_per_input(rng):
     """``Y[i] = sum_r min(A[i, r], |B[i]| + 1) A[i, r]``: ``dA`` is elementwise and ``dB`` one sum
-    over each row, ``2 n p`` in all (a sum per outcome of the minimum makes six passes)."""
+    over each row, ``2 n p`` in all (a sum per outcome of the minimum makes six passes in all)."""
     n, p = 6, 9
     A, B = ta.placeholder((n, p), F64, "A"), ta.placeholder((n,), F64, "B")
     r = ta.reduce_axis((0, p), name="r")
@@ -44,7 +44,7 @@ def test_a_window_clipped_at_a_row_value_has_one_pass_per_input(rng):
 
 def test_a_min_of_a_max_read_along_a_broadcast_axis_sums_the_head_once_per_input(rng):
     """``Y[i, j] = min(A[j], max(B[j], 2))``: each input's adjoint sums its column of the head
-    once, ``m n`` each (a sum per outcome of the two choices makes eight passes)."""
+    once, ``m n`` each (a sum per outcome of the two choices makes twelve passes)."""
     m, n = 8, 5
     A, B = ta.placeholder((n,), F64, "A"), ta.placeholder((n,), F64, "B")
     Y = ta.compute((m, n), lambda i, j: ta.minimum(A[j], ta.maximum(B[j], 2.0)), name="Y")
