@@ -23,7 +23,7 @@ F64 = "float64"
 
 def test_a_window_clipped_at_a_row_value_has_one_pass_per_input(rng):
     """``Y[i] = sum_r min(A[i, r], |B[i]| + 1) A[i, r]``: ``dA`` is elementwise and ``dB`` one sum
-    over each row, ``2 n p`` in all (a sum per outcome of the minimum makes six passes in all)."""
+    over each row, ``2 n p`` in all (a sum per outcome of the minimum makes six passes)."""
     n, p = 6, 9
     A, B = ta.placeholder((n, p), F64, "A"), ta.placeholder((n,), F64, "B")
     r = ta.reduce_axis((0, p), name="r")
