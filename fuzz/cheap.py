@@ -50,6 +50,7 @@ FUZZ_FINDINGS: dict[int, str] = {
     343: _WINNER, 345: _PRODUCT, 346: _WINNER, 397: _WINNER, 413: _WINNER, 418: _COMBINER,
     422: _COPIED, 436: _SCANNED_MIN,
     439: _SLICE, 456: _COMBINER, 468: _WINNER, 473: _SLICE, 476: _SLICE, 499: _PRODUCT,
+    3100029: _PRODUCT, 3100039: _COMBINER, 3100044: f"{_COPIED}; a product: {_PRODUCT}", 3100099: _COMBINER,
 }
 
 #: programs known to break the invariant, with the class of program and why (one line each)

@@ -28,6 +28,16 @@ def disjuncts(c: Expr) -> list[Expr]:
     return _chain(c, Op.OR, FALSE)
 
 
+def implied_conjuncts(c: Expr) -> list[Expr]:
+    """The conjuncts of ``c``, and of a disjunction those every disjunct has: ``(a && b) || (a && c)``
+    gives ``[a]``."""
+    alternatives = disjuncts(c)
+    if len(alternatives) < 2:
+        return conjuncts(c)
+    rest = [implied_conjuncts(d) for d in alternatives[1:]]
+    return [x for x in implied_conjuncts(alternatives[0]) if all(has(r, x) for r in rest)]
+
+
 def _joined(cs, op: Op, unit: Expr) -> Expr:
     out = unit
     for c in dict.fromkeys(cs):

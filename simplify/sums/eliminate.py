@@ -27,7 +27,7 @@ from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
 from tensorad.poly.affine import IndexSpace, decide
 from tensorad.poly.domain import IndexSet
-from tensorad.poly.linear import solve_for, to_linear
+from tensorad.poly.linear import Linear, solve_for, to_linear
 
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import simplify_expr
@@ -67,6 +67,20 @@ def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
         else:
             residual.append(c)
     return affine, residual
+
+
+def domain_conjuncts(c: Expr, variables: Sequence[Expr], ctx=None) -> tuple[list[Expr], list[Expr]]:
+    """The conjuncts of ``c`` a sum's domain can use: the affine ones over ``variables``, and the
+    data-dependent integer equations with a term in one of them, which solve a reduction variable
+    or scatter to an axis (``k == Winner[i]``)."""
+    affine, residual = split_affine(conjuncts(c), variables, ctx)
+    return affine, [e for e in residual if e.op is Op.EQ and dt.is_int(e.src[0].dtype)
+                    and _has_term(to_linear(e.src[0]) - to_linear(e.src[1]), variables)]
+
+
+def _has_term(f: Linear, variables: Sequence[Expr]) -> bool:
+    """Whether the linear form ``f`` has a term in one of ``variables`` (not only inside an atom)."""
+    return any(atom is v for atom, _ in f.terms for v in variables)
 
 
 def _affine_over(c: Expr, variables: Sequence[Expr], ctx, made: list) -> bool:

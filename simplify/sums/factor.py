@@ -19,6 +19,7 @@ domain is empty; a where-condition isl cannot represent is not rewritten)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from itertools import combinations
 
@@ -206,12 +207,37 @@ class _Plan:
         self.changed = False
 
 
+def counted(red: Expr) -> Expr | None:
+    """``sum_{k, r} f(k)`` with ``r`` in neither the source nor the where-condition as ``sum_k |r| f(k)``,
+    or ``None`` when every variable is used, none is, or an unused one has an empty range."""
+    cond, src = red.src
+    rvars = red.arg.axes
+    idle = [r for r in rvars if not mentions(src, frozenset((r,))) and not mentions(cond, frozenset((r,)))]
+    if not idle or len(idle) == len(rvars) \
+            or any(r.lo is None or r.hi is None or not decide(r.hi > r.lo) for r in idle):
+        return None
+    n = math.prod(r.hi - r.lo for r in idle)
+    size = const(float(n), red.dtype) if isinstance(n, int) else cast(red.dtype, n)
+    return Expr(Op.REDUCE, red.dtype, (cond, size * src),
+                ReduceArg(red.arg.combiner, tuple(r for r in rvars if r not in idle), 0))
+
+
 def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
-    """``red`` (a sum body over ``axes``) with invariant factors moved out of shared brackets, or
-    ``None`` when that would not save a pass (see the module docstring)."""
+    """``red`` (a sum body over ``axes``) with the variables it does not use counted (:func:`counted`)
+    and invariant factors moved out of shared brackets, or ``None`` when that would not save a pass
+    (see the module docstring)."""
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or not dt.is_float(red.dtype):
         return None
+    fewer = counted(red)
+    if fewer is None:
+        return _factor_sum(axes, red, lookup, make, ctx)
+    fewer = simplify_expr(fewer, ctx)
+    found = _factor_sum(axes, fewer, lookup, make, ctx) if fewer.op is Op.REDUCE else None
+    return fewer if found is None else found
+
+
+def _factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
     cond, src = red.src
     rvars = red.arg.axes
     bound = frozenset(rvars)
@@ -506,7 +532,9 @@ def _use_counts(graph: Sequence[Tensor], ops: set) -> dict:
 
 def _unnested(op: ComputeOp, inner: set) -> Expr | None:
     """``op``'s sum ``sum_O c(O) T[idx(O)]`` with ``T = sum_I f`` in ``inner`` as one sum
-    ``sum_{O, I} c(O) f(idx(O), I)``, or ``None`` when the body is not of that form."""
+    ``sum_{O, I} c(O) f(idx(O), I)``, or ``None`` when the body is not of that form or ``idx`` leaves out
+    an axis or a variable of ``O``: the bracket then sums ``I`` once for all of their values, which the
+    folded sum would do at each."""
     from tensorad.ir.expr import var
     from tensorad.ir.rewrite import substitute
 
@@ -518,6 +546,8 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
             or any(n.op is Op.READ and n.arg.op in inner for n in walk(red.src[0])):
         return None
     read = found[0]
+    if not _reads_everywhere(read, op.axes + red.arg.axes):
+        return None
     t_op: ComputeOp = read.arg.op
     t_red = t_op.body[0]
     if t_red.op is not Op.REDUCE or t_red.arg.combiner.kind != "sum" or len(t_red.src) != 2:
@@ -530,6 +560,12 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
     both = all_of(conjuncts(red.src[0]) + conjuncts(cond))
     return Expr(Op.REDUCE, red.dtype, (both, src),
                 ReduceArg(red.arg.combiner, red.arg.axes + tuple(fresh[r] for r in t_red.arg.axes), 0))
+
+
+def _reads_everywhere(read: Expr, variables: Sequence[Expr]) -> bool:
+    """Whether the indices of ``read`` mention each of ``variables`` with more than one value."""
+    used = {id(v) for i in read.src for v in free_vars(i)}
+    return all(id(v) in used for v in variables if not decide(v.hi - v.lo <= 1))
 
 
 def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:

@@ -16,15 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, var
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, const, signed_sum, var
 from tensorad.ir.rewrite import simultaneous, substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
-from ..algebra.logic import conjuncts
+from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import is_zero, simplify_expr
 from ..zeros.nonzero import assume, nonzero
-from .eliminate import Plan, apply_plan, equation_for, guard_of, make_plan, space_of, split_affine
+from .eliminate import (
+    Plan,
+    apply_plan,
+    domain_conjuncts,
+    equation_for,
+    guard_of,
+    make_plan,
+    space_of,
+    split_affine,
+)
 from .plan_key import shape_key
 from .split import group_terms
 
@@ -77,6 +86,11 @@ def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
         return const(0, red.dtype)
     groups = group_terms(src, ctx) if split else None
     if groups is not None:
+        groups = by_domain(groups, list(axes) + rvars, ctx)
+    if groups is not None and len(groups) == 1:  # one domain: one sum, its terms' conditions lifted
+        cond = all_of(conjuncts(cond) + list(groups[0][0]))
+        groups = None
+    if groups is not None:
         parts = []
         for k, (_, term) in enumerate(groups):
             m = {v: var(v.name, v.lo, v.hi) for v in list(axes) + rvars}
@@ -89,6 +103,21 @@ def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
             out = out + p
         return simplify_expr(out, ctx)
     return solve_sum(axes, rvars, cond, src, red, ctx)
+
+
+def by_domain(groups: Sequence[tuple[Expr, Expr]], variables: Sequence[Expr],
+              ctx=None) -> list[tuple[tuple[Expr, ...], Expr]]:
+    """``group_terms``'s groups joined by the part of their nonzeroness a sum's domain can use
+    (:func:`.eliminate.domain_conjuncts`), each with that part: terms that differ only in other
+    data-dependent conditions run over one domain, so one sum of them does the work of each of theirs
+    (:mod:`.sums.masked` lifts their masks term by term where that is cheaper)."""
+    joined: dict[frozenset, tuple[tuple[Expr, ...], list[Expr]]] = {}
+    for nz, term in groups:
+        affine, equations = domain_conjuncts(nz, variables, ctx)
+        usable = tuple(affine + equations)
+        joined.setdefault(frozenset(usable), (usable, []))[1].append(term)
+    return [(usable, simplify_expr(signed_sum([(1, t) for t in terms]), ctx))
+            for usable, terms in joined.values()]
 
 
 def _reduce_like(red: Expr, rvars: Sequence[Expr], cond: Expr, src: Expr) -> Expr:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, signed_sum
 from tensorad.ir.reducer import reducer_of
 from tensorad.ir.rewrite import free_vars, walk
 from tensorad.poly.affine import decide
@@ -29,6 +29,7 @@ from tensorad.poly.nesting import scan_axes
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import absorbs, is_zero, simplify_expr
 from .factor import Make, TooManyTerms, like_terms, mentions, nonempty_where, product, scaled, terms
+from .split import expand
 
 Bracket = tuple[tuple[Expr, ...], Expr]  # (the axes it is a tensor over, its sum)
 
@@ -138,11 +139,25 @@ def _counted(parts: _Parts) -> bool:
 
 
 def lift_masked(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
-    """``red`` (a float sum over ``axes`` of ``coef * mask``) with the mask's invariant conjuncts and
-    coefficient moved out, or ``None`` when nothing moves or it is no cheaper."""
+    """``red`` (a float sum over ``axes`` of ``coef * mask``, or of several such terms, each lifted from
+    a sum of its own) with the masks' invariant conjuncts and coefficients moved out, or ``None`` when
+    nothing moves or it is no cheaper."""
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or not dt.is_float(red.dtype):
         return None
+    one = _lift_one(axes, red, make, ctx)
+    terms = expand(red.src[1]) if one is None else []
+    if len(terms) < 2:
+        return one
+    sums = [Expr(Op.REDUCE, red.dtype, (red.src[0], simplify_expr(t, ctx)), red.arg) for _, t in terms]
+    lifted = [_lift_one(axes, t, make, ctx) for t in sums]
+    if any(t is None for t in lifted):
+        return None
+    return simplify_expr(signed_sum([(s, t) for (s, _), t in zip(terms, lifted)]), ctx)
+
+
+def _lift_one(axes: Sequence[Expr], red: Expr, make: Make, ctx=None) -> Expr | None:
+    """:func:`lift_masked` of a sum of one masked term."""
     parts = _parts(red, ctx)
     if parts is None:
         return None

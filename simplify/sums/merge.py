@@ -2,8 +2,9 @@
 
 Autodiff gives every read site its own reduction; after solving, several often iterate over the same
 points.  The additive terms of a body that read sums with equal domains (indices, reduction ranges and
-where-condition, reduction variables renamed by position) become a read of one sum of their sources.  Only
-sums the caller allows (``mergeable``) are merged."""
+where-condition, reduction variables renamed by position) become a read of one sum of their sources; a read
+under a guard, ``if_then_else(g, R[idx], 0)``, is a sum whose where-condition holds ``g`` too.  Only sums the
+caller allows (``mergeable``) are merged."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
 
-from ..algebra.logic import any_of
-from ..algebra.rules import simplify_expr
+from ..algebra.logic import all_of, any_of
+from ..algebra.rules import is_zero, simplify_expr
+from ..zeros.nonzero import nonzero
+from .eliminate import domain_conjuncts
 
 Terms = list[tuple[int, Expr]]
 
 
 def additive_terms(e: Expr) -> Terms:
-    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations."""
+    """``e`` as ``sum(sign * term)`` over its top-level ``+``, ``-`` and negations, a guard
+    ``if_then_else(g, a + b, 0)`` distributed over its terms."""
     out: Terms = []
     stack = [(1, e)]
     while stack:
@@ -34,9 +38,28 @@ def additive_terms(e: Expr) -> Terms:
             stack += [(-sign, x.src[1]), (sign, x.src[0])]
         elif x.op is Op.NEG:
             stack.append((-sign, x.src[0]))
+        elif _guard(x) is not None and x.src[1].op in (Op.ADD, Op.SUB, Op.NEG):
+            stack += [(sign * s, Expr(x.op, x.dtype, (x.src[0], t, x.src[2])))
+                      for s, t in reversed(additive_terms(x.src[1]))]
         else:
             out.append((sign, x))
     return out
+
+
+def _guard(x: Expr) -> Expr | None:
+    """``g`` of ``if_then_else(g, a, 0)``."""
+    return x.src[0] if x.op is Op.IF_THEN_ELSE and is_zero(x.src[2]) else None
+
+
+def _sum_read(t: Expr, mergeable: Callable[[ComputeOp], bool]) -> tuple[Expr, Expr] | None:
+    """``(read, guard)`` of a term that reads a sum ``mergeable`` allows, alone or under a guard."""
+    guard = _guard(t)
+    read = t if guard is None else t.src[1]
+    if read.op is Op.READ and isinstance(read.arg.op, ComputeOp) and read.arg.op.is_reduction \
+            and read.arg.op.num_outputs == 1 and read.arg.op.body[0].arg.combiner.kind == "sum" \
+            and mergeable(read.arg.op):
+        return read, TRUE if guard is None else guard
+    return None
 
 
 def _positional(pos: dict, k: int, v: Expr) -> Expr:
@@ -73,16 +96,27 @@ def _overlap_saves(axes: Sequence[Expr], rvars: Sequence[Expr], conds: Sequence[
         return False
 
 
-def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict) -> list[list[int]]:
+def _split_by_cond(group: list[int], inst: dict, axes: Sequence[Expr], pos: dict,
+                   ctx=None) -> list[list[int]]:
     """``group`` (sums over one box) as the lists to merge: equal conditions always; different
-    ones only all together, when their union saves body runs (:func:`_overlap_saves`)."""
+    ones only all together, when their union saves body runs (:func:`_overlap_saves`) and none
+    of them is a scatter (:func:`_scatters`)."""
     by_cond: dict[Expr, list[int]] = {}
     for k in group:
         by_cond.setdefault(inst[k][0], []).append(k)
     if len(by_cond) == 1:
         return [group]
     rvars = [_positional(pos, j, r) for j, r in enumerate(inst[group[0]][2].axes)]
+    variables = list(axes) + rvars
+    if any(_scatters(inst[k][1], variables, ctx) for k in group):
+        return list(by_cond.values())
     return [group] if _overlap_saves(axes, rvars, list(by_cond)) else list(by_cond.values())
+
+
+def _scatters(src: Expr, variables: Sequence[Expr], ctx) -> bool:
+    """Whether ``src`` is nonzero only where a data-dependent integer equation holds: its sum runs
+    over that equation's solutions, not over a union's box."""
+    return bool(domain_conjuncts(nonzero(src, ctx), variables, ctx)[1])
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
@@ -96,13 +130,12 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
     groups: dict[tuple, list[int]] = {}
     inst: dict[int, tuple] = {}
     for k, (_, t) in enumerate(terms):
-        if t.op is Op.READ and isinstance(t.arg.op, ComputeOp) and t.arg.op.is_reduction \
-                and t.arg.op.num_outputs == 1 and t.arg.op.body[0].arg.combiner.kind == "sum" \
-                and mergeable(t.arg.op):
-            key, cond, src, ra = _instantiate(t, pos)
-            inst[k] = (cond, src, ra)
+        found = _sum_read(t, mergeable)
+        if found is not None:
+            key, cond, src, ra = _instantiate(found[0], pos)
+            inst[k] = (cond if found[1] is TRUE else simplify_expr(all_of([found[1], cond]), ctx), src, ra)
             groups.setdefault(key, []).append(k)
-    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos)
+    merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos, ctx)
               if len(h) > 1]
     if not merged:
         return None

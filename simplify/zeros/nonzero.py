@@ -27,7 +27,7 @@ from tensorad.ir.rewrite import fold, fold_pure, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..algebra.index import negate
-from ..algebra.logic import all_of, any_of, conjuncts
+from ..algebra.logic import all_of, any_of, conjuncts, implied_conjuncts
 from ..algebra.rules import is_zero, simplify_expr
 
 
@@ -94,7 +94,8 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
 def tensor_guard(t: Tensor) -> Expr:
     """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): ``c`` of a
     non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, or a sum's where-conjuncts free of
-    reduction variables.  Only conditions without reads are used."""
+    reduction variables (of a disjunction, those of every disjunct).  Only conditions without reads
+    are used."""
     op = t.op
     if not isinstance(op, ComputeOp):
         return TRUE
@@ -103,7 +104,7 @@ def tensor_guard(t: Tensor) -> Expr:
     if body.op is Op.REDUCE:
         if body.arg.combiner.kind == "sum":
             bound = set(body.arg.axes)
-            cands = [c for c in conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
+            cands = [c for c in implied_conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
     elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
         cands = conjuncts(body.src[0])
     return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])

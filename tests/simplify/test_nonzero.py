@@ -81,3 +81,13 @@ def test_a_tensors_guard_is_found_once_per_call(monkeypatch):
     ctx = OptimizerContext()
     assert [nonzero(e, ctx) for e in asked] == alone
     assert sorted(t.op.name for t in guards) == ["T", "U"]
+
+
+def test_a_sums_guard_is_what_every_disjunct_of_its_condition_requires():
+    """A where-condition ``(p >= 1 && k < 2) || (p >= 1 && k > 4)`` is zero outside ``p >= 1``
+    whatever ``k``: a read of the sum is nonzero only there."""
+    A = ta.placeholder((8,), name="A")
+    k = ta.reduce_axis((0, 8), name="k")
+    S = ta.compute((8,), lambda p: ta.sum(A[k], axis=k, where=((p >= 1) & (k < 2)) | ((p >= 1) & (k > 4))),
+                   name="S")
+    assert str(nonzero(S[IV])) == "(1 <= i)"
