@@ -146,6 +146,23 @@ def _bfloat16_view(a: Any) -> np.ndarray | None:
     return arr if arr.dtype == numpy_dtype("bfloat16") else None
 
 
+class Workspace:
+    """The temporaries of one call at a time, and their addresses moved up to a cache line: the
+    part of an address table that :meth:`Kernel.run` copies (made on its first use)."""
+
+    __slots__ = ("temps", "table")
+
+    def __init__(self, temps: list[np.ndarray]) -> None:
+        self.temps = temps
+        self.table: np.ndarray | None = None
+
+    def addresses(self, line: int) -> np.ndarray:
+        if self.table is None:
+            starts = np.array([data_address(t) for t in self.temps], np.uintp)
+            self.table = starts + (line - starts % line) % line
+        return self.table
+
+
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
     return b.name, tuple(b.shape), numpy_dtype(b.dtype)  # bfloat16: ml_dtypes.bfloat16
 
@@ -216,7 +233,7 @@ class Kernel:
         self._out_specs = [(s, d) for _, s, d in self._outputs]
         self._out_offsets = output_offsets(self._out_specs, self._line)
         self.keep_workspace = True
-        self._workspace: list[list[np.ndarray]] = []  # temporaries of finished calls, for the next
+        self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
         self._workspace_lock = threading.Lock()
 
     def release_workspace(self) -> None:
@@ -224,17 +241,17 @@ class Kernel:
         with self._workspace_lock:
             self._workspace.clear()
 
-    def _take_workspace(self) -> list[np.ndarray]:
+    def _take_workspace(self) -> Workspace:
         with self._workspace_lock:
             if self._workspace:
                 return self._workspace.pop()
-        return [np.empty(n, np.uint8) for n in self._temp_bytes]
+        return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
 
-    def _return_workspace(self, temps: list[np.ndarray]) -> None:
-        if self.keep_workspace and temps:
+    def _return_workspace(self, work: Workspace) -> None:
+        if self.keep_workspace and work.temps:
             with self._workspace_lock:
                 if not self._workspace:  # (one set: what a call at a time needs)
-                    self._workspace.append(temps)
+                    self._workspace.append(work)
 
     @property
     def lowered(self):
@@ -270,6 +287,36 @@ class Kernel:
     @property
     def work(self) -> int:
         return self._work
+
+    @property
+    def line(self) -> int:
+        """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
+        return self._line
+
+    @property
+    def table_length(self) -> int:
+        """The entries of the address table :meth:`run` takes."""
+        return self._nargs + (self._compiled.checks is not None)
+
+    def run(self, table: np.ndarray) -> None:
+        """The code run on an address table (``uintp``, :attr:`table_length` entries): the data
+        addresses of the inputs, then of the outputs -- C-contiguous, aligned arrays of the
+        signature's shapes and dtypes, unchecked, outputs overlapping nothing -- then room for the
+        temporaries and a checked kernel's record, which this fills.  The caller keeps the arrays alive."""
+        if self._refuse is not None:
+            raise RuntimeError(self._refuse)
+        work = self._take_workspace()
+        first = len(self._inputs) + len(self._outputs)
+        table[first:first + len(self._temps)] = work.addresses(self._line)
+        checks = self._compiled.checks
+        record = None
+        if checks is not None:
+            record = checks.new_record(self._max_ndim)
+            table[-1] = data_address(record)
+        self._compiled.main(data_address(table), self.num_threads)
+        self._return_workspace(work)
+        if record is not None:
+            checks.raise_for(record)
 
     def entry(self) -> int:
         """The address of the code's ``P_main(ptr args, i32 nthreads)``, for a driver that calls it on
@@ -317,7 +364,7 @@ class Kernel:
             ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
         work = self._take_workspace()
-        temps = list(work)
+        temps = list(work.temps)
         checks = self._compiled.checks
         if checks is not None:  # one violation record per call (calls may run concurrently)
             temps.append(checks.new_record(self._max_ndim))

@@ -16,7 +16,7 @@ Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 from ..autodiff import jacobian_recursive
 from ..codegen import Kernel, LoweredFunc, build, lower
 from ..codegen.options import Options
+from ..codegen.runtime.blocks import BlockCall, Layout
 from ..codegen.runtime.kernel import as_array
 from ..codegen.strategies.cost import worth_saving
 from ..codegen.target import parse_target
@@ -103,7 +104,6 @@ class Function:
         self.lower_options = {k: v for k, v in build_options.items() if k not in _BUILD_ONLY}
         Options.make(self.lower_options)  # unknown or bad options fail here, not at the first call
         self.policy = policy
-        self._known: list[bool] | None = None  # the backward's inputs that need no check
 
     # ---- the gradient program and the plan (built on first use) ---------------------------
     @cached_property
@@ -193,22 +193,59 @@ class Function:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
         return lower(self.backward_grads, self.backward_inputs, **self.lower_options)
 
+    @cached_property
+    def layout(self) -> Layout:
+        """Where a forward keeps the saved values that are not outputs: one block per call."""
+        kernel = self.residual_kernel
+        outs = kernel.signature.outputs
+        return Layout([(s, d) for _, s, d in outs[len(outs) - len(self.plan.extras):]], kernel.line)
+
+    @cached_property
+    def _forward_call(self) -> BlockCall:
+        """The forward with residuals writing the saved values that are not outputs into a block."""
+        m = len(self.residual_kernel.signature.outputs) - len(self.plan.extras)
+        offsets = self.layout.offsets.tolist()
+        first = len(self.residual_kernel.signature.inputs) + m
+        return BlockCall(self.residual_kernel, {first + j: off for j, off in enumerate(offsets)}, self.layout)
+
+    @cached_property
+    def _backward_call(self) -> tuple[BlockCall, list[int], list[bool]]:
+        """The backward reading the saved values that are not outputs from the forward's block; the
+        other residuals' positions in ``(*outputs, *inputs)``, and which of its arrays need no check
+        (the outputs its forward made)."""
+        sources = self.plan.sources
+        offsets = self.layout.offsets.tolist()
+        reads = {k: offsets[j] for k, (kind, j) in enumerate(sources) if kind == "extra"}
+        n = len(self.outputs)
+        picks = [j if kind == "output" else n + j for kind, j in sources if kind != "extra"]
+        known = [kind == "output" for kind, _ in sources if kind != "extra"]
+        known += [False] * sum(h is not None for h in self.heads)
+        return BlockCall(self.backward_kernel, reads), picks, known
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.forward_kernel(*arrays, out=out)
 
-    def forward(self, *arrays: Any) -> tuple[Any, tuple]:
+    def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
         """``(outputs, residuals)``: outputs as ``f(*arrays)`` returns them."""
-        outs, extras = self.forward_parts(*arrays)
-        residuals = Residuals(self.plan.residuals(arrays, outs, extras))
-        residuals.maker = self
-        return (outs[0] if self.single else tuple(outs)), residuals
+        outs, block = self._forward(arrays)
+        return (outs[0] if self.single else tuple(outs)), Residuals(self, arrays, outs, block)
+
+    def _forward(self, arrays: Sequence) -> tuple[list, np.ndarray | None]:
+        """New outputs, and the block of the saved values that are not outputs."""
+        outs, block = self._forward_call(arrays)
+        for k, j in sorted(self._copied.items()):
+            outs.insert(k, np.array(self.layout.view(block, j), copy=True))
+        return outs, block
 
     def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
         """The outputs and the extra saved values as two lists (``out=``: all of them, in place)."""
+        if out is None:
+            outs, block = self._forward(arrays)
+            return outs, self.layout.views(block) if block is not None else []
         n = len(self.outputs)
-        copied = self._copied if self.plan.extras else {}
+        copied = self._copied
         out_all = out
-        if out is not None and copied:
+        if copied:
             if not isinstance(out, (list, tuple)) or len(out) != n + len(self.plan.extras):
                 raise ValueError(f"forward_parts: out= must hold the {n} outputs and the "
                                  f"{len(self.plan.extras)} saved values")
@@ -218,43 +255,61 @@ class Function:
         m = n - len(copied)
         outs, extras = res[:m], res[m:]
         for k in sorted(copied):
-            src = extras[copied[k]]
-            if out is None:
-                outs.insert(k, np.array(as_array(src, "saved value"), copy=True))
-            else:
-                dst = out_all[k]
-                np.copyto(as_array(dst, "out"), as_array(src, "saved value"))
-                outs.insert(k, dst)
+            dst = out_all[k]
+            np.copyto(as_array(dst, "out"), as_array(extras[copied[k]], "saved value"))
+            outs.insert(k, dst)
         return outs, extras
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
         """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head per output."""
         if len(heads) != len(self.outputs):
             raise ValueError(f"backward takes one head per output ({len(self.outputs)}), got {len(heads)}")
-        if not isinstance(residuals, (tuple, list)) or len(residuals) != len(self.plan.sources):
+        if not isinstance(residuals, (tuple, list, Residuals)) or len(residuals) != len(self.plan.sources):
             raise ValueError(f"backward: residuals must be the {len(self.plan.sources)} values that "
                              f"forward returned")
         if not self.wrt:
             return ()
         given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
                  for ph, h in zip(self.heads, heads) if ph is not None]
-        arrays = (*residuals, *given)
-        ours = type(residuals) is Residuals and residuals.maker is self
-        res = self.backward_kernel.call(arrays, out=out, known=self._known if ours and self._known else ())
-        if ours and self._known is None:
-            # this function's kernels made the saved values: not checked again
-            self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
+        if out is None and type(residuals) is Residuals and residuals.maker is self:
+            call, picks, known = self._backward_call
+            pool = (*residuals.outs, *residuals.arrays)
+            res, _ = call([*map(pool.__getitem__, picks), *given], residuals.block, known)
+            return tuple(res)
+        res = self.backward_kernel.call((*residuals, *given), out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
-class Residuals(tuple):
-    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that knows the
-    function whose forward made it (``maker``), so they are not checked again."""
+class Residuals(Sequence):
+    """What ``forward`` returns for ``backward``: the saved values, a sequence of arrays.  Those the
+    forward computed besides its outputs live in one block (``block``: views of it are made on first
+    access, and keep it whole); the backward of the function that made them (``maker``) reads the
+    block itself and checks only the inputs among them.  A copy or a pickle is a plain tuple."""
 
-    maker: Function | None = None
+    def __init__(self, maker: Function, arrays: Sequence, outs: list, block: np.ndarray | None) -> None:
+        self.maker, self.arrays, self.outs, self.block = maker, arrays, outs, block
+        self._values: tuple | None = None
 
-    def __reduce__(self):  # a copy or a pickle is a plain tuple: the trust stays with this object
-        return tuple, (tuple(self),)
+    @property
+    def values(self) -> tuple:
+        """The residuals as a tuple of arrays, those in the block viewed."""
+        if self._values is None:
+            f = self.maker
+            extras = f.layout.views(self.block) if self.block is not None else []
+            self._values = f.plan.residuals(self.arrays, self.outs, extras)
+        return self._values
+
+    def __len__(self) -> int:
+        return len(self.maker.plan.sources)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.values[k]
+
+    def __iter__(self) -> Iterator:
+        return iter(self.values)
+
+    def __reduce__(self) -> tuple:
+        return tuple, (self.values,)
 
 
 def _scalar_head(h: Any, head: Tensor) -> Any:
