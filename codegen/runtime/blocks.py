@@ -27,11 +27,12 @@ class Layout:
         self.offsets = np.array(starts, np.uintp)
         self.nbytes = total
 
-    def new(self) -> np.ndarray:
-        """An uninitialized block: bytes whose first starts on an ``align``-byte boundary."""
+    def new(self) -> tuple[np.ndarray, int]:
+        """An uninitialized block (bytes whose first starts on an ``align``-byte boundary) and its address."""
         raw = np.empty(self.nbytes + self.align, np.uint8)
-        start = -data_address(raw) % self.align
-        return raw[start:start + self.nbytes]
+        address = data_address(raw)
+        skip = -address % self.align
+        return raw[skip:skip + self.nbytes], address + skip
 
     def view(self, block: np.ndarray, j: int) -> np.ndarray:
         """Array ``j`` of ``block``, sharing its memory."""
@@ -56,6 +57,7 @@ class BlockCall:
         self.in_specs = [spec for k, spec in enumerate(sig.inputs) if k not in placed]
         self.out_specs = [(s, d) for k, (_, s, d) in enumerate(sig.outputs, nin) if k not in placed]
         self.slots = [k for k in range(nin + len(sig.outputs)) if k not in placed]
+        self.unknown = [False] * len(self.in_specs)
         self.template = np.zeros(kernel.table_length, np.uintp)
         self.template[list(placed)] = list(placed.values())
 
@@ -68,15 +70,18 @@ class BlockCall:
                                       f"got {len(arrays)}")
         kernel = self.kernel
         check = kernel.check_input
-        known = known or [False] * len(arrays)
-        ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self.in_specs, known)]
+        ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self.in_specs, known or self.unknown)]
         if kernel.num_threads == 1:
             outs = [np.empty(s, d) for s, d in self.out_specs]
         else:
             outs = [empty_aligned(s, d, kernel.line) for s, d in self.out_specs]
-        if block is None and self.layout is not None:
-            block = self.layout.new()
-        table = self.template + (0 if block is None else data_address(block))
+        if block is not None:
+            table = self.template + data_address(block)
+        elif self.layout is not None:
+            block, start = self.layout.new()
+            table = self.template + start
+        else:
+            table = self.template.copy()
         for slot, a in zip(self.slots, ins + outs):
             table[slot] = data_address(a)
         kernel.run(table)

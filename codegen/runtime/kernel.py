@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -205,7 +204,7 @@ class Kernel:
     arrays allocated for several threads start on a cache line (:func:`empty_aligned_all`).
 
     The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
-    *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
+    *workspace*: a finished call's temporaries, kept for the next (a concurrent call
     makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
     ``release_workspace()`` now.  ``num_threads`` (settable): the threads of each parallel loop."""
 
@@ -234,24 +233,21 @@ class Kernel:
         self._out_offsets = output_offsets(self._out_specs, self._line)
         self.keep_workspace = True
         self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
-        self._workspace_lock = threading.Lock()
 
     def release_workspace(self) -> None:
         """Free the temporaries kept from earlier calls (the next call allocates them again)."""
-        with self._workspace_lock:
-            self._workspace.clear()
+        self._workspace.clear()
 
     def _take_workspace(self) -> Workspace:
-        with self._workspace_lock:
-            if self._workspace:
-                return self._workspace.pop()
-        return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
+        try:  # (one list operation: atomic, no lock)
+            return self._workspace.pop()
+        except IndexError:
+            return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
 
     def _return_workspace(self, work: Workspace) -> None:
-        if self.keep_workspace and work.temps:
-            with self._workspace_lock:
-                if not self._workspace:  # (one set: what a call at a time needs)
-                    self._workspace.append(work)
+        if self.keep_workspace and work.temps and not self._workspace:
+            self._workspace.append(work)
+            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
 
     @property
     def lowered(self):
@@ -305,16 +301,18 @@ class Kernel:
         temporaries and a checked kernel's record, which this fills.  The caller keeps the arrays alive."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        work = self._take_workspace()
-        first = len(self._inputs) + len(self._outputs)
-        table[first:first + len(self._temps)] = work.addresses(self._line)
+        work = self._take_workspace() if self._temps else None
+        if work is not None:
+            first = len(self._inputs) + len(self._outputs)
+            table[first:first + len(self._temps)] = work.addresses(self._line)
         checks = self._compiled.checks
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
             table[-1] = data_address(record)
-        self._compiled.main(data_address(table), self.num_threads)
-        self._return_workspace(work)
+        self._compiled.main(data_address(table), self._num_threads)
+        if work is not None:
+            self._return_workspace(work)
         if record is not None:
             checks.raise_for(record)
 
