@@ -47,7 +47,7 @@ class BlockCall:
     """``kernel`` called with the arguments at the positions of ``placed`` (inputs, then outputs) in one
     block, each at its offset there: a block given to the call, or a new one of ``layout``.  Every other
     argument is an array, the inputs checked as :meth:`Kernel.check_input` does unless ``known``.  The
-    address table is one NumPy addition, whatever the number of arrays in the block."""
+    address table is one NumPy addition, whatever the number of arrays in the block (:meth:`Kernel.run`)."""
 
     def __init__(self, kernel: Kernel, placed: Mapping[int, int], layout: Layout | None = None) -> None:
         sig = kernel.signature
@@ -58,7 +58,7 @@ class BlockCall:
         self.out_specs = [(s, d) for k, (_, s, d) in enumerate(sig.outputs, nin) if k not in placed]
         self.slots = [k for k in range(nin + len(sig.outputs)) if k not in placed]
         self.unknown = [False] * len(self.in_specs)
-        self.template = np.zeros(kernel.table_length, np.uintp)
+        self.template = np.zeros(nin + len(sig.outputs), np.uintp)
         self.template[list(placed)] = list(placed.values())
 
     def __call__(self, arrays: Sequence, block: np.ndarray | None = None,
@@ -76,13 +76,10 @@ class BlockCall:
         else:
             outs = [empty_aligned(s, d, kernel.line) for s, d in self.out_specs]
         if block is not None:
-            table = self.template + data_address(block)
+            base = data_address(block)
         elif self.layout is not None:
-            block, start = self.layout.new()
-            table = self.template + start
+            block, base = self.layout.new()
         else:
-            table = self.template.copy()
-        for slot, a in zip(self.slots, ins + outs):
-            table[slot] = data_address(a)
-        kernel.run(table)
+            base = 0
+        kernel.run(self.template, base, self.slots, ins + outs)
         return outs, block

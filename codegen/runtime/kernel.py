@@ -146,20 +146,22 @@ def _bfloat16_view(a: Any) -> np.ndarray | None:
 
 
 class Workspace:
-    """The temporaries of one call at a time, and their addresses moved up to a cache line: the
-    part of an address table that :meth:`Kernel.run` copies (made on its first use)."""
+    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made on
+    its first use): room for the inputs and outputs, then the temporaries' addresses moved up to a
+    cache line, then room for a checked kernel's record."""
 
-    __slots__ = ("temps", "table")
+    __slots__ = ("temps", "table", "args", "address")
 
     def __init__(self, temps: list[np.ndarray]) -> None:
         self.temps = temps
         self.table: np.ndarray | None = None
 
-    def addresses(self, line: int) -> np.ndarray:
-        if self.table is None:
-            starts = np.array([data_address(t) for t in self.temps], np.uintp)
-            self.table = starts + (line - starts % line) % line
-        return self.table
+    def make_table(self, n_args: int, line: int, record: bool) -> None:
+        starts = np.array([data_address(t) for t in self.temps], np.uintp)
+        self.table = np.empty(n_args + len(self.temps) + record, np.uintp)
+        self.table[n_args:n_args + len(self.temps)] = starts + (line - starts % line) % line
+        self.args = self.table[:n_args]
+        self.address = data_address(self.table)
 
 
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
@@ -245,7 +247,7 @@ class Kernel:
             return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
 
     def _return_workspace(self, work: Workspace) -> None:
-        if self.keep_workspace and work.temps and not self._workspace:
+        if self.keep_workspace and not self._workspace:
             self._workspace.append(work)
             del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
 
@@ -289,30 +291,32 @@ class Kernel:
         """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
         return self._line
 
-    @property
-    def table_length(self) -> int:
-        """The entries of the address table :meth:`run` takes."""
-        return self._nargs + (self._compiled.checks is not None)
-
-    def run(self, table: np.ndarray) -> None:
-        """The code run on an address table (``uintp``, :attr:`table_length` entries): the data
-        addresses of the inputs, then of the outputs -- C-contiguous, aligned arrays of the
-        signature's shapes and dtypes, unchecked, outputs overlapping nothing -- then room for the
-        temporaries and a checked kernel's record, which this fills.  The caller keeps the arrays alive."""
+    def run(self, template: np.ndarray, base: int, slots: Sequence[int], arrays: Sequence[np.ndarray],
+            ) -> None:
+        """The code run on an address table: ``template + base`` for the inputs, then the outputs
+        (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
+        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked,
+        outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a checked
+        kernel's record)."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        work = self._take_workspace() if self._temps else None
-        if work is not None:
-            first = len(self._inputs) + len(self._outputs)
-            table[first:first + len(self._temps)] = work.addresses(self._line)
+        try:  # (one list operation: atomic, no lock)
+            work = self._workspace.pop()
+        except IndexError:
+            work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
         checks = self._compiled.checks
+        if work.table is None:
+            work.make_table(len(template), self._line, checks is not None)
+        np.add(template, base, out=work.args)
+        table = work.table
+        for slot, a in zip(slots, arrays):
+            table[slot] = data_address(a)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
             table[-1] = data_address(record)
-        self._compiled.main(data_address(table), self._num_threads)
-        if work is not None:
-            self._return_workspace(work)
+        self._compiled.main(work.address, self._num_threads)
+        self._return_workspace(work)
         if record is not None:
             checks.raise_for(record)
 
