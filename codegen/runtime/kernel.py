@@ -233,6 +233,7 @@ class Kernel:
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
         self._out_offsets = output_offsets(self._out_specs, self._line)
+        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)  # (for :meth:`run`)
         self.keep_workspace = True
         self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
 
@@ -350,9 +351,8 @@ class Kernel:
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.call(arrays, out=out)
 
-    def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
-        """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
-        allocated for an output of input ``k``'s exact shape and dtype, passed without the input check."""
+    def call(self, arrays: Sequence, out: Any = None) -> Any:
+        """``kernel(*arrays, out=out)``."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):
@@ -360,30 +360,21 @@ class Kernel:
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
         check = self.check_input
-        if known:
-            ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self._inputs, known, strict=True)]
-        else:
-            ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
+        ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        work = self._take_workspace()
-        temps = list(work.temps)
-        checks = self._compiled.checks
-        if checks is not None:  # one violation record per call (calls may run concurrently)
-            temps.append(checks.new_record(self._max_ndim))
         call = self._compiled.call
-        if call is not None:  # the arrays themselves: the kernel reads their data pointers
+        if call is None:  # through the address table
+            self.run(self._no_block, 0, range(len(self._no_block)), ins + outs)
+        else:  # the arrays themselves: the kernel reads their data pointers
+            work = self._take_workspace()
+            temps = list(work.temps)
+            checks = self._compiled.checks
+            if checks is not None:  # one violation record per call (calls may run concurrently)
+                temps.append(checks.new_record(self._max_ndim))
             call(*ins, *outs, *temps, self.num_threads)
-        else:
-            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
-            for k, a in enumerate(ins + outs + temps):
-                addrs[k] = a.ctypes.data
-            first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
-            for k in range(first, first + len(self._temps)):
-                addrs[k] += -int(addrs[k]) % self._line
-            self._compiled.main(addrs.ctypes.data, self.num_threads)
-        self._return_workspace(work)
-        if checks is not None:
-            checks.raise_for(temps[-1])
+            self._return_workspace(work)
+            if checks is not None:
+                checks.raise_for(temps[-1])
         res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 

@@ -207,3 +207,23 @@ def test_residuals_received_in_a_block_off_its_boundary_are_moved():
     np.testing.assert_array_equal(f.backward(moved, 1.0)[0], want)
     with pytest.raises(ValueError, match="block must be"):
         Residuals.received(f, residuals.arrays, raw[1:])
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_gather_through_the_address_table_is_checked_and_differentiated(checked):
+    """A forward and backward called through address tables (a checked kernel's violation record
+    among them) give NumPy's values and gradient, and an index out of range raises."""
+    E = ta.placeholder((5, 3), name="E")
+    Idx = ta.placeholder((4,), "int64", name="I")
+    Y = ta.compute((4, 3), lambda i, j: ta.tanh(E[Idx[i], j]), name="Y")
+    f = ta.function(ta.topi.sum(Y), [E, Idx], checked=checked)
+    e = np.random.default_rng(2).random((5, 3), np.float32)
+    idx = np.array([0, 4, 4, 2])
+    y, residuals = f.forward(e, idx)
+    (ge,) = f.backward(residuals, 1.0)
+    want = np.zeros((5, 3))
+    np.add.at(want, idx, 1 - np.tanh(e[idx].astype(np.float64)) ** 2)
+    np.testing.assert_allclose(y, np.tanh(e[idx].astype(np.float64)).sum(), rtol=1e-5)
+    np.testing.assert_allclose(ge, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(IndexError, match="out of range"):
+        f.forward(e, np.array([0, 1, 5, 2]))
