@@ -53,7 +53,7 @@ def _entry(kernel, arrays: list) -> tuple:
     outs = kernel.call(arrays)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     temps = [np.empty(n, np.uint8) for n in kernel._temp_bytes]  # (as the kernel's workspace)
-    return kernel._compiled.call, (*arrays, *outs, *temps, kernel.num_threads)
+    return kernel.compiled.call, (*arrays, *outs, *temps, kernel.num_threads)
 
 
 def measure(depth: int, threads: int, rounds: int = 15, calls: int = 200) -> dict:

@@ -112,7 +112,7 @@ def recompiled(kernel, pipe: str, compiles: int):
     from tensorad.codegen.runtime.linking import link
     from tensorad.codegen.runtime.pickling import kernel_from_specs, kernel_state
 
-    c = kernel._compiled
+    c = kernel.compiled
     text = c.llvm_ir_unoptimized
     level, options = PIPES[pipe]
     spent, obj, ir = [], b"", ""

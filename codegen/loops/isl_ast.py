@@ -8,7 +8,6 @@ appear only compared with zero, where floor modulo answers the same."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import islpy as isl
@@ -17,6 +16,7 @@ from tensorad.ir.expr import Expr, Op, binary, choice, compare, const, logical, 
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import substituter, walk
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import budget_context, budgeted
 
 from ..program import If, Loop, map_stmt
 from .ast_check import Instance, guarded_hulls, has_divs, scans_exactly
@@ -297,33 +297,17 @@ class _AstBudgetSpent(Exception):
     """isl's AST builder spent :data:`AST_OPERATIONS` on a map (kept in the scan memo)."""
 
 
-class _BudgetContexts(threading.local):
-    """Each thread's isl context for budgeted ASTs (:func:`_ast`), made on first use, kept for the thread."""
-
-    ctx: isl.Context | None = None
-
-
-_BUDGETED = _BudgetContexts()
-
-
-def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode:
-    """isl's AST of ``umap``; with a ``budget``, built in this thread's budget context
-    (:class:`_BudgetContexts`), which isl stops after that many operations (``isl.Error``) until done."""
+def _ast(umap: isl.UnionMap, budget: int | None) -> isl.AstNode | None:
+    """isl's AST of ``umap``; with a ``budget``, built on a copy in this thread's
+    :func:`~tensorad.poly.domain.budget_context`, ``None`` where isl stops it after that many operations."""
     def scan(ctx: isl.Context, umap: isl.UnionMap) -> isl.AstNode:
         build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(ctx, 0)))
         return build.node_from_schedule_map(umap)
 
     if budget is None:
         return scan(umap.get_ctx(), umap)
-    ctx = _BUDGETED.ctx
-    if ctx is None:
-        ctx = _BUDGETED.ctx = isl.Context()
-    ctx.reset_operations()
-    ctx.set_max_operations(budget)
-    try:
-        return scan(ctx, isl.UnionMap.read_from_str(ctx, umap.to_str()))
-    finally:  # (a read past the budget gives a NULL value, no error)
-        ctx.set_max_operations(0)
+    ctx = budget_context()
+    return budgeted(ctx, lambda: scan(ctx, isl.UnionMap.read_from_str(ctx, umap.to_str())), budget)
 
 
 def _divisions(umap: isl.UnionMap) -> int:
@@ -349,15 +333,8 @@ def _scan(stmts: Sequence[PolyStmt], scans: dict | None = None,
             found = (None, None)
         else:
             ndim = max(len(s.schedule) for s in inner)
-            if budget is not None and _divisions(umap) > AST_DIVISIONS:
-                found = (_AstBudgetSpent, None)
-            else:
-                try:
-                    found = (_ast(umap, budget), _time_ranges(umap, ndim))
-                except isl.Error:
-                    if budget is None:
-                        raise
-                    found = (_AstBudgetSpent, None)
+            node = None if budget is not None and _divisions(umap) > AST_DIVISIONS else _ast(umap, budget)
+            found = (_AstBudgetSpent, None) if node is None else (node, _time_ranges(umap, ndim))
         if scans is not None:
             scans[key] = found
     node, ranges = found

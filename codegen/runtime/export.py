@@ -131,7 +131,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     path = Path(path)
     if path.suffix != ".so":
         raise ValueError(f"export: the library's name must end in .so, got {str(path)!r}")
-    c = kernel._compiled
+    c = kernel.compiled
     if c.meta is None:
         raise TypeError("export: this kernel has no object code of its own (was it loaded?); "
                         "export the kernel ta.build returned")
@@ -150,7 +150,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
             files.append(Path(tmp, f"part{k}.o"))
             files[-1].write_bytes(obj)
         wrapper = Path(tmp, "wrapper.c")
-        wrapper.write_text(_wrapper(fn, c.meta["main"], specs, kernel._line))
+        wrapper.write_text(_wrapper(fn, c.meta["main"], specs, target.line))
         out = Path(tmp, "lib.so")
         cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(wrapper), *map(str, files), "-lm"]
         if c.uses_gomp:
@@ -171,7 +171,6 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
             "uses_gomp": c.uses_gomp, "opt_level": c.opt_level}
     _replace(path.with_suffix(".json"), json.dumps(meta, indent=1).encode(), 0o666)
     return str(path)
-
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:

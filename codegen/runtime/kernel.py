@@ -187,6 +187,11 @@ class Signature:
         return cls(specs(in_names, stored["inputs"]), specs(out_names, stored["outputs"]),
                    tuple((tuple(s), numpy_dtype(d)) for s, d in stored["temps"]), stored["work"])
 
+    @property
+    def max_ndim(self) -> int:
+        """The most dimensions of any argument or temporary."""
+        return max((len(s[-2]) for s in [*self.inputs, *self.outputs, *self.temps]), default=0)
+
     @classmethod
     def of_program(cls, lowered) -> Signature:
         prog = lowered.program
@@ -227,7 +232,7 @@ class Kernel:
         self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
         self._work = sig.work
         self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
-        self._max_ndim = max((len(s[-2]) for s in [*self._inputs, *self._outputs, *self._temps]), default=0)
+        self._max_ndim = sig.max_ndim
         # a temporary is a byte array one cache line longer than its buffer, which starts on a line in it
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
@@ -269,6 +274,11 @@ class Kernel:
                                     note=f" (at most {MAX_THREADS} threads)")
         if self._compiled.uses_gomp:
             ensure_workers(self._num_threads)
+
+    @property
+    def compiled(self) -> Compiled:
+        """The compiled code this kernel runs: object code, IR, entry points, run-time checks."""
+        return self._compiled
 
     @property
     def llvm_ir(self) -> str:

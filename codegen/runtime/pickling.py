@@ -22,17 +22,17 @@ FORMAT = 1  # of a pickled kernel's state
 
 def specs_of(kernel: Any) -> dict[str, Any]:
     """A kernel's arguments and temporaries (names, shapes, dtypes) and its run-time checks."""
-    checks = kernel._compiled.checks  # run-time checks (checked=True, gathers): one more argument
-    return {"inputs": [[n, list(s), str(d)] for n, s, d in kernel._inputs],
-            "outputs": [[n, list(s), str(d)] for n, s, d in kernel._outputs],
-            "temps": [[list(s), str(d)] for s, d in kernel._temps],
+    sig, checks = kernel.signature, kernel.compiled.checks  # (checked=True, gathers: one more argument)
+    return {"inputs": [[n, list(s), str(d)] for n, s, d in sig.inputs],
+            "outputs": [[n, list(s), str(d)] for n, s, d in sig.outputs],
+            "temps": [[list(s), str(d)] for s, d in sig.temps],
             "checks": checks.to_json() if checks is not None else None,
-            "record": len(checks.new_record(kernel._max_ndim)) if checks is not None else 0}
+            "record": len(checks.new_record(sig.max_ndim)) if checks is not None else 0}
 
 
 def kernel_state(kernel: Any) -> dict[str, Any]:
     """Everything a pickled kernel needs: argument specs, object code, IR, entry names."""
-    c = kernel._compiled
+    c = kernel.compiled
     if c.meta is None or c.obj is None:
         raise TypeError("this kernel cannot be pickled: it was not built by ta.build in this process")
     return {"format": FORMAT, **specs_of(kernel), "num_threads": kernel.num_threads,

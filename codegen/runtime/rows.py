@@ -2,8 +2,9 @@
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
 arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
-(a sum over the rows takes a padded row in as zeros; where the block leaves a sum infinite or NaN, which
-``inf * 0`` may cause, the rows run again unpadded).  The driver is compiled once per process."""
+(a sum over the rows takes a padded row in as zeros; a padded row's term is exactly zero unless the real row
+it copies has an infinite or NaN term, which makes the true sum infinite or NaN and the padded one NaN
+(``inf * 0``): where the block leaves a NaN in a sum, the rows run again unpadded).  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -261,7 +262,7 @@ class RowsKernel:
     def _cost(self, covered: int, padded: int | None) -> int:
         """The work of the driver's blocks on ``covered`` rows, then a padded block of part ``padded``, each
         block's reread bytes counted (:data:`WORK_PER_BYTE`), the padded block's copies and the reading
-        of its sums (their check for an infinity) too."""
+        of its sums (their check for a NaN) too."""
         blocks = [(c, k.work + self.reread) for c, (_, k) in zip(self._counts(covered), self.parts)]
         pad = 0 if padded is None else self.parts[padded][1].work + self.reread + self.check + PADDED_WORK
         return sum(c * w for c, w in blocks) + pad
@@ -410,8 +411,8 @@ class RowsKernel:
         if padded is not None:
             given_outs = list(outs)
             self._padded(pads, padded, covered, n, ins, outs, out is None)
-            if not all(np.isfinite(outs[j - len(ins)]).all() for j, _, _ in self.sums):
-                # (a padded row's copy of an infinite or NaN input times its zero is a NaN: unpadded again)
+            if any(np.isnan(np.maximum.reduce(outs[j - len(ins)], axis=None)) for j, _, _ in self.sums):
+                # (one read, no temporary: a maximum is NaN where any element is)
                 outs[:] = given_outs
                 given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
                 frame[2] = n

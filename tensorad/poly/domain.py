@@ -5,10 +5,11 @@ terms: ``solve(v)`` (is ``v`` a quasi-affine function of the others on the set?)
 ``constraints_on(v)`` (what the set says of ``v`` once the others are fixed), ``const_range(v)``,
 ``lower_bounds(v, over)`` (what deskewing a reduction variable needs), ``gist(context)`` and
 ``to_cond()``.  Results are converted to IR by :mod:`.to_expr`.  Queries that isl may take minutes over
-run :func:`budgeted`, within a count of isl's operations."""
+run :func:`budgeted`, within a count of isl's operations, those on a copy in :func:`budget_context`."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
@@ -31,6 +32,40 @@ _PARAM = isl.dim_type.param
 # ``COUNT_OPERATIONS`` of isl's operations; ``None``: too costly to know (:func:`count_bound` estimates).
 COUNT_DIVISIONS = 2
 COUNT_OPERATIONS = 100_000
+# isl's lexicographic minimum or gist of a set with several modulos can run for minutes: each gets
+# ``QUERY_OPERATIONS`` of isl's operations, past which a deskew is not tried, a gist not made
+QUERY_OPERATIONS = 100_000
+T = TypeVar("T")
+
+
+def budgeted(ctx: isl.Context, query: Callable[[], T], operations: int = QUERY_OPERATIONS) -> T | None:
+    """``query()``, or ``None`` where isl stops it past ``operations`` of its operations in ``ctx``."""
+    ctx.reset_operations()
+    ctx.set_max_operations(operations)
+    try:
+        return query()
+    except isl.Error:
+        return None
+    finally:
+        ctx.set_max_operations(0)
+
+
+class _BudgetContexts(threading.local):
+    """Each thread's isl context for queries on a copy (:func:`budget_context`), made on first use."""
+
+    ctx: isl.Context | None = None
+
+
+_BUDGETED = _BudgetContexts()
+
+
+def budget_context() -> isl.Context:
+    """This thread's isl context for budgeted queries on objects read into it: a stop there reaches no
+    other thread's isl calls, and it is kept for the thread (islpy never frees a context in which an isl
+    function consumed an object)."""
+    if _BUDGETED.ctx is None:
+        _BUDGETED.ctx = isl.Context()
+    return _BUDGETED.ctx
 
 
 def bounded_count(s: isl.Set) -> int | None:
@@ -40,31 +75,10 @@ def bounded_count(s: isl.Set) -> int | None:
         return int(s.count_val().to_python())
     if divisions > COUNT_DIVISIONS:
         return None
-    ctx = isl.Context()
-    ctx.set_max_operations(COUNT_OPERATIONS)
-    try:  # (a count stopped by the budget is a null value: no text)
-        text = isl.Set.read_from_str(ctx, s.to_str()).count_val().to_str()
-    except isl.Error:
-        return None
+    ctx = budget_context()  # (a count stopped by the budget is a null value: no text)
+    text = budgeted(ctx, lambda: isl.Set.read_from_str(ctx, s.to_str()).count_val().to_str(),
+                    COUNT_OPERATIONS)
     return None if text is None else int(text)
-
-
-# isl's lexicographic minimum or gist of a set with several modulos can run for minutes: each gets
-# ``QUERY_OPERATIONS`` of isl's operations, past which a deskew is not tried, a gist not made
-QUERY_OPERATIONS = 100_000
-T = TypeVar("T")
-
-
-def budgeted(ctx: isl.Context, query: Callable[[], T]) -> T | None:
-    """``query()``, or ``None`` where isl stops it past :data:`QUERY_OPERATIONS` of its operations."""
-    ctx.reset_operations()
-    ctx.set_max_operations(QUERY_OPERATIONS)
-    try:
-        return query()
-    except isl.Error:
-        return None
-    finally:
-        ctx.set_max_operations(0)
 
 
 def count_bound(s: isl.Set) -> int:

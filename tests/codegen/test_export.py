@@ -111,12 +111,16 @@ def test_a_c_program_calls_the_exported_kernel(tmp_path):
 def test_the_c_wrapper_places_temporaries_on_the_targets_cache_line(tmp_path, monkeypatch, line):
     # (the kernel's temporaries start on its target's cache line, as Kernel places them; the
     # wrapper hard-coded 64 bytes)
+    import dataclasses
+
     from tensorad.codegen.runtime import export
+    from tensorad.codegen.target import host_target
 
     outs, feed = _mlp_backward()
     kernel = ta.build(outs, list(feed))
     assert kernel._temps  # (temporaries to place)
-    kernel._line = line
+    target = kernel.compiled.target or host_target()
+    monkeypatch.setattr(kernel.compiled, "target", dataclasses.replace(target, line=line))
     written = []
     real = export._wrapper
     monkeypatch.setattr(export, "_wrapper", lambda *a: written.append(real(*a)) or written[-1])
