@@ -227,3 +227,32 @@ def test_a_gather_through_the_address_table_is_checked_and_differentiated(checke
     np.testing.assert_allclose(ge, want, rtol=1e-5, atol=1e-6)
     with pytest.raises(IndexError, match="out of range"):
         f.forward(e, np.array([0, 1, 5, 2]))
+
+
+def test_concurrent_calls_each_get_an_address_table():
+    """Threads calling one function at once each take a workspace of their own (its temporaries and
+    its address table), so every call's outputs and gradient are its inputs' own."""
+    import threading
+
+    f, _, w = _chain(5)
+    w = w * 6  # (unit gain: no denormals)
+    rng = np.random.default_rng(4)
+    xs = [rng.random((4, 8), np.float32) for _ in range(4)]
+    want = [_chain_grad(5, x, w) for x in xs]
+    f.backward(f.forward(xs[0], w)[1], 1.0)
+    bad = []
+
+    def work(k: int) -> None:
+        for _ in range(50):
+            y, residuals = f.forward(xs[k], w)
+            (g,) = f.backward(residuals, 1.0)
+            loss, gw = want[k]
+            if not (np.allclose(y, loss, rtol=1e-5) and np.allclose(g, gw, rtol=1e-4, atol=1e-5)):
+                bad.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
