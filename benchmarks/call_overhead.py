@@ -3,8 +3,8 @@
 
 The program is a chain of ``depth`` layers ``h = tanh(dense(h, W))`` over a 4 x 8 batch, with
 ``wrt=[W]``: the forward saves one activation per layer, so the backward reads ``depth`` saved
-values (the case where a per-array cost shows).  ``kernels`` times the two compiled entry points
-alone, called on arrays allocated once; ``call`` times ``f.forward`` then ``f.backward``;
+values (the case where a per-array cost shows).  ``kernels`` times the two kernels' code alone,
+each called on an address table of arrays allocated once; ``call`` times ``f.forward`` then ``f.backward``;
 ``torch`` (where PyTorch is installed) times the same program through ``ta.torch.function``:
 ``loss(x, w).backward()``.  They are interleaved, and the medians of the rounds are printed
 with their differences from ``kernels``, the overheads.  Timing lives here, never in the tests.
@@ -13,6 +13,7 @@ with their differences from ``kernels``, the overheads.  Timing lives here, neve
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -48,12 +49,21 @@ def _torch_call(ta, depth: int, threads: int, x: np.ndarray, w: np.ndarray) -> C
     return step
 
 
-def _entry(kernel, arrays: list) -> tuple:
-    """The kernel's compiled entry and its arguments: arrays, outputs, temporaries, threads."""
+def _entry(kernel, arrays: list) -> Callable[[], None]:
+    """A call of the kernel's code alone: ``P_main`` on an address table built once, of the arrays,
+    the outputs and the temporaries (each moved up to a cache line, as a call moves them)."""
     outs = kernel.call(arrays)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
-    temps = [np.empty(n, np.uint8) for n in kernel._temp_bytes]  # (as the kernel's workspace)
-    return kernel.compiled.call, (*arrays, *outs, *temps, kernel.num_threads)
+    line = kernel.line
+    temps = [np.empty(d.itemsize * math.prod(s) + line, np.uint8) for s, d in kernel.signature.temps]
+    starts = [a.ctypes.data for a in (*arrays, *outs)]
+    starts += [t.ctypes.data + -t.ctypes.data % line for t in temps]
+    table = np.array(starts, np.uintp)
+    main, address, threads = kernel.compiled.main, table.ctypes.data, kernel.num_threads
+
+    def run(_alive: tuple = (arrays, outs, temps, table)) -> None:  # (the arrays live as long as it)
+        main(address, threads)
+    return run
 
 
 def measure(depth: int, threads: int, rounds: int = 15, calls: int = 200) -> dict:
@@ -68,12 +78,12 @@ def measure(depth: int, threads: int, rounds: int = 15, calls: int = 200) -> dic
     f.backward_kernel.num_threads = threads
     _, residuals = f.forward(x, w)
     f.backward(residuals, 1.0)
-    fwd, fwd_args = _entry(f.residual_kernel, [x, w])
-    bwd, bwd_args = _entry(f.backward_kernel, [*residuals, np.array(1.0, np.float32)])
+    fwd = _entry(f.residual_kernel, [x, w])
+    bwd = _entry(f.backward_kernel, [*residuals, np.array(1.0, np.float32)])
 
     def kernels() -> None:
-        fwd(*fwd_args)
-        bwd(*bwd_args)
+        fwd()
+        bwd()
 
     def call() -> None:
         _, res = f.forward(x, w)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +145,25 @@ def _bfloat16_view(a: Any) -> np.ndarray | None:
     return arr if arr.dtype == numpy_dtype("bfloat16") else None
 
 
+class Workspace:
+    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made on
+    its first use): room for the inputs and outputs, then the temporaries' addresses moved up to a
+    cache line, then room for a checked kernel's record."""
+
+    __slots__ = ("temps", "table", "args", "address")
+
+    def __init__(self, temps: list[np.ndarray]) -> None:
+        self.temps = temps
+        self.table: np.ndarray | None = None
+
+    def make_table(self, n_args: int, line: int, record: bool) -> None:
+        starts = np.array([data_address(t) for t in self.temps], np.uintp)
+        self.table = np.empty(n_args + len(self.temps) + record, np.uintp)
+        self.table[n_args:n_args + len(self.temps)] = starts + (line - starts % line) % line
+        self.args = self.table[:n_args]
+        self.address = data_address(self.table)
+
+
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
     return b.name, tuple(b.shape), numpy_dtype(b.dtype)  # bfloat16: ml_dtypes.bfloat16
 
@@ -193,7 +211,7 @@ class Kernel:
     arrays allocated for several threads start on a cache line (:func:`empty_aligned_all`).
 
     The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
-    *workspace*: a finished call's temporaries, kept for the next (taken under a lock; a concurrent call
+    *workspace*: a finished call's temporaries, kept for the next (a concurrent call
     makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
     ``release_workspace()`` now.  ``num_threads`` (settable): the threads of each parallel loop."""
 
@@ -220,26 +238,24 @@ class Kernel:
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
         self._out_offsets = output_offsets(self._out_specs, self._line)
+        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)  # (for :meth:`run`)
         self.keep_workspace = True
-        self._workspace: list[list[np.ndarray]] = []  # temporaries of finished calls, for the next
-        self._workspace_lock = threading.Lock()
+        self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
 
     def release_workspace(self) -> None:
         """Free the temporaries kept from earlier calls (the next call allocates them again)."""
-        with self._workspace_lock:
-            self._workspace.clear()
+        self._workspace.clear()
 
-    def _take_workspace(self) -> list[np.ndarray]:
-        with self._workspace_lock:
-            if self._workspace:
-                return self._workspace.pop()
-        return [np.empty(n, np.uint8) for n in self._temp_bytes]
+    def _take_workspace(self) -> Workspace:
+        try:  # (one list operation: atomic, no lock)
+            return self._workspace.pop()
+        except IndexError:
+            return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
 
-    def _return_workspace(self, temps: list[np.ndarray]) -> None:
-        if self.keep_workspace and temps:
-            with self._workspace_lock:
-                if not self._workspace:  # (one set: what a call at a time needs)
-                    self._workspace.append(temps)
+    def _return_workspace(self, work: Workspace) -> None:
+        if self.keep_workspace and not self._workspace:
+            self._workspace.append(work)
+            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
 
     @property
     def lowered(self):
@@ -281,6 +297,40 @@ class Kernel:
     def work(self) -> int:
         return self._work
 
+    @property
+    def line(self) -> int:
+        """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
+        return self._line
+
+    def run(self, template: np.ndarray, base: int, slots: Sequence[int], arrays: Sequence[np.ndarray],
+            ) -> None:
+        """The code run on an address table: ``template + base`` for the inputs, then the outputs
+        (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
+        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked,
+        outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a checked
+        kernel's record)."""
+        if self._refuse is not None:
+            raise RuntimeError(self._refuse)
+        try:  # (one list operation: atomic, no lock)
+            work = self._workspace.pop()
+        except IndexError:
+            work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
+        checks = self._compiled.checks
+        if work.table is None:
+            work.make_table(len(template), self._line, checks is not None)
+        np.add(template, base, out=work.args)
+        table = work.table
+        for slot, a in zip(slots, arrays):
+            table[slot] = data_address(a)
+        record = None
+        if checks is not None:
+            record = checks.new_record(self._max_ndim)
+            table[-1] = data_address(record)
+        self._compiled.main(work.address, self._num_threads)
+        self._return_workspace(work)
+        if record is not None:
+            checks.raise_for(record)
+
     def entry(self) -> int:
         """The address of the code's ``P_main(ptr args, i32 nthreads)``, for a driver that calls it on
         pointers of its own (:mod:`.rows`); refuses as a call does."""
@@ -311,9 +361,8 @@ class Kernel:
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.call(arrays, out=out)
 
-    def call(self, arrays: Sequence, out: Any = None, known: Sequence[bool] = ()) -> Any:
-        """``kernel(*arrays, out=out)``; ``known[k]`` true says ``arrays[k]`` is an array a kernel
-        allocated for an output of input ``k``'s exact shape and dtype, passed without the input check."""
+    def call(self, arrays: Sequence, out: Any = None) -> Any:
+        """``kernel(*arrays, out=out)``."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):
@@ -321,30 +370,21 @@ class Kernel:
             raise KernelArgumentError(f"kernel takes {len(self._inputs)} input arrays ({names}), "
                                       f"got {len(arrays)}")
         check = self.check_input
-        if known:
-            ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self._inputs, known, strict=True)]
-        else:
-            ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
+        ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        work = self._take_workspace()
-        temps = list(work)
-        checks = self._compiled.checks
-        if checks is not None:  # one violation record per call (calls may run concurrently)
-            temps.append(checks.new_record(self._max_ndim))
         call = self._compiled.call
-        if call is not None:  # the arrays themselves: the kernel reads their data pointers
+        if call is None:  # through the address table
+            self.run(self._no_block, 0, range(len(self._no_block)), ins + outs)
+        else:  # the arrays themselves: the kernel reads their data pointers
+            work = self._take_workspace()
+            temps = list(work.temps)
+            checks = self._compiled.checks
+            if checks is not None:  # one violation record per call (calls may run concurrently)
+                temps.append(checks.new_record(self._max_ndim))
             call(*ins, *outs, *temps, self.num_threads)
-        else:
-            addrs = np.empty(len(ins) + len(outs) + len(temps), np.uintp)
-            for k, a in enumerate(ins + outs + temps):
-                addrs[k] = a.ctypes.data
-            first = len(ins) + len(outs)  # temporaries start on a line, as P_call moves them
-            for k in range(first, first + len(self._temps)):
-                addrs[k] += -int(addrs[k]) % self._line
-            self._compiled.main(addrs.ctypes.data, self.num_threads)
-        self._return_workspace(work)
-        if checks is not None:
-            checks.raise_for(temps[-1])
+            self._return_workspace(work)
+            if checks is not None:
+                checks.raise_for(temps[-1])
         res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 

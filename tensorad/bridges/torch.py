@@ -8,7 +8,8 @@
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
 Two operators are registered with ``torch.library.custom_op`` for every function:
-``tensorad::forward(key, args)`` (the outputs and the saved values that are not outputs) and
+``tensorad::forward(key, args)`` (the outputs, then one tensor of bytes holding the saved values that are
+not outputs: one allocation and one tensor per call, whatever their number) and
 ``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake implementation, so
 ``torch.compile(fullgraph=True)`` traces through them, and the forward with ``register_autograd``, so
 eager autograd, ``torch.func.grad`` and AOTAutograd use :class:`tensorad.training.function.Function`'s
@@ -31,16 +32,18 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import torch
 
-from ..ir.dtype import ALL_DTYPES
+from ..ir.dtype import ALL_DTYPES, numpy_dtype
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..symbolic import per_size
-from ..training.function import Function
+from ..training.function import Function, Residuals
 from ..training.residuals import Policy
 from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
 
+BFLOAT16 = numpy_dtype("bfloat16")
 _SERIAL = itertools.count()  # names in messages only: tensorad::fn0, fn1, ... (never changes a result)
 _KEYS = itertools.count()  # operator pairs' keys, never reused (a compiled graph holds one)
 # the live operator pairs by key, held weakly: a pair lives as long as its function or a graph using it
@@ -143,21 +146,30 @@ class _Operator:
     # ---- what the generic operators run ------------------------------------------------------
     @cached_property
     def forward_specs(self) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        """The outputs, then the block of the saved values that are not outputs (bytes), if any."""
         fn = self.function
-        return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs + list(fn.plan.extras)]
+        block = [((fn.layout.nbytes,), torch.uint8)] if fn.plan.extras else []
+        return [(tuple(t.shape), torch_dtype(t.dtype)) for t in fn.outputs] + block
+
+    @cached_property
+    def residual_arrays(self) -> int:
+        """How many residuals the backward operator takes as tensors of their own (the others are in
+        the block)."""
+        return sum(kind != "extra" for kind, _ in self.function.plan.sources)
 
     def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        arrays = [_array(a) for a in args]
-        parts = self.function.forward_parts
-        return _results(self.forward_specs, lambda out: sum(parts(*arrays, out=out), []))
+        outs, block = self.function.forward_block(*[_array(a) for a in args])
+        return [_tensor(a) for a in outs] + ([] if block is None else [torch.from_numpy(block)])
 
     def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         f = self.function
-        nres = len(f.plan.sources)
-        given = iter(args[nres:])  # one head per float output; an integer output has none
+        nres = self.residual_arrays
+        has_block = bool(f.plan.extras)
+        given = iter(args[nres + has_block:])  # one head per float output; an integer output has none
         heads = [None if ph is None else _array(next(given)) for ph in f.heads]
-        residuals = [_array(a) for a in args[:nres]]
-        return _results(self.grad_specs, lambda out: f.backward(residuals, *heads, out=out))
+        residuals = Residuals.received(f, [_array(a) for a in args[:nres]],
+                                       _array(args[nres]) if has_block else None)
+        return [_tensor(g) for g in f.backward(residuals, *heads)]
 
     def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
         n = len(self.function.outputs)
@@ -206,8 +218,8 @@ class _Operator:
             grads = self.gradient_function(*args, *float_heads)
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
-            residuals = f.plan.residuals(list(args), list(outs), list(extras))
-            grads = torch.ops.tensorad.backward(self.key, [*residuals, *float_heads])
+            arrays = f.residuals_of(list(args), list(outs), None).arrays
+            grads = torch.ops.tensorad.backward(self.key, [*arrays, *extras, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
@@ -236,14 +248,11 @@ def _array(t: torch.Tensor) -> Any:
         return t
 
 
-def _results(specs: list[tuple[tuple[int, ...], torch.dtype]], compute: Callable) -> list[torch.Tensor]:
-    """``compute(out)``'s results as tensors: the kernel's own new arrays viewed (``out=None``) where
-    ``torch.from_numpy`` views every dtype of ``specs``, else new tensors it writes (bfloat16)."""
-    if all(d is not torch.bfloat16 for _, d in specs):
-        return [torch.from_numpy(a) for a in compute(None)]
-    outs = [torch.empty(s, dtype=d) for s, d in specs]
-    compute([_array(o) for o in outs])
-    return outs
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    """A kernel's new array as a tensor sharing its memory (a bfloat16 one through its bits)."""
+    if a.dtype == BFLOAT16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def _live(key: int) -> _Operator:

@@ -16,7 +16,7 @@ Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -25,11 +25,13 @@ import numpy as np
 from ..autodiff import jacobian_recursive
 from ..codegen import Kernel, LoweredFunc, build, lower
 from ..codegen.options import Options
-from ..codegen.runtime.kernel import as_array
+from ..codegen.runtime.blocks import BlockCall, Layout
+from ..codegen.runtime.kernel import as_array, data_address
 from ..codegen.strategies.cost import worth_saving
 from ..codegen.target import parse_target
 from ..diffcache import cached
 from ..ir import dtype as dt
+from ..ir.dtype import numpy_dtype
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..lang import compute, const, placeholder
@@ -103,7 +105,6 @@ class Function:
         self.lower_options = {k: v for k, v in build_options.items() if k not in _BUILD_ONLY}
         Options.make(self.lower_options)  # unknown or bad options fail here, not at the first call
         self.policy = policy
-        self._known: list[bool] | None = None  # the backward's inputs that need no check
 
     # ---- the gradient program and the plan (built on first use) ---------------------------
     @cached_property
@@ -169,6 +170,10 @@ class Function:
                   for k, o in enumerate(self.plan.outputs)}
         return {k: j for k, j in holder.items() if j is not None}
 
+    @cached_property
+    def _copied_in_order(self) -> list[tuple[int, int]]:
+        return sorted(self._copied.items())
+
     def _residual_outputs(self) -> list[Tensor]:
         return ([o for k, o in enumerate(self.plan.outputs) if k not in self._copied]
                 + list(self.plan.extras))
@@ -193,22 +198,79 @@ class Function:
         """The backward's loop program (``.work``: its work, without the saved reductions)."""
         return lower(self.backward_grads, self.backward_inputs, **self.lower_options)
 
+    @cached_property
+    def layout(self) -> Layout:
+        """Where a forward keeps the saved values that are not outputs: one block per call."""
+        kernel = self.residual_kernel
+        outs = kernel.signature.outputs
+        return Layout([(s, d) for _, s, d in outs[len(outs) - len(self.plan.extras):]], kernel.line)
+
+    @cached_property
+    def _forward_call(self) -> BlockCall:
+        """The forward with residuals writing the saved values that are not outputs into a block."""
+        sig = self.residual_kernel.signature
+        first = len(sig.inputs) + len(sig.outputs) - len(self.plan.extras)
+        offsets = self.layout.offsets.tolist()
+        return BlockCall(self.residual_kernel, {first + j: off for j, off in enumerate(offsets)},
+                         self.layout if offsets else None)
+
+    @cached_property
+    def _picks(self) -> list[int]:
+        """The positions in ``(*outputs, *inputs)`` of the residuals that are not in the block."""
+        n = len(self.outputs)
+        return [j if kind == "output" else n + j for kind, j in self.plan.sources if kind != "extra"]
+
+    @cached_property
+    def _head_specs(self) -> list[tuple | None]:
+        """Per output, its head's shape, NumPy dtype and whether a number may stand for it (``None``:
+        an integer output, which has no head)."""
+        return [None if ph is None else
+                (tuple(ph.shape), numpy_dtype(ph.dtype), ph.shape == () and not dt.is_half(ph.dtype))
+                for ph in self.heads]
+
+    @cached_property
+    def _backward_call(self) -> tuple[BlockCall, list[bool]]:
+        """The backward reading the saved values that are not outputs from the forward's block, and
+        which of its arrays need no check (the outputs its forward made)."""
+        sources = self.plan.sources
+        offsets = self.layout.offsets.tolist()
+        reads = {k: offsets[j] for k, (kind, j) in enumerate(sources) if kind == "extra"}
+        known = [kind == "output" for kind, _ in sources if kind != "extra"]
+        known += [False] * sum(h is not None for h in self.heads)
+        return BlockCall(self.backward_kernel, reads), known
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         return self.forward_kernel(*arrays, out=out)
 
-    def forward(self, *arrays: Any) -> tuple[Any, tuple]:
+    def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
         """``(outputs, residuals)``: outputs as ``f(*arrays)`` returns them."""
-        outs, extras = self.forward_parts(*arrays)
-        residuals = Residuals(self.plan.residuals(arrays, outs, extras))
-        residuals.maker = self
-        return (outs[0] if self.single else tuple(outs)), residuals
+        outs, block = self.forward_block(*arrays)
+        return (outs[0] if self.single else tuple(outs)), self.residuals_of(arrays, outs, block)
+
+    def forward_block(self, *arrays: Any) -> tuple[list, np.ndarray | None]:
+        """New outputs (a list), and the block of the saved values that are not outputs (``None``
+        where there are none): bytes laid out as :attr:`layout` says."""
+        outs, block = self._forward_call(arrays)
+        for k, j in self._copied_in_order:
+            outs.insert(k, np.array(self.layout.view(block, j), copy=True))
+        return outs, block
+
+    def residuals_of(self, arrays: Sequence, outs: Sequence, block: np.ndarray | None) -> Residuals:
+        """The residuals of a forward on ``arrays`` that returned ``outs`` and ``block``
+        (:meth:`forward_block`); an entry of ``arrays`` or ``outs`` the backward does not read may be
+        ``None``."""
+        pool = (*outs, *arrays)
+        return Residuals(self, list(map(pool.__getitem__, self._picks)), block)
 
     def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
         """The outputs and the extra saved values as two lists (``out=``: all of them, in place)."""
+        if out is None:
+            outs, block = self.forward_block(*arrays)
+            return outs, self.layout.views(block) if block is not None else []
         n = len(self.outputs)
-        copied = self._copied if self.plan.extras else {}
+        copied = self._copied
         out_all = out
-        if out is not None and copied:
+        if copied:
             if not isinstance(out, (list, tuple)) or len(out) != n + len(self.plan.extras):
                 raise ValueError(f"forward_parts: out= must hold the {n} outputs and the "
                                  f"{len(self.plan.extras)} saved values")
@@ -218,52 +280,91 @@ class Function:
         m = n - len(copied)
         outs, extras = res[:m], res[m:]
         for k in sorted(copied):
-            src = extras[copied[k]]
-            if out is None:
-                outs.insert(k, np.array(as_array(src, "saved value"), copy=True))
-            else:
-                dst = out_all[k]
-                np.copyto(as_array(dst, "out"), as_array(src, "saved value"))
-                outs.insert(k, dst)
+            dst = out_all[k]
+            np.copyto(as_array(dst, "out"), as_array(extras[copied[k]], "saved value"))
+            outs.insert(k, dst)
         return outs, extras
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
         """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head per output."""
-        if len(heads) != len(self.outputs):
-            raise ValueError(f"backward takes one head per output ({len(self.outputs)}), got {len(heads)}")
-        if not isinstance(residuals, (tuple, list)) or len(residuals) != len(self.plan.sources):
+        specs = self._head_specs
+        if len(heads) != len(specs):
+            raise ValueError(f"backward takes one head per output ({len(specs)}), got {len(heads)}")
+        ours = type(residuals) is Residuals and residuals.maker is self
+        if not ours and (not isinstance(residuals, (tuple, list, Residuals))
+                         or len(residuals) != len(self.plan.sources)):
             raise ValueError(f"backward: residuals must be the {len(self.plan.sources)} values that "
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [np.zeros(ph.shape, ph.dtype) if h is None else _scalar_head(h, ph)
-                 for ph, h in zip(self.heads, heads) if ph is not None]
-        arrays = (*residuals, *given)
-        ours = type(residuals) is Residuals and residuals.maker is self
-        res = self.backward_kernel.call(arrays, out=out, known=self._known if ours and self._known else ())
-        if ours and self._known is None:
-            # this function's kernels made the saved values: not checked again
-            self._known = [kind != "input" for kind, _ in self.plan.sources] + [False] * len(given)
+        given = [_head_array(h, spec) for h, spec in zip(heads, specs) if spec is not None]
+        if out is None and ours:
+            call, known = self._backward_call
+            res, _ = call([*residuals.arrays, *given], residuals.block, known)
+            return tuple(res)
+        res = self.backward_kernel.call((*residuals, *given), out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
-class Residuals(tuple):
-    """What ``forward`` returns for ``backward``: the saved values, a tuple of arrays that knows the
-    function whose forward made it (``maker``), so they are not checked again."""
+class Residuals(Sequence):
+    """What ``forward`` returns for ``backward``: the saved values, a sequence of arrays.  Those the
+    forward computed besides its outputs live in one block (``block``: views of it are made on first
+    access, and keep it whole), the others are ``arrays``, in order; the backward of the function that
+    made them (``maker``) reads the block itself and checks only the inputs among them.  A copy or a
+    pickle is a plain tuple."""
 
-    maker: Function | None = None
+    def __init__(self, maker: Function, arrays: list, block: np.ndarray | None) -> None:
+        self.maker, self.arrays, self.block = maker, arrays, block
+        self._values: tuple | None = None
 
-    def __reduce__(self):  # a copy or a pickle is a plain tuple: the trust stays with this object
-        return tuple, (tuple(self),)
+    @classmethod
+    def received(cls, maker: Function, arrays: list, block: np.ndarray | None) -> Residuals:
+        """Residuals passed through a framework: ``block`` (bytes of the size of ``maker``'s layout) moved
+        to a new block when its start is not on the layout's boundary."""
+        layout = maker.layout
+        if block is not None:
+            if not (isinstance(block, np.ndarray) and block.dtype == np.uint8
+                    and block.shape == (layout.nbytes,)):
+                raise ValueError(f"backward: the saved values' block must be {layout.nbytes} bytes")
+            if data_address(block) % layout.align or not block.flags.c_contiguous:
+                moved, _ = layout.new()
+                moved[...] = block
+                block = moved
+        return cls(maker, arrays, block)
+
+    @property
+    def values(self) -> tuple:
+        """The residuals as a tuple of arrays, those in the block viewed."""
+        if self._values is None:
+            f = self.maker
+            views = f.layout.views(self.block) if self.block is not None else []
+            arrays = iter(self.arrays)
+            self._values = tuple(views[j] if kind == "extra" else next(arrays) for kind, j in f.plan.sources)
+        return self._values
+
+    def __len__(self) -> int:
+        return len(self.maker.plan.sources)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.values[k]
+
+    def __iter__(self) -> Iterator:
+        return iter(self.values)
+
+    def __reduce__(self) -> tuple:
+        return tuple, (self.values,)
 
 
-def _scalar_head(h: Any, head: Tensor) -> Any:
-    """A 0-d head given as a Python number or a 0-d array of another dtype, as the head's array
-    (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
-    number = isinstance(h, (int, float)) and not isinstance(h, bool)
-    zero_d_array = isinstance(h, np.ndarray) and h.ndim == 0
-    if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
-        return np.asarray(h, dtype=head.dtype)
+def _head_array(h: Any, spec: tuple) -> Any:
+    """The head ``h`` of an output whose head is ``spec`` (:attr:`Function._head_specs`): zeros for
+    ``None``; a 0-d head given as a Python number or a 0-d array of another dtype, as the head's array (a
+    scalar loss's ``1.0``); any other head as given (the kernel checks it)."""
+    shape, dtype, scalar = spec
+    if h is None:
+        return np.zeros(shape, dtype)
+    if scalar and ((isinstance(h, (int, float)) and not isinstance(h, bool))
+                   or (isinstance(h, np.ndarray) and h.ndim == 0)):
+        return np.asarray(h, dtype=dtype)
     return h
 
 

@@ -248,3 +248,35 @@ def test_the_saved_values_get_no_zero_filled_heads(layer):
     _layer_torch(xr, wr).backward(head)
     torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_saved_values_travel_as_one_block_and_outputs_are_new_every_call():
+    """The forward operator returns the outputs and one tensor of bytes holding the saved values that
+    are not outputs, however many layers save one; outputs kept from a call keep their values through
+    later calls, and one backward through two calls' graphs gives PyTorch's gradient."""
+    X, W = ta.placeholder((4, 8), name="X"), ta.placeholder((8, 8), name="W")
+    h = X
+    for _ in range(6):
+        h = ta.topi.tanh(nn.dense(h, W))
+    f = ta.torch.function(h, [X, W], wrt=[W])
+    gen = torch.Generator().manual_seed(3)
+    x1, x2 = torch.rand(4, 8, generator=gen), torch.rand(4, 8, generator=gen)
+    w = ((torch.rand(8, 8, generator=gen) - 0.5) * 1.2).requires_grad_()
+    y, *rest = torch.ops.tensorad.forward(f.operator().key, [x1, w])
+    assert len(rest) == 1 and rest[0].dtype == torch.uint8 and rest[0].dim() == 1
+    y1 = f(x1, w)
+    kept = y1.detach().clone()
+    y2 = f(x2, w)
+    assert not np.shares_memory(y1.detach().numpy(), y2.detach().numpy())
+    torch.testing.assert_close(y1.detach(), kept, rtol=0, atol=0)
+    (y1.sum() + 2 * y2.sum()).backward()
+
+    def chain(x, w):
+        for _ in range(6):
+            x = torch.tanh(x @ w.T)
+        return x
+
+    wr = w.detach().clone().requires_grad_()
+    (chain(x1, wr).sum() + 2 * chain(x2, wr).sum()).backward()
+    torch.testing.assert_close(y1.detach(), chain(x1, wr).detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w.grad, wr.grad, rtol=1e-5, atol=1e-5)

@@ -35,7 +35,7 @@ def test_temporaries_are_reused_and_results_stay_right(rng):
     for _ in range(4):
         x = rng.uniform(-1, 1, X.shape).astype(np.float32)
         np.testing.assert_allclose(kern(x), _want(x), rtol=1e-5, atol=1e-4)
-        kept = kern._workspace[0][0]
+        kept = kern._workspace[0].temps[0]
         first = kept if first is None else first
         assert kept is first  # (the same buffer, call after call)
 

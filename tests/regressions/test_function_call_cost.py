@@ -101,3 +101,158 @@ def test_residuals_copy_and_pickle_as_plain_tuples():
     for other in (pickle.loads(pickle.dumps(residuals)), copy.deepcopy(residuals), copy.copy(residuals)):
         assert type(other) is tuple and len(other) == len(residuals)
         np.testing.assert_array_equal(f.backward(other, 1.0)[0], want)
+
+
+def _calls_and_blocks(f: ta.Function, x: np.ndarray, w: np.ndarray) -> tuple[int, int]:
+    """The Python and C function calls a forward and its backward make (``sys.setprofile``), and the
+    memory blocks their results hold (``tracemalloc``: array data and array objects alike)."""
+    import sys
+    import tracemalloc
+
+    calls = [0]
+
+    def count(frame, event, arg):
+        calls[0] += event in ("call", "c_call")
+
+    sys.setprofile(count)
+    try:
+        _, residuals = f.forward(x, w)
+        f.backward(residuals, 1.0)
+    finally:
+        sys.setprofile(None)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        kept = f.forward(x, w), f.backward(residuals, 1.0)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    held = sum(s.count_diff for s in after.compare_to(before, "filename") if s.count_diff > 0)
+    del kept
+    return calls[0], held
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_call_allocates_and_calls_as_much_at_any_depth(threads):
+    """A forward saving 3 or 24 activations and its backward make the same function calls and hold
+    the same number of memory blocks: the saved values that are not outputs are one block whose
+    offsets are fixed when the function is built, and the kernels read and write it through an
+    address table (no array made, checked or passed per saved value)."""
+    counts = []
+    for depth in (3, 24):
+        f, x, w = _chain(depth)
+        for kernel in (f.residual_kernel, f.backward_kernel):
+            kernel.num_threads = threads
+        _, residuals = f.forward(x, w)
+        f.backward(residuals, 1.0)
+        assert len(residuals) >= depth
+        counts.append(_calls_and_blocks(f, x, w))
+    (calls3, held3), (calls24, held24) = counts
+    assert calls24 == calls3, counts
+    # (77 on one thread: checks, allocations and the two address tables; 89 aligning the outputs)
+    assert calls3 <= (80 if threads == 1 else 92), counts
+    assert held24 <= held3 + 2, counts
+
+
+def _chain_grad(depth: int, x: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
+    """The chain's loss and its gradient by ``W`` in float64 NumPy: h <- tanh(h W^T), loss = sum(h)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    hs = [x]
+    for _ in range(depth):
+        hs.append(np.tanh(hs[-1] @ w.T))
+    g, gw = np.ones_like(hs[-1]), np.zeros_like(w)
+    for k in range(depth, 0, -1):
+        gz = g * (1 - hs[k] ** 2)
+        gw += gz.T @ hs[k - 1]
+        g = gz @ w
+    return hs[-1].sum(), gw
+
+
+def test_what_a_call_returns_never_changes_with_the_next_call():
+    """Each forward writes new outputs and a new block: outputs and residuals kept from one call keep
+    their values through later calls, and the backward of the first residuals gives the first
+    gradient, after a second forward and backward."""
+    f, x, w = _chain(4)
+    rng = np.random.default_rng(1)
+    x2 = rng.random((4, 8), np.float32)
+    y1, res1 = f.forward(x, w)
+    kept = [np.array(r, copy=True) for r in res1]
+    y1_copy = np.array(y1, copy=True)
+    y2, res2 = f.forward(x2, w)
+    g2 = f.backward(res2, 1.0)[0]
+    g1 = f.backward(res1, 1.0)[0]
+    for r, k in zip(res1, kept):
+        np.testing.assert_array_equal(r, k)
+    np.testing.assert_array_equal(y1, y1_copy)
+    assert not any(np.shares_memory(a, b) for a in (y1, *res1[2:]) for b in (y2, *res2[2:], g2))
+    for xv, y, g in ((x, y1, g1), (x2, y2, g2)):
+        loss, gw = _chain_grad(4, xv, w)
+        np.testing.assert_allclose(y, loss, rtol=1e-5)
+        np.testing.assert_allclose(g, gw, rtol=1e-4, atol=1e-5)
+    assert not np.shares_memory(f.backward(res1, 1.0)[0], g1)
+
+
+def test_residuals_received_in_a_block_off_its_boundary_are_moved():
+    """A block of saved values passed through a framework may start anywhere: one off the layout's
+    boundary is copied to a new one, and the backward gives the same gradient."""
+    from tensorad.training.function import Residuals
+
+    f, x, w = _chain(3)
+    _, residuals = f.forward(x, w)
+    want = f.backward(residuals, 1.0)[0]
+    raw = np.empty(residuals.block.nbytes + 1, np.uint8)[1:]
+    raw[...] = residuals.block
+    moved = Residuals.received(f, residuals.arrays, raw)
+    assert moved.block.ctypes.data % f.layout.align == 0
+    np.testing.assert_array_equal(f.backward(moved, 1.0)[0], want)
+    with pytest.raises(ValueError, match="block must be"):
+        Residuals.received(f, residuals.arrays, raw[1:])
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_gather_through_the_address_table_is_checked_and_differentiated(checked):
+    """A forward and backward called through address tables (a checked kernel's violation record
+    among them) give NumPy's values and gradient, and an index out of range raises."""
+    E = ta.placeholder((5, 3), name="E")
+    Idx = ta.placeholder((4,), "int64", name="I")
+    Y = ta.compute((4, 3), lambda i, j: ta.tanh(E[Idx[i], j]), name="Y")
+    f = ta.function(ta.topi.sum(Y), [E, Idx], checked=checked)
+    e = np.random.default_rng(2).random((5, 3), np.float32)
+    idx = np.array([0, 4, 4, 2])
+    y, residuals = f.forward(e, idx)
+    (ge,) = f.backward(residuals, 1.0)
+    want = np.zeros((5, 3))
+    np.add.at(want, idx, 1 - np.tanh(e[idx].astype(np.float64)) ** 2)
+    np.testing.assert_allclose(y, np.tanh(e[idx].astype(np.float64)).sum(), rtol=1e-5)
+    np.testing.assert_allclose(ge, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(IndexError, match="out of range"):
+        f.forward(e, np.array([0, 1, 5, 2]))
+
+
+def test_concurrent_calls_each_get_an_address_table():
+    """Threads calling one function at once each take a workspace of their own (its temporaries and
+    its address table), so every call's outputs and gradient are its inputs' own."""
+    import threading
+
+    f, _, w = _chain(5)
+    w = w * 6  # (unit gain: no denormals)
+    rng = np.random.default_rng(4)
+    xs = [rng.random((4, 8), np.float32) for _ in range(4)]
+    want = [_chain_grad(5, x, w) for x in xs]
+    f.backward(f.forward(xs[0], w)[1], 1.0)
+    bad = []
+
+    def work(k: int) -> None:
+        for _ in range(50):
+            y, residuals = f.forward(xs[k], w)
+            (g,) = f.backward(residuals, 1.0)
+            loss, gw = want[k]
+            if not (np.allclose(y, loss, rtol=1e-5) and np.allclose(g, gw, rtol=1e-4, atol=1e-5)):
+                bad.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
