@@ -2,9 +2,10 @@
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
 arrays' pointers moved to the block's first row; its last rows may run as one block of a part, padded
-(a sum over the rows takes a padded row in as zeros; a padded row's term is exactly zero unless the real row
-it copies has an infinite or NaN term, which makes the true sum infinite or NaN and the padded one NaN
-(``inf * 0``): where the block leaves a NaN in a sum, the rows run again unpadded).  The driver is compiled once per process."""
+(a sum over the rows takes a padded row in as zeros; a padded row's term is exactly zero unless the real
+row it copies has an infinite or NaN term, which makes the true sum infinite or NaN and the padded one
+NaN, ``inf * 0``: where the block leaves a NaN in a sum, the rows run again unpadded).  The driver is
+compiled once per process."""
 
 from __future__ import annotations
 
