@@ -29,6 +29,10 @@ _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 _LEVEL = re.compile(f'"{OPT_LEVEL_ATTRIBUTE}"="([0-3])"')
+_LOCAL = re.compile(r'%("[^"]+"|[-\w.$]+)')
+_CALL = re.compile(r'\bcall [^@]*@("[^"]+"|[-\w.$]+)\(')
+_VARIANT = re.compile(r'"vector-function-abi-variant"="[^"(]*\(([^")]+)\)"')
+USED = "llvm.compiler.used"
 
 # the instruction lines a part must hold to be worth a compile child of its own
 MIN_PART_LINES = 120
@@ -56,14 +60,22 @@ class _Entity:
                 self.cost //= 10
         elif (m := _GLOBAL.match(head)) is not None:
             self.kind, self.name = "global", m.group(1).strip('"')
-            self.local = m.group(2) in ("private", "internal")
-        if self.kind == "function":
-            body = "\n".join(lines[1:])
+            self.local = m.group(2) in ("private", "internal") or self.name == USED
+        if self.kind == "function":  # (its body, and the vector variant its header names)
+            body = "\n".join(lines[1:] + [f'@"{v}"' for v in _VARIANT.findall(head)])
         elif self.kind == "global":
             body = head.split("=", 1)[1]
         else:  # (a declaration names only itself; metadata naming a function keeps the module whole)
             body = "" if head.startswith("declare") else "\n".join(lines)
         self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
+
+    def unread(self) -> set[int]:
+        """The positions of this function's parameters its body never names."""
+        head = self.lines[0]
+        start = head.index("(", head.index("@"))
+        params = _arguments(head[start + 1:_closing_paren(head, start)])
+        named = set(_LOCAL.findall("\n".join(self.lines[1:])))
+        return {k for k, p in enumerate(params) if (m := _LOCAL.search(p)) is None or m.group(1) not in named}
 
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""
@@ -79,6 +91,35 @@ def _closing_paren(text: str, start: int) -> int:
         if depth == 0:
             return k
     raise ValueError("unbalanced parameter list")
+
+
+def _arguments(text: str) -> list[str]:
+    """A parameter or argument list cut at its top-level commas."""
+    out, depth, start = [], 0, 0
+    for k, c in enumerate(text):
+        depth += {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            out.append(text[start:k].strip())
+            start = k + 1
+    return out + [text[start:].strip()] if text.strip() else out
+
+
+def _unread_passed_as_poison(lines: list[str], unread: dict[str, set[int]]) -> list[str]:
+    """``lines`` with each argument of a call of a function of ``unread`` at a position that
+    function never reads passed as ``poison`` (what LLVM's dead-argument elimination does for a
+    callee in the same module): its caller loads nothing for it."""
+    out = []
+    for line in lines:
+        m = _CALL.search(line)
+        dead = unread.get(m.group(1).strip('"')) if m is not None else None
+        if dead:
+            close = _closing_paren(line, m.end() - 1)
+            args = _arguments(line[m.end():close])
+            args = [a.split(" ", 1)[0] + " poison" if k in dead and a.split(" ", 1)[0].isalnum() else a
+                    for k, a in enumerate(args)]
+            line = line[:m.end()] + ", ".join(args) + line[close:]
+        out.append(line)
+    return out
 
 
 def _entities(text: str) -> tuple[list[str], list[_Entity]]:
@@ -130,6 +171,7 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
     if len(bins) < 2:
         return [(text, bins[0][0])] if bins else whole
     shared = [e for e in entities if e.kind == "other"]
+    unread = {r.name: r.unread() for r in roots}
     out = []
     for level, b in bins:
         own = {r.name for r in b}
@@ -138,8 +180,20 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
-        out.append(("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n", level))
+        used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
+        lines = _unread_passed_as_poison([ln for e in body for ln in e.lines],
+                                         {n: unread[n] for n in called if n in unread and n not in own})
+        out.append(("\n".join(header + decls + lines + [ln for e in shared for ln in e.lines] + used) + "\n",
+                    level))
     return out
+
+
+def _used(names: list[str]) -> list[str]:
+    """A part's ``llvm.compiler.used``: the vector variants of the math library it keeps."""
+    if not names:
+        return []
+    items = ", ".join(f'ptr @"{n}"' for n in sorted(names))
+    return [f'@"{USED}" = appending global [{len(names)} x ptr] [{items}], section "llvm.metadata"']
 
 
 def _levels(roots: list[_Entity], weight: dict[str, int], opt_level: int) -> dict[int, list[_Entity]]:
