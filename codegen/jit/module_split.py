@@ -33,6 +33,9 @@ _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 _LEVEL = re.compile(f'"{OPT_LEVEL_ATTRIBUTE}"="([0-3])"')
 _LOCAL = re.compile(r'%("[^"]+"|[-\w.$]+)')
+_PAREN = re.compile(r"[()]")
+_DELIMITER = re.compile(r"[()\[\]{}<>,]")
+_DEPTH = {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}
 _CALL = re.compile(r'\bcall [^@]*@("[^"]+"|[-\w.$]+)\(')
 _VARIANT = re.compile(r'"vector-function-abi-variant"="[^"(]*\(([^")]+)\)"')
 USED = "llvm.compiler.used"
@@ -88,22 +91,24 @@ class _Entity:
 
 
 def _closing_paren(text: str, start: int) -> int:
+    """The position of the parenthesis closing the one at ``start``."""
     depth = 0
-    for k in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[k], 0)
+    for m in _PAREN.finditer(text, start):
+        depth += 1 if m.group() == "(" else -1
         if depth == 0:
-            return k
+            return m.start()
     raise ValueError("unbalanced parameter list")
 
 
 def _arguments(text: str) -> list[str]:
     """A parameter or argument list cut at its top-level commas."""
     out, depth, start = [], 0, 0
-    for k, c in enumerate(text):
-        depth += {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}.get(c, 0)
-        if c == "," and depth == 0:
-            out.append(text[start:k].strip())
-            start = k + 1
+    for m in _DELIMITER.finditer(text):
+        if m.group() == "," and depth == 0:
+            out.append(text[start:m.start()].strip())
+            start = m.end()
+        else:
+            depth += _DEPTH[m.group()]
     return out + [text[start:].strip()] if text.strip() else out
 
 
@@ -113,7 +118,7 @@ def _unread_passed_as_poison(lines: list[str], unread: dict[str, set[int]]) -> l
     callee in the same module): its caller loads nothing for it."""
     out = []
     for line in lines:
-        m = _CALL.search(line)
+        m = _CALL.search(line) if "call " in line else None
         dead = unread.get(m.group(1).strip('"')) if m is not None else None
         if dead:
             close = _closing_paren(line, m.end() - 1)
@@ -174,7 +179,7 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
     if len(bins) < 2:
         return [(text, bins[0][0])] if bins else whole
     shared = [e for e in entities if e.kind == "other"]
-    unread = {r.name: r.unread() for r in roots}
+    unread: dict[str, set[int]] = {}  # (an external function's, where a part calls it from another)
     out = []
     for level, b in bins:
         own = {r.name for r in b}
@@ -184,8 +189,11 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
         used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
+        for n in called - own - unread.keys():
+            if n in named and named[n].kind == "function" and not named[n].local:
+                unread[n] = named[n].unread()
         lines = _unread_passed_as_poison([ln for e in body for ln in e.lines],
-                                         {n: unread[n] for n in called if n in unread and n not in own})
+                                         {n: unread[n] for n in called - own if n in unread})
         out.append(("\n".join(header + decls + lines + [ln for e in shared for ln in e.lines] + used) + "\n",
                     level))
     return out
