@@ -391,15 +391,13 @@ def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:
     return split(ir_text, 1, opt_level)
 
 
-def compile_shared_objects(ir_text: str, opt_level: int = 3, target: Target | None = None,
-                           kernel: bool = True) -> list[bytes]:
-    """Like :func:`compile_object`, but position-independent code for a shared library (``cc -shared``):
-    an object per part of :func:`by_level` (``kernel=False``: the module whole)."""
+def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:
+    """Like :func:`compile_object` of each module of ``parts`` (its text and level), but
+    position-independent code for a shared library (``cc -shared``)."""
     target = target or host()
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
-        parts = by_level(ir_text, opt_level) if kernel else [(ir_text, opt_level)]
         return [_contained(ladder(level), lambda p, t=text: _emit(t, p, target, tm)) for text, level in parts]
 
 

@@ -76,12 +76,14 @@ class _Entity:
         self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
 
     def unread(self) -> set[int]:
-        """The positions of this function's parameters its body never names."""
+        """The positions of this function's parameters its body never names (and that may be
+        ``poison``: not ``noundef``)."""
         head = self.lines[0]
         start = head.index("(", head.index("@"))
         params = _arguments(head[start + 1:_closing_paren(head, start)])
         named = set(_LOCAL.findall("\n".join(self.lines[1:])))
-        return {k for k, p in enumerate(params) if (m := _LOCAL.search(p)) is None or m.group(1) not in named}
+        return {k for k, p in enumerate(params) if " noundef" not in f" {p}"
+                and ((m := _LOCAL.search(p)) is None or m.group(1) not in named)}
 
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""

@@ -135,19 +135,19 @@ def test_a_call_across_parts_passes_poison_for_the_parameters_its_callee_never_r
     # (in one module LLVM's dead-argument elimination does so; across parts, the caller would load
     # every pointer the callee takes)
     text = textwrap.dedent("""
-        define void @"a"(ptr %p, ptr %q, i64 %n) noinline nounwind {
+        define void @"a"(ptr %p, ptr %q, i64 %n, i64 noundef %m) noinline nounwind {
           store i32 1, ptr %p
           ret void
         }
         define void @"b"(ptr %p, ptr %q) noinline nounwind {
-          call void @"a"(ptr %p, ptr %q, i64 4)
+          call void @"a"(ptr %p, ptr %q, i64 4, i64 5)
           ret void
         }
     """)
     with _split_everything():
         parts = [p for p, _ in modsplit.split(text, 2)]
     caller = next(p for p in parts if 'define void @"b"' in p)
-    assert 'call void @"a"(ptr %p, ptr poison, i64 poison)' in caller
+    assert 'call void @"a"(ptr %p, ptr poison, i64 poison, i64 5)' in caller  # (noundef: never poison)
     for part in parts:
         llvm.parse_assembly(part).verify()
 

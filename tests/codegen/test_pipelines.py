@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.jit import object_check as objcheck
 from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
@@ -135,8 +136,9 @@ def test_the_optimized_ir_an_export_and_a_recompiled_pickle_use_each_part_s_leve
     parts = jit.by_level(c.llvm_ir_unoptimized, c.opt_level)
     assert sorted(level for _, level in parts) == [2, 3]
     assert k.llvm_ir == "\n".join(jit.optimized_ir(t, level, c.target) for t, level in parts)
-    assert jit.compile_shared_objects(c.llvm_ir_unoptimized, c.opt_level, c.target) == [
-        jit.compile_shared_objects(t, level, c.target, kernel=False)[0] for t, level in parts]
+    shared = jit.compile_shared_objects(parts, c.target)
+    assert [objcheck.object_is_sound(o) for o in shared] == [True, True]
+    assert shared != jit.compile_shared_objects([(c.llvm_ir_unoptimized, 3)], c.target)
     restored, (state,) = k.__reduce__()
     monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
     again = restored({**state, "target": "another machine"})
