@@ -2,7 +2,9 @@
 
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager with loop and SLP
 vectorization) and compiles a module for the target; ``optimized_ir`` and ``assembly`` give the texts on
-demand.  Each module is parsed into an LLVM context of its own, freed with it (:func:`_module`).
+demand.  A kernel's module is compiled in parts, each at the level its nests ask for (:func:`compile_kernel`;
+:func:`by_level` for its optimized IR, export and a pickled kernel's recompile: the same code).  Each
+module is parsed into an LLVM context of its own, freed with it (:func:`_module`).
 
 Object code is linked (fresh, or from the disk cache) in one of two ways:
 
@@ -383,13 +385,20 @@ def _compile_parts(parts: list[tuple[str, int]], target: Target | None,
     return bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
 
 
-def compile_shared_object(ir_text: str, opt_level: int = 3, target: Target | None = None) -> bytes:
-    """Like :func:`compile_object`, but position-independent code for a shared library (``cc -shared``)."""
+def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:
+    """A kernel's module cut only where its nests ask for a lower level (:func:`.jit.module_split.split`
+    into one part a level), each part with its level: every function at the level a build compiles it."""
+    return split(ir_text, 1, opt_level)
+
+
+def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:
+    """Like :func:`compile_object` of each module of ``parts`` (its text and level), but
+    position-independent code for a shared library (``cc -shared``)."""
     target = target or host()
     with _LOCK:
         tm = llvm.Target.from_triple(target.triple).create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
-        return _contained(ladder(opt_level), lambda p: _emit(ir_text, p, target, tm))
+        return [_contained(ladder(level), lambda p, t=text: _emit(t, p, target, tm)) for text, level in parts]
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
@@ -474,16 +483,22 @@ def _check_found(addrs: dict[str, int]) -> None:
 
 def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> str:
     """The IR that ``compile_object`` compiles for ``ir_text`` (recomputed on demand)."""
+    return optimized_parts([(ir_text, opt_level)], target)[0]
+
+
+def optimized_parts(parts: list[tuple[str, int]], target: Target | None = None) -> list[str]:
+    """The optimized IR of each module of ``parts`` (its text and level), as :func:`compile_object`
+    optimizes it (recomputed on demand)."""
     target = target or host()
     with _LOCK:
         target_machine(target)
 
-        def step(pipeline: Pipeline) -> bytes:
-            mod = _parse(ir_text, target)
+        def step(text: str, pipeline: Pipeline) -> bytes:
+            mod = _parse(text, target)
             pipeline.run(mod, target)
             return str(mod).encode()
 
-        return _contained(ladder(opt_level), step).decode()
+        return [_contained(ladder(level), lambda p, t=text: step(t, p)).decode() for text, level in parts]
 
 
 def assembly(optimized: str, target: Target | None = None) -> str:

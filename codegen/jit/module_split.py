@@ -3,8 +3,11 @@
 Each loop nest of a module is an external ``noinline`` function and its helpers are internal functions it
 alone calls, so the module can be cut between nests, as LLVM's parallel code generation cuts one for LTO:
 each part keeps some external functions, a copy of every internal function and private constant they
-reach, and declarations of the other parts' functions they call.  :func:`split` cuts the module text (one
-entity a line), balanced by instructions; a module too small to repay a second compile child, or with a
+reach (a math function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in
+the part's own ``llvm.compiler.used``), and declarations of the other parts' functions they call, whose
+calls pass ``poison`` for the parameters the callee never reads (as LLVM's dead-argument elimination does
+within a module: the caller loads nothing for them).  :func:`split` cuts the module text (one entity a
+line), balanced by instructions; a module too small to repay a second compile child, or with another
 global not private to it, stays whole.  A nest marked to be optimized at a lower level
 (:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the others so marked, where
 they weigh enough to repay a part of their own.  :func:`bundle` keeps the parts' object code as one
@@ -29,6 +32,13 @@ _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 _LEVEL = re.compile(f'"{OPT_LEVEL_ATTRIBUTE}"="([0-3])"')
+_LOCAL = re.compile(r'%("[^"]+"|[-\w.$]+)')
+_PAREN = re.compile(r"[()]")
+_DELIMITER = re.compile(r"[()\[\]{}<>,]")
+_DEPTH = {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}
+_CALL = re.compile(r'\bcall [^@]*@("[^"]+"|[-\w.$]+)\(')
+_VARIANT = re.compile(r'"vector-function-abi-variant"="[^"(]*\(([^")]+)\)"')
+USED = "llvm.compiler.used"
 
 # the instruction lines a part must hold to be worth a compile child of its own
 MIN_PART_LINES = 120
@@ -56,14 +66,24 @@ class _Entity:
                 self.cost //= 10
         elif (m := _GLOBAL.match(head)) is not None:
             self.kind, self.name = "global", m.group(1).strip('"')
-            self.local = m.group(2) in ("private", "internal")
-        if self.kind == "function":
-            body = "\n".join(lines[1:])
+            self.local = m.group(2) in ("private", "internal") or self.name == USED
+        if self.kind == "function":  # (its body, and the vector variant its header names)
+            body = "\n".join(lines[1:] + [f'@"{v}"' for v in _VARIANT.findall(head)])
         elif self.kind == "global":
             body = head.split("=", 1)[1]
         else:  # (a declaration names only itself; metadata naming a function keeps the module whole)
             body = "" if head.startswith("declare") else "\n".join(lines)
         self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
+
+    def unread(self) -> set[int]:
+        """The positions of this function's parameters its body never names (and that may be
+        ``poison``: not ``noundef``)."""
+        head = self.lines[0]
+        start = head.index("(", head.index("@"))
+        params = _arguments(head[start + 1:_closing_paren(head, start)])
+        named = set(_LOCAL.findall("\n".join(self.lines[1:])))
+        return {k for k, p in enumerate(params) if " noundef" not in f" {p}"
+                and ((m := _LOCAL.search(p)) is None or m.group(1) not in named)}
 
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""
@@ -73,12 +93,43 @@ class _Entity:
 
 
 def _closing_paren(text: str, start: int) -> int:
+    """The position of the parenthesis closing the one at ``start``."""
     depth = 0
-    for k in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[k], 0)
+    for m in _PAREN.finditer(text, start):
+        depth += 1 if m.group() == "(" else -1
         if depth == 0:
-            return k
+            return m.start()
     raise ValueError("unbalanced parameter list")
+
+
+def _arguments(text: str) -> list[str]:
+    """A parameter or argument list cut at its top-level commas."""
+    out, depth, start = [], 0, 0
+    for m in _DELIMITER.finditer(text):
+        if m.group() == "," and depth == 0:
+            out.append(text[start:m.start()].strip())
+            start = m.end()
+        else:
+            depth += _DEPTH[m.group()]
+    return out + [text[start:].strip()] if text.strip() else out
+
+
+def _unread_passed_as_poison(lines: list[str], unread: dict[str, set[int]]) -> list[str]:
+    """``lines`` with each argument of a call of a function of ``unread`` at a position that
+    function never reads passed as ``poison`` (what LLVM's dead-argument elimination does for a
+    callee in the same module): its caller loads nothing for it."""
+    out = []
+    for line in lines:
+        m = _CALL.search(line) if "call " in line else None
+        dead = unread.get(m.group(1).strip('"')) if m is not None else None
+        if dead:
+            close = _closing_paren(line, m.end() - 1)
+            args = _arguments(line[m.end():close])
+            args = [a.split(" ", 1)[0] + " poison" if k in dead and a.split(" ", 1)[0].isalnum() else a
+                    for k, a in enumerate(args)]
+            line = line[:m.end()] + ", ".join(args) + line[close:]
+        out.append(line)
+    return out
 
 
 def _entities(text: str) -> tuple[list[str], list[_Entity]]:
@@ -130,6 +181,7 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
     if len(bins) < 2:
         return [(text, bins[0][0])] if bins else whole
     shared = [e for e in entities if e.kind == "other"]
+    unread: dict[str, set[int]] = {}  # (an external function's, where a part calls it from another)
     out = []
     for level, b in bins:
         own = {r.name for r in b}
@@ -138,8 +190,23 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
         body = [e for e in entities if e.name in keep]
         decls = [named[n].declaration() for n in sorted(called)
                  if n in named and named[n].kind == "function" and not named[n].local and n not in own]
-        out.append(("\n".join(header + decls + [ln for e in body + shared for ln in e.lines]) + "\n", level))
+        used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
+        for n in called - own - unread.keys():
+            if n in named and named[n].kind == "function" and not named[n].local:
+                unread[n] = named[n].unread()
+        lines = _unread_passed_as_poison([ln for e in body for ln in e.lines],
+                                         {n: unread[n] for n in called - own if n in unread})
+        out.append(("\n".join(header + decls + lines + [ln for e in shared for ln in e.lines] + used) + "\n",
+                    level))
     return out
+
+
+def _used(names: list[str]) -> list[str]:
+    """A part's ``llvm.compiler.used``: the vector variants of the math library it keeps."""
+    if not names:
+        return []
+    items = ", ".join(f'ptr @"{n}"' for n in sorted(names))
+    return [f'@"{USED}" = appending global [{len(names)} x ptr] [{items}], section "llvm.metadata"']
 
 
 def _levels(roots: list[_Entity], weight: dict[str, int], opt_level: int) -> dict[int, list[_Entity]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..jit.engine import assembly, optimized_ir
+from ..jit.engine import assembly, by_level, optimized_parts
 from ..llvm.bounds_checks import Checks
 
 _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
@@ -50,9 +50,14 @@ class Compiled:
         return self.source
 
     @cached_property
+    def optimized(self) -> list[str]:
+        """The optimized IR of each part of the module at its level (:func:`.jit.engine.by_level`)."""
+        return optimized_parts(by_level(self.llvm_ir_unoptimized, self.opt_level), self.target)
+
+    @property
     def llvm_ir(self) -> str:
-        return optimized_ir(self.llvm_ir_unoptimized, self.opt_level, self.target)
+        return "\n".join(self.optimized)
 
     @cached_property
     def asm(self) -> str:
-        return assembly(self.llvm_ir, self.target)
+        return "\n".join(assembly(part, self.target) for part in self.optimized)

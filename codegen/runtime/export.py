@@ -123,7 +123,7 @@ def _library_objects(symbols: list[str], target) -> list[bytes]:
         dtype, mr, nr, _tag, part = piece
         pieces[(dtype, mr, nr, "core")] = None
         pieces[(dtype, mr, nr, part)] = None
-    return [jit.compile_shared_object(gemmlib.piece_ir(*p, target), 1, target) for p in pieces]
+    return jit.compile_shared_objects([(gemmlib.piece_ir(*p, target), 1) for p in pieces], target)
 
 
 def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
@@ -143,7 +143,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     header = _header(fn, specs)
     with tempfile.TemporaryDirectory(prefix="tensorad-export-") as tmp:
         target = c.target or jit.host()
-        objs = [jit.compile_shared_object(c.llvm_ir_unoptimized, c.opt_level, target)]
+        objs = jit.compile_shared_objects(jit.by_level(c.llvm_ir_unoptimized, c.opt_level), target)
         objs += _library_objects(c.meta["libraries"], target)
         files = []
         for k, obj in enumerate(objs):

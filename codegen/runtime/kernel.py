@@ -282,7 +282,8 @@ class Kernel:
 
     @property
     def llvm_ir(self) -> str:
-        """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted)."""
+        """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted): a module per level
+        the nests are optimized at, one after another (:func:`.jit.engine.by_level`)."""
         return self._compiled.llvm_ir
 
     @property

@@ -65,7 +65,7 @@ def restore_kernel(cls: type, state: dict[str, Any]) -> Any:
     if compiled is None:
         obj, host = state["obj"], jit.host()
         if state["target"] != jit.fingerprint(host):  # another CPU or LLVM: compile for this one
-            obj = jit.compile_object(ir_text, state["opt_level"], host)
+            ir_text, obj, _ = jit.compile_kernel(ir_text, state["opt_level"], host)
         meta = dict(state["meta"])
         meta["libraries"] = [retarget(sym, host) for sym in meta["libraries"]]
         compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)

@@ -85,9 +85,7 @@ def test_a_small_module_or_one_core_stays_whole():
     assert modsplit.split(small, 2) == [(small, 3)]  # (under MIN_PART_LINES a part: not worth a child)
 
 
-def test_a_module_with_a_shared_global_stays_whole():
-    # (the math library keeps its vector variants in ``llvm.compiler.used``, an appending global
-    # every part would need its own filtered copy of: such a module is compiled whole)
+def test_a_module_with_a_shared_global_or_metadata_naming_a_function_stays_whole():
     text = textwrap.dedent("""
         define void @"a"(ptr %p) noinline nounwind {
           store i32 1, ptr %p
@@ -97,13 +95,61 @@ def test_a_module_with_a_shared_global_stays_whole():
           call void @"a"(ptr %p)
           ret void
         }
-        @"llvm.compiler.used" = appending global [1 x ptr] [ptr @"a"], section "llvm.metadata"
     """)
     with _split_everything():
-        assert modsplit.split(text, 2) == [(text, 3)]
-        alone = "".join(ln + "\n" for ln in text.splitlines() if "llvm.compiler.used" not in ln)
-        assert len(modsplit.split(alone, 2)) == 2
-        assert modsplit.split(alone + '!0 = !{ptr @"a"}\n', 2) == [(alone + '!0 = !{ptr @"a"}\n', 3)]
+        assert len(modsplit.split(text, 2)) == 2
+        shared = text + '@"g" = global i32 0\n'
+        assert modsplit.split(shared, 2) == [(shared, 3)]
+        assert modsplit.split(text + '!0 = !{ptr @"a"}\n', 2) == [(text + '!0 = !{ptr @"a"}\n', 3)]
+
+
+def test_a_module_calling_the_math_library_is_cut_and_each_part_keeps_the_vector_forms_it_calls():
+    # (the vector forms are named only by their scalar function's attribute and kept by
+    # ``llvm.compiler.used``: each part lists the ones it defines)
+    X = ta.placeholder((64,), "float32", name="X")
+    outs = [ta.compute((64,), lambda i, k=k: ta.tanh(X[i] * (k + 1.0)) + ta.sigmoid(X[i] - k)
+                       + ta.tanh(X[i] + k) * ta.sigmoid(X[i] * k) + ta.tanh(X[i] - 2.0 * k), name=f"Y{k}")
+            for k in range(4)]
+    with _split_everything():
+        kern = ta.build(outs, [X], cache=False)
+        text = modsplit.merge_duplicates(kern.llvm_ir_unoptimized)
+        parts = [p for p, _ in modsplit.split(text, 2)]
+    assert "llvm.compiler.used" in text and len(parts) == 2
+    for part in parts:
+        llvm.parse_assembly(part).verify()
+        defined = {name for _, name in _DEFINED.findall(part)}
+        vectors = {n for n in defined if re.search(r"_math_\w+_v\d+f32$", n)}
+        named = set(re.findall(r'_ZGV\w+\(([\w.]+)\)"', part))
+        kept = re.findall(r'^@"llvm.compiler.used" = .*$', part, re.M)
+        assert vectors and vectors == named
+        assert set(re.findall(r'@"([\w.]+)"', kept[0].split("[", 2)[2])) == vectors
+    x = np.linspace(-3, 3, 64).astype(np.float32)
+    for k, got in enumerate(kern(x)):
+        s = 1 / (1 + np.exp(-(x.astype(np.float64) - k)))
+        t = 1 / (1 + np.exp(-(x.astype(np.float64) * k)))
+        want = np.tanh(x * (k + 1.0)) + s + np.tanh(x + k) * t + np.tanh(x - 2.0 * k)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_call_across_parts_passes_poison_for_the_parameters_its_callee_never_reads():
+    # (in one module LLVM's dead-argument elimination does so; across parts, the caller would load
+    # every pointer the callee takes)
+    text = textwrap.dedent("""
+        define void @"a"(ptr %p, ptr %q, i64 %n, i64 noundef %m) noinline nounwind {
+          store i32 1, ptr %p
+          ret void
+        }
+        define void @"b"(ptr %p, ptr %q) noinline nounwind {
+          call void @"a"(ptr %p, ptr %q, i64 4, i64 5)
+          ret void
+        }
+    """)
+    with _split_everything():
+        parts = [p for p, _ in modsplit.split(text, 2)]
+    caller = next(p for p in parts if 'define void @"b"' in p)
+    assert 'call void @"a"(ptr %p, ptr poison, i64 poison, i64 5)' in caller  # (noundef: never poison)
+    for part in parts:
+        llvm.parse_assembly(part).verify()
 
 
 _LEVELS = textwrap.dedent("""

@@ -65,8 +65,9 @@ def test_the_row_block_loop_is_vectorized_not_unrolled():
     assert _loop_hints(text, "pk") == {"llvm.loop.unroll.disable"}
     assert "llvm.loop.vectorize.enable" in _loop_hints(text, "seg")
     opt = k.llvm_ir
-    # the vector body (4 values of k: four <4 x float> divisions) is still there
-    assert any(block.count("fdiv contract <4 x float>") == 4 for block in re.split(r"\n(?=[\w.]+:)", opt))
+    # the code that runs (the packer at -O2, in the product's part): a vector body over 4 values of k,
+    # and a remainder of one division, not unrolled
+    assert "fdiv contract <4 x float>" in opt and opt.count("fdiv contract float") == 1
     assert _instructions(opt) < 540  # 627 before (haswell, LLVM 20), 448 now
 
 

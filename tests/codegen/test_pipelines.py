@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import module_split as modsplit
+from tensorad.codegen.jit import object_check as objcheck
 from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
@@ -115,5 +116,36 @@ def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monke
     x, w, h = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H))
     masked = np.where(x.astype(np.float64) @ w > 0, h, 0)
     dx, dw = k(x, w, h)
+    np.testing.assert_allclose(dx, masked @ w.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, x.T @ masked, rtol=1e-4, atol=1e-4)
+
+
+def test_the_optimized_ir_an_export_and_a_recompiled_pickle_use_each_part_s_level(monkeypatch):
+    """``kernel.llvm_ir``, an exported library's objects and a pickled kernel compiled again on
+    another machine (here: a state whose fingerprint is another's) hold the code the build ran: the
+    matrix product's nest at -O2, the rest at -O3."""
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
+    monkeypatch.setattr(jit, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    X = ta.placeholder((32, 48), "float32", name="X")
+    W = ta.placeholder((48, 40), "float32", name="W")
+    H = ta.placeholder((32, 40), "float32", name="H")
+    grads = list(ta.JacobianRecursive(topi.nn.relu(topi.matmul(X, W)), [X, W], H))
+    k = ta.build(grads, [X, W, H], num_threads=1, cache=False, microkernel=True)
+    c = k._compiled
+    parts = jit.by_level(c.llvm_ir_unoptimized, c.opt_level)
+    assert sorted(level for _, level in parts) == [2, 3]
+    assert k.llvm_ir == "\n".join(jit.optimized_ir(t, level, c.target) for t, level in parts)
+    shared = jit.compile_shared_objects(parts, c.target)
+    assert [objcheck.object_is_sound(o) for o in shared] == [True, True]
+    assert shared != jit.compile_shared_objects([(c.llvm_ir_unoptimized, 3)], c.target)
+    restored, (state,) = k.__reduce__()
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    again = restored({**state, "target": "another machine"})
+    assert again._compiled.obj == c.obj
+    rng = np.random.default_rng(3)
+    x, w, h = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H))
+    masked = np.where(x.astype(np.float64) @ w > 0, h, 0)
+    dx, dw = again(x, w, h)
     np.testing.assert_allclose(dx, masked @ w.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(dw, x.T @ masked, rtol=1e-4, atol=1e-4)
