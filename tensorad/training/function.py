@@ -258,9 +258,9 @@ class Residuals(tuple):
 
 
 def _scalar_head(h: Any, head: Tensor) -> Any:
-    """A 0-d head given as a Python number or a 0-d array of another dtype, as the head's array
-    (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
-    number = isinstance(h, (int, float)) and not isinstance(h, bool)
+    """A 0-d head given as a Python or NumPy number or a 0-d array of another dtype, as the head's
+    array (a scalar loss's ``1.0``); any other head is passed as given (the kernel checks it)."""
+    number = isinstance(h, (int, float, np.integer, np.floating)) and not isinstance(h, bool)
     zero_d_array = isinstance(h, np.ndarray) and h.ndim == 0
     if head.shape == () and not dt.is_half(head.dtype) and (number or zero_d_array):
         return np.asarray(h, dtype=head.dtype)
