@@ -25,7 +25,7 @@ from .codegen import lower as _lower
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
-from .ir.rewrite import tensor_graph
+from .ir.rewrite import tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
 from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
@@ -314,6 +314,8 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     unit, most = info.multiple_of, info.max or max(ROWS)
     sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
+                      (raises(outputs, inputs), "a gather of mode='raise' is built per size ('clip' and "
+                                                "'wrap' are not)"),
                       (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
                       (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
@@ -321,6 +323,14 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
             return None, {}, (), says
     rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
     return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
+
+
+def raises(outputs: list[Tensor], inputs: list[Tensor]) -> bool:
+    """Whether the program reads an index from data under ``mode="raise"``: its kernel reports a bad one,
+    with a record that the rows' driver does not pass."""
+    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise"
+               for t in tensor_graph(outputs, stop=inputs) if not t.is_placeholder and t not in inputs
+               for b in t.op.body for n in walk(b))
 
 
 def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
