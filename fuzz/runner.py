@@ -86,8 +86,6 @@ def _exit_with_parent(parent: int) -> None:
     busy in native code that holds the GIL (strictly: when the parent's thread that started it
     ends -- a :class:`Pool` is driven from one thread); elsewhere a thread polls the parent's
     pid."""
-    from tensorad.codegen.jit.isolate import ForkSafeThread
-
     try:
         import ctypes
         import signal
@@ -103,6 +101,8 @@ def _exit_with_parent(parent: int) -> None:
             time.sleep(1.0)
             if os.getppid() != parent:
                 os._exit(3)
+
+    from tensorad.codegen.jit.isolate import ForkSafeThread
 
     ForkSafeThread(target=watch, daemon=True).start()  # (it holds no lock: compiles still fork)
 
