@@ -153,7 +153,8 @@ def _check_specs(path: Path, side: Path, lib: ctypes.CDLL, meta: dict[str, Any])
     try:
         held = (ctypes.c_char * 65).in_dll(lib, f"{meta['function']}_specs").value.decode()
     except (AttributeError, ValueError, TypeError):
-        held = None
+        raise LoadError(f"load: {str(path)!r} holds no digest of its argument specs (an older tensorad "
+                        f"exported it); export the kernel again") from None
     if held != specs_digest(meta):
         raise LoadError(f"load: the argument shapes, dtypes and checks that {str(side)!r} records are "
                         f"not those {str(path)!r} was compiled for: the .json was changed or damaged "
