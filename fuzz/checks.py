@@ -604,7 +604,8 @@ class Case:
     def sizes(self):
         """The program with one extent ``e`` made a size variable ``n >= e`` (``job["sized"]``): bound at
         ``e`` it computes the program's bits; built once, at ``e + 3`` its outputs and its optimized
-        gradient give the bits and the work of the program written at that size."""
+        gradient give the bits and the work of the program written at that size, its raw gradient
+        the values within rounding."""
         sized = self.job.get("sized")
         if sized is None:
             return
@@ -633,8 +634,9 @@ class Case:
         args = [feed[p] for p in static["INPUTS"]]
         if raws:  # the raw symbolic gradient, evaluated at the new size
             values = [ta.evaluate(r, dict(zip(ns["INPUTS"], args))) for r, ns in zip(raws, (sym, static))]
-            for t, g, w in zip(raws[1], *values):
-                _same(f"raw {t.name} at size {sized['at']}", g, w)
+            for t, g, w in zip(raws[1], *values):  # (within rounding: a raw max's gradient splits ties
+                # by a winner's flat index where the extents are static, its sums grouped otherwise)
+                compare(f"raw {t.name} at size {sized['at']}", g, w, t.dtype)
         got = _tuple(ta.build(outs[0], sym["INPUTS"], **options)(*args))
         for t, g, w in zip(outs[1], got, _tuple(ta.build(outs[1], static["INPUTS"], **options)(*args))):
             _same(f"{t.name} at size {sized['at']}", g, w)

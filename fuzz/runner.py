@@ -86,8 +86,6 @@ def _exit_with_parent(parent: int) -> None:
     busy in native code that holds the GIL (strictly: when the parent's thread that started it
     ends -- a :class:`Pool` is driven from one thread); elsewhere a thread polls the parent's
     pid."""
-    import threading
-
     try:
         import ctypes
         import signal
@@ -104,7 +102,9 @@ def _exit_with_parent(parent: int) -> None:
             if os.getppid() != parent:
                 os._exit(3)
 
-    threading.Thread(target=watch, daemon=True).start()
+    from tensorad.codegen.jit.isolate import ForkSafeThread
+
+    ForkSafeThread(target=watch, daemon=True).start()  # (it holds no lock: compiles still fork)
 
 
 def cpu_seconds(pid: int) -> float | None:

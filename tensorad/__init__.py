@@ -91,7 +91,8 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
                       head: Tensor | None = None,
                       override: dict[Tensor, Callable] | None = None,
                       optimize: bool = True) -> list[Tensor]:
-    """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2)."""
+    """Reverse accumulation from ``output`` to each of ``inputs`` (API.md section 2); a float ``head``
+    of another dtype is read as ``output``'s dtype, an integer one is an error."""
     key = None if override else (  # (functions: nothing to key them by)
         "reverse", [[output], _listed(inputs), _listed(head)], (optimize, isinstance(inputs, Tensor)))
     return _differentiated("gradient", f"JacobianRecursive({_name(output)})", optimize,
@@ -105,7 +106,8 @@ def JacobianRecursive(output: Tensor, inputs: Sequence[Tensor] | Tensor,  # noqa
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,
         optimize: bool = True) -> Tensor:
-    """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``."""
+    """Forward mode: ``sum_j J_j . tangents[j]``, a tensor of ``output.shape``; a float tangent of
+    another dtype is read as its input's dtype, an integer one is an error."""
     return _differentiated("jvp", f"jvp({_name(output)})", optimize, (output, inputs, tangents),
                            ("jvp", [[output], _listed(inputs), _listed(tangents)],
                             (optimize, isinstance(inputs, Tensor), isinstance(tangents, Tensor))),

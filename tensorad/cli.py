@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import tensorad as ta
 from tensorad.ir import FLOAT_DTYPES, Tensor, placeholders, trace
-from tensorad.ir.printer import Namer
+from tensorad.ir.printer import Namer, a_type
 
 PROG = "tensorad"
 
@@ -95,7 +95,7 @@ def _load_tensor(target: str, as_main: bool) -> tuple[Tensor, str]:
                          f"{', '.join(tensors) or '(none)'}")
     tensor = namespace[name]
     if not isinstance(tensor, Tensor):
-        raise UsageError(f"{path}: {name} is a {type(tensor).__name__}, not a tensor")
+        raise UsageError(f"{path}: {name} is {a_type(tensor)}, not a tensor")
     return tensor, name
 
 

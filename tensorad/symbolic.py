@@ -25,7 +25,7 @@ from .codegen import lower as _lower
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
-from .ir.rewrite import tensor_graph
+from .ir.rewrite import tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute
 from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
@@ -206,10 +206,21 @@ class SymbolicLowered:
                         f"ask for it at given sizes, .work_at({', '.join(f'{s}=...' for s in self.sizes)})")
 
 
+def placeholder_inputs(inputs: Any, what: str) -> None:
+    """Refuse a computed tensor among ``inputs``, as ``ta.evaluate`` refuses one in its feed: a kernel
+    computes its outputs from placeholders (an output listed among the inputs, as TVM's argument
+    lists have it, would be read instead of computed)."""
+    for t in listed(inputs):
+        if isinstance(t, Tensor) and not t.is_placeholder:
+            raise TypeError(f"{what}: input {t.name!r} is a computed tensor, not a placeholder; inputs "
+                            f"are ta.placeholder tensors (an output is listed among the outputs only)")
+
+
 def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[str, int] | None = None,
           **options: Any) -> LoweredFunc | SymbolicLowered:
     """``ta.lower``: a symbolic program is lowered at ``sizes``, or, without them, waits for
     ``.work_at(...)``."""
+    placeholder_inputs(inputs, "lower")
     if sizes is None:
         return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
@@ -261,6 +272,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
     (:func:`row_blocks`), or, with other sizes, a :class:`SizedCallable` over one for each value of the
     others; any other a :class:`SizedCallable` over static kernels."""
+    placeholder_inputs(inputs, "build")
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
     roots, ins = listed(outputs) + listed(inputs), listed(inputs)
@@ -302,6 +314,8 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     unit, most = info.multiple_of, info.max or max(ROWS)
     sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
+                      (raises(outputs, inputs), "a gather of mode='raise' is built per size ('clip' and "
+                                                "'wrap' are not)"),
                       (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
                       (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
@@ -309,6 +323,14 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
             return None, {}, (), says
     rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
     return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
+
+
+def raises(outputs: list[Tensor], inputs: list[Tensor]) -> bool:
+    """Whether the program reads an index from data under ``mode="raise"``: its kernel reports a bad one,
+    with a record that the rows' driver does not pass."""
+    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise"
+               for t in tensor_graph(outputs, stop=inputs) if not t.is_placeholder and t not in inputs
+               for b in t.op.body for n in walk(b))
 
 
 def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:

@@ -8,7 +8,11 @@ fork fails, the step runs here.
 A child runs under a CPU-time limit (:data:`CPU_LIMIT_SECONDS`) and dies with its parent.  A lock another
 thread held at the fork stays held in the child, which then waits using no CPU: a child whose CPU time has
 not moved for :data:`STALL_SECONDS`, looked at every :data:`_LOOK_SECONDS`, is killed as aborted.  The
-child leaves by ``os._exit``; its stderr goes to a file the parent copies to its own when it succeeded."""
+child leaves by ``os._exit``; its stderr goes to a file the parent copies to its own when it succeeded.
+
+While another Python thread runs (but a :class:`ForkSafeThread`), the step runs here, uncontained: a fork
+runs the fork handlers of the libraries that thread may be inside, and OpenBLAS's stops its thread pool
+under a matrix product that thread then waits on for ever."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import selectors
 import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -42,6 +47,17 @@ STALL_SECONDS = 30
 
 #: how long the parent waits for a child's bytes before it looks at the child
 _LOOK_SECONDS = 1.0
+
+
+class ForkSafeThread(threading.Thread):
+    """A thread that holds no library's lock across a fork (it runs only tensorad's compiled code):
+    :func:`start` forks beside it."""
+
+
+def _others_running() -> bool:
+    """Whether a Python thread runs besides this one and the :class:`ForkSafeThread` s."""
+    me = threading.current_thread()
+    return any(t is not me and not isinstance(t, ForkSafeThread) for t in threading.enumerate())
 
 
 def in_child(step: Callable[[], bytes], cpu_limit: float | None = None) -> bytes | None:
@@ -190,9 +206,9 @@ def _cpu_ticks(pid: int) -> int | None:
 
 
 def start(step: Callable[[], bytes], cpu_limit: float | None = None) -> Child:
-    """``step`` started in a forked child (run here at once without ``os.fork``, or when a fork
-    fails: no memory for a huge process's page tables, no process left)."""
-    if not hasattr(os, "fork"):
+    """``step`` started in a forked child (run here at once without ``os.fork``, beside another running
+    thread, or when a fork fails: no memory for a huge process's page tables, no process left)."""
+    if not hasattr(os, "fork") or _others_running():
         return _here(step)
     errors = tempfile.TemporaryFile()
     read_end, write_end = os.pipe()

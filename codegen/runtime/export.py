@@ -35,7 +35,7 @@ import numpy as np
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
 from ..target import needed_features
-from .pickling import specs_of
+from .pickling import specs_digest, specs_of
 
 LIBRARY_FORMAT = 2  # of an exported kernel's .json (1: before size, hash and target were recorded)
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
@@ -96,6 +96,7 @@ def _wrapper(fn: str, main: str, specs: dict, line: int) -> str:
     record = specs["checks"] is not None  # the violation record of run-time checks, zeroed per call
     params = ", ".join([f"void *{a}" for a in args] + ["int num_threads"])
     lines = ["#include <stdlib.h>", "#include <stdint.h>",
+             f'const char {fn}_specs[] = "{specs_digest(specs)}";',  # (what ta.load checks the .json by)
              f"extern void {main}(void **args, int32_t nthreads);",
              f"{'int' if record else 'void'} {fn}({params}) {{",
              f"  void *args[{max(n_all + record, 1)}];"]

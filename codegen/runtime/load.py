@@ -27,7 +27,7 @@ from ..target import host_target, missing_features
 from .compiled import Compiled
 from .export import LIBRARY_FORMAT, LoadError
 from .kernel import Kernel
-from .pickling import kernel_from_specs
+from .pickling import kernel_from_specs, specs_digest
 
 
 def load_kernel(path: str | os.PathLike) -> Kernel:
@@ -48,6 +48,7 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
     except AttributeError:
         raise LoadError(f"load: {str(path)!r} has no entry point {meta['main']} "
                         f"(named in {str(side)!r})") from None
+    _check_specs(path, side, lib, meta)
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     nargs = len(meta["inputs"]) + len(meta["outputs"]) + len(meta["temps"]) + (checks is not None)
     compiled = Compiled(f"file:{path}", address, lambda: _unavailable(path), meta["uses_gomp"], nargs,
@@ -144,6 +145,20 @@ def _open_private_copy(path: Path, data: bytes, digest: str) -> ctypes.CDLL:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     raise LoadError(f"load: {str(path)!r} could not be loaded: {'; '.join(failures)}")
+
+
+def _check_specs(path: Path, side: Path, lib: ctypes.CDLL, meta: dict[str, Any]) -> None:
+    """Refuse a ``.json`` whose argument shapes, dtypes or checks are not those the library's code was
+    made for (the digest it holds): run on arrays of other sizes, the code would write past them."""
+    try:
+        held = (ctypes.c_char * 65).in_dll(lib, f"{meta['function']}_specs").value.decode()
+    except (AttributeError, ValueError, TypeError):
+        raise LoadError(f"load: {str(path)!r} holds no digest of its argument specs (an older tensorad "
+                        f"exported it); export the kernel again") from None
+    if held != specs_digest(meta):
+        raise LoadError(f"load: the argument shapes, dtypes and checks that {str(side)!r} records are "
+                        f"not those {str(path)!r} was compiled for: the .json was changed or damaged "
+                        f"after it was exported; export the kernel again")
 
 
 def _unavailable(path: Path) -> str:

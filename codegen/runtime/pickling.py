@@ -6,6 +6,8 @@ IR is compiled for the host.  The functions take the kernel class as an argument
 
 from __future__ import annotations
 
+import hashlib
+import json
 import zlib
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +30,13 @@ def specs_of(kernel: Any) -> dict[str, Any]:
             "temps": [[list(s), str(d)] for s, d in sig.temps],
             "checks": checks.to_json() if checks is not None else None,
             "record": len(checks.new_record(sig.max_ndim)) if checks is not None else 0}
+
+
+def specs_digest(specs: dict[str, Any]) -> str:
+    """The SHA-256 hex digest of the argument specs of :func:`specs_of` (as a ``.json`` reads them back):
+    an exported library holds it, so that ``ta.load`` runs its code only on the shapes it was made for."""
+    keys = ("inputs", "outputs", "temps", "checks", "record")
+    return hashlib.sha256(json.dumps([specs.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
 
 
 def kernel_state(kernel: Any) -> dict[str, Any]:

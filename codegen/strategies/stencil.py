@@ -224,6 +224,12 @@ def unroll_taps(op: ComputeOp, body: Expr, reread_limit: int | None = None) -> C
     fresh.update(zip(kept, channels))
     space = IndexSpace(axes)
     box = space.box()
+    outside = [c for c in tap_cond if not set(free_vars(c)) & set(raxes)]
+    try:
+        if outside and not box.is_subset(box.intersect(space.cond(substitute(all_of(outside), fresh)))):
+            return None  # (zero off a part of the box: the loops fill it, the unrolled op would store it)
+    except NotAffine:
+        return None
     total = None
     for vals in product(*(range(a.lo, a.hi) for a in raxes)):
         m = {**fresh, **{a: const(v, "int64") for a, v in zip(raxes, vals)}}

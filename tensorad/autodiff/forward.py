@@ -33,6 +33,7 @@ def _check_pairs(inputs: list[Tensor], vectors: list[Tensor], what: str) -> None
             shape = list(v.shape) if isinstance(v, Tensor) else repr(v)
             raise ValueError(f"{what}: the tangent of {x.name!r} must be a tensor of shape "
                              f"{list(x.shape)}, got {shape}")
+        check_float(v, f"{what} (tangent)")  # (a float tangent of another dtype is read as its input's)
 
 
 def jvp(output: Tensor, inputs: Sequence[Tensor] | Tensor, tangents: Sequence[Tensor] | Tensor,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir import dtype as dt
+from tensorad.ir.printer import a_type
 from tensorad.ir.tensor import Tensor
 
 
@@ -25,7 +26,7 @@ def convert_array(t: Tensor, value: Any) -> np.ndarray:
     try:
         arr = np.asarray(value)
     except Exception as exc:  # noqa: BLE001 - numpy raises many kinds here
-        raise TypeError(f"evaluate: {_describe(t)} was fed a {type(value).__name__} that is "
+        raise TypeError(f"evaluate: {_describe(t)} was fed {a_type(value)} that is "
                         f"not an array ({exc})") from None
     kind = "f" if arr.dtype == dt.numpy_dtype("bfloat16") else arr.dtype.kind
     if kind not in "biuf":

@@ -13,6 +13,13 @@ from .rewrite import MissingRuleError, fold, op_reads, walk, walk_along
 from .tensor import ComputeOp, Tensor
 
 
+def a_type(value: object) -> str:
+    """``value``'s type name with its indefinite article, for messages: ``an int``, ``a float``,
+    ``an Expr``."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _named(names: dict, used: dict[str, int], x, suffixed) -> str:
     """``x``'s display name: its own name the first time that name is used, else ``suffixed(n)``
     for the ``n``-th other object of that name (in order of first appearance)."""

@@ -357,12 +357,12 @@ class Residuals(Sequence):
 
 def _head_array(h: Any, spec: tuple) -> Any:
     """The head ``h`` of an output whose head is ``spec`` (:attr:`Function._head_specs`): zeros for
-    ``None``; a 0-d head given as a Python number or a 0-d array of another dtype, as the head's array (a
-    scalar loss's ``1.0``); any other head as given (the kernel checks it)."""
+    ``None``; a 0-d head given as a Python or NumPy number or a 0-d array of another dtype, as the head's
+    array (a scalar loss's ``1.0``); any other head as given (the kernel checks it)."""
     shape, dtype, scalar = spec
     if h is None:
         return np.zeros(shape, dtype)
-    if scalar and ((isinstance(h, (int, float)) and not isinstance(h, bool))
+    if scalar and ((isinstance(h, (int, float, np.integer, np.floating)) and not isinstance(h, bool))
                    or (isinstance(h, np.ndarray) and h.ndim == 0)):
         return np.asarray(h, dtype=dtype)
     return h

@@ -137,6 +137,18 @@ def test_integer_head(prog):
         ta.gradient(Y, [X], ta.placeholder((3,), "int32", "H"))
 
 
+@pytest.mark.parametrize("call", ["jvp", "hvp"])
+def test_integer_tangent(prog, call):
+    """An integer tangent is refused as an integer head is (a float one of another dtype is cast)."""
+    X, _, Y = prog
+    V = ta.placeholder((3,), "int32", "V")
+    with pytest.raises(TypeError, match="\\(tangent\\): tensor 'V' has dtype int32; only floating-point"):
+        if call == "jvp":
+            ta.jvp(Y, [X], [V])
+        else:
+            ta.hessian_vector_product(ta.topi.sum(Y), [X], [V])
+
+
 def test_facade_gradient_by_an_integer_tensor(prog):
     _, N, Y = prog
     with pytest.raises(TypeError, match="tensor 'N' has dtype int32; only floating-point tensors are "

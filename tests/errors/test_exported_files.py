@@ -11,6 +11,8 @@ refused, so the parent asserts on the exit status and the message.
 * a library whose target needs CPU features this host lacks (a real one built for a feature
   this host does not have, and a ``.json`` whose recorded features name one);
 * a description written before the size, hash and target were recorded;
+* a description whose argument shapes or dtypes were changed (the library holds a digest of them:
+  its code run on arrays of the changed sizes would write past them);
 * ``export`` over a path whose library is loaded (the loaded kernel keeps its code) and
   ``ta.load`` after the library was replaced on disk (the new library is loaded);
 * ``ta.build`` with no home directory and no ``TENSORAD_CACHE_DIR``: a warning, no disk cache.
@@ -153,6 +155,25 @@ def _missing_host_feature() -> str | None:
         if feature in have and not have[feature]:
             return feature
     return None
+
+
+@needs_cc
+@pytest.mark.parametrize("change", ["shape", "dtype"])
+def test_a_description_with_changed_argument_specs_is_refused(tmp_path, change):
+    done = _child(tmp_path, f"""
+        p = kernel(2.0).export("k.so")
+        side = p[:-3] + ".json"
+        meta = json.load(open(side))
+        if {change!r} == "shape":
+            meta["inputs"][0][1] = meta["outputs"][0][1] = [1]
+            x = np.ones(1, np.float32)
+        else:
+            meta["inputs"][0][2] = meta["outputs"][0][2] = "float64"
+            x = np.ones(64)
+        json.dump(meta, open(side, "w"))
+        refused(lambda: ta.load(p), "k.json", "changed or damaged")
+    """)
+    _assert_ok(done, "REFUSED")
 
 
 @needs_cc

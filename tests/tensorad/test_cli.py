@@ -84,7 +84,7 @@ def test_show_runs_main_block_only_when_asked(script, capsys):
     ("{script}:", "expected FILE.py:TENSOR"),
     ("{script}.missing:Y", "no such file"),
     ("{script}:Q", "defines no variable 'Q'; its tensors are: W, N, X, Y, Z"),
-    ("{script}:not_a_tensor", "not_a_tensor is a int, not a tensor"),
+    ("{script}:not_a_tensor", "not_a_tensor is an int, not a tensor"),
     ("{script}:a-b", "'a-b' is not a variable name"),
 ])
 def test_show_usage_errors(script, capsys, target, message):
