@@ -206,21 +206,22 @@ class SymbolicLowered:
                         f"ask for it at given sizes, .work_at({', '.join(f'{s}=...' for s in self.sizes)})")
 
 
-def placeholder_inputs(inputs: Any, what: str) -> None:
-    """Refuse a computed tensor among ``inputs``, as ``ta.evaluate`` refuses one in its feed: a kernel
-    computes its outputs from placeholders (an output listed among the inputs, as TVM's argument
-    lists have it, would be read instead of computed)."""
+def outputs_not_inputs(outputs: Any, inputs: Any, what: str) -> None:
+    """Refuse an output listed among ``inputs`` (TVM's argument lists name outputs there): read as an
+    input, it would not be computed.  Another computed tensor may be an input: the kernel reads it as
+    a buffer instead of computing it."""
+    outs = {id(t) for t in listed(outputs)}
     for t in listed(inputs):
-        if isinstance(t, Tensor) and not t.is_placeholder:
-            raise TypeError(f"{what}: input {t.name!r} is a computed tensor, not a placeholder; inputs "
-                            f"are ta.placeholder tensors (an output is listed among the outputs only)")
+        if isinstance(t, Tensor) and id(t) in outs:
+            raise TypeError(f"{what}: {t.name!r} is both an output and an input; list an output among the "
+                            f"outputs only (a computed tensor among the inputs is read, not computed)")
 
 
 def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[str, int] | None = None,
           **options: Any) -> LoweredFunc | SymbolicLowered:
     """``ta.lower``: a symbolic program is lowered at ``sizes``, or, without them, waits for
     ``.work_at(...)``."""
-    placeholder_inputs(inputs, "lower")
+    outputs_not_inputs(outputs, inputs, "lower")
     if sizes is None:
         return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
@@ -272,7 +273,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     """``ta.build``: a symbolic program of independent rows gives one :class:`RowsKernel` for every size
     (:func:`row_blocks`), or, with other sizes, a :class:`SizedCallable` over one for each value of the
     others; any other a :class:`SizedCallable` over static kernels."""
-    placeholder_inputs(inputs, "build")
+    outputs_not_inputs(outputs, inputs, "build")
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
     roots, ins = listed(outputs) + listed(inputs), listed(inputs)
