@@ -207,12 +207,12 @@ class SymbolicLowered:
 
 
 def outputs_not_inputs(outputs: Any, inputs: Any, what: str) -> None:
-    """Refuse an output listed among ``inputs`` (TVM's argument lists name outputs there): read as an
-    input, it would not be computed.  Another computed tensor may be an input: the kernel reads it as
-    a buffer instead of computing it."""
+    """Refuse a computed output listed among ``inputs`` (TVM's argument lists name outputs there): read
+    as an input, it would not be computed.  Another computed tensor may be an input (the kernel reads it
+    as a buffer instead of computing it), and a placeholder may be both (the kernel copies it)."""
     outs = {id(t) for t in listed(outputs)}
     for t in listed(inputs):
-        if isinstance(t, Tensor) and id(t) in outs:
+        if isinstance(t, Tensor) and not t.is_placeholder and id(t) in outs:
             raise TypeError(f"{what}: {t.name!r} is both an output and an input; list an output among the "
                             f"outputs only (a computed tensor among the inputs is read, not computed)")
 
