@@ -95,11 +95,8 @@ def test_kernels_run_O3_code(make):
 
 
 
-def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monkeypatch):
-    """A matrix product's nest -- its driver and the packing of its sides, the arithmetic being the
-    library's micro-kernel -- is compiled at -O2 in a part of its own, the rest of the module at
-    -O3; the kernel (a dense relu layer's weight gradient, whose packing computes the masked head)
-    gives NumPy's result."""
+def _dense_relu_gradient(monkeypatch) -> tuple:
+    """A dense relu layer's gradient built in parts of one line or more on one CPU, and its tensors."""
     monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
     monkeypatch.setattr(jit, "usable_cpus", lambda: 1)
     monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
@@ -107,8 +104,16 @@ def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monke
     W = ta.placeholder((48, 40), "float32", name="W")
     H = ta.placeholder((32, 40), "float32", name="H")
     grads = list(ta.JacobianRecursive(topi.nn.relu(topi.matmul(X, W)), [X, W], H))
-    k = ta.build(grads, [X, W, H], num_threads=1, cache=False, microkernel=True)
-    c = k._compiled
+    return ta.build(grads, [X, W, H], num_threads=1, cache=False, microkernel=True), (X, W, H)
+
+
+def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monkeypatch):
+    """A matrix product's nest -- its driver and the packing of its sides, the arithmetic being the
+    library's micro-kernel -- is compiled at -O2 in a part of its own, the rest of the module at
+    -O3; the kernel (a dense relu layer's weight gradient, whose packing computes the masked head)
+    gives NumPy's result."""
+    k, (X, W, H) = _dense_relu_gradient(monkeypatch)
+    c = k.compiled
     parts = modsplit.split(c.llvm_ir_unoptimized, 1, c.opt_level)
     assert sorted(level for _, level in parts) == [2, 3]
     assert modsplit.unbundle(c.obj) == [jit.compile_object(t, level, c.target) for t, level in parts]
@@ -124,15 +129,8 @@ def test_the_optimized_ir_an_export_and_a_recompiled_pickle_use_each_part_s_leve
     """``kernel.llvm_ir``, an exported library's objects and a pickled kernel compiled again on
     another machine (here: a state whose fingerprint is another's) hold the code the build ran: the
     matrix product's nest at -O2, the rest at -O3."""
-    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
-    monkeypatch.setattr(jit, "usable_cpus", lambda: 1)
-    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
-    X = ta.placeholder((32, 48), "float32", name="X")
-    W = ta.placeholder((48, 40), "float32", name="W")
-    H = ta.placeholder((32, 40), "float32", name="H")
-    grads = list(ta.JacobianRecursive(topi.nn.relu(topi.matmul(X, W)), [X, W], H))
-    k = ta.build(grads, [X, W, H], num_threads=1, cache=False, microkernel=True)
-    c = k._compiled
+    k, (X, W, H) = _dense_relu_gradient(monkeypatch)
+    c = k.compiled
     parts = jit.by_level(c.llvm_ir_unoptimized, c.opt_level)
     assert sorted(level for _, level in parts) == [2, 3]
     assert k.llvm_ir == "\n".join(jit.optimized_ir(t, level, c.target) for t, level in parts)
