@@ -40,7 +40,8 @@ class Layout:
         return np.ndarray(shape, dtype, block, int(self.offsets[j]))
 
     def views(self, block: np.ndarray) -> list[np.ndarray]:
-        return [np.ndarray(s, d, block, off) for (s, d), off in zip(self.specs, self.offsets.tolist())]
+        """Every array of ``block``, sharing its memory."""
+        return [self.view(block, j) for j in range(len(self.specs))]
 
 
 class BlockCall:

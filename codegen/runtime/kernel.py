@@ -312,10 +312,7 @@ class Kernel:
         kernel's record)."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        try:  # (one list operation: atomic, no lock)
-            work = self._workspace.pop()
-        except IndexError:
-            work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
+        work = self._take_workspace()
         checks = self._compiled.checks
         if work.table is None:
             work.make_table(len(template), self._line, checks is not None)
