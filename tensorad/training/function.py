@@ -24,6 +24,7 @@ import numpy as np
 
 from ..autodiff import jacobian_recursive
 from ..codegen import Kernel, LoweredFunc, build, lower
+from ..codegen.lower import as_tensor_list
 from ..codegen.options import Options
 from ..codegen.runtime.blocks import BlockCall, Layout
 from ..codegen.runtime.kernel import as_array, data_address
@@ -45,13 +46,7 @@ _BUILD_ONLY = frozenset(inspect.signature(build).parameters) - {"outputs", "inpu
 
 
 def _tensor_list(x: Any, what: str) -> list[Tensor]:
-    items = [x] if isinstance(x, Tensor) else list(x) if isinstance(x, (list, tuple)) else None
-    if items is None:
-        raise TypeError(f"ta.function: {what} must be a tensor or a list of tensors, got {type(x).__name__}")
-    for k, t in enumerate(items):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"ta.function: {what}[{k}] must be a tensor, got {type(t).__name__}")
-    return items
+    return as_tensor_list(x, f"ta.function: {what}")
 
 
 def distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
