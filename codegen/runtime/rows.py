@@ -396,7 +396,12 @@ class RowsKernel:
         _, specs, shapes, covered, padded = self.sized(n)
         check = Kernel.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, specs)]
-        outs = [np.empty(shape, d) for shape, d in shapes] if out is None else self._given(out, n, ins)
+        if out is not None:
+            outs = self._given(out, n, ins)
+        else:  # (a padded block alone makes the outputs without rows itself)
+            alone = padded is not None and not covered
+            outs = [None if alone and rest is None else np.empty(shape, d)
+                    for (shape, d), (rest, _, _, _) in zip(shapes, self.outputs)]
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
                 if summed:
@@ -406,19 +411,22 @@ class RowsKernel:
         except IndexError:
             work = self._workspace()
         given, frame, _, pads = work
-        given[:len(self.moves)] = [self.address(a) for a in ins + outs]
-        frame[2] = covered
-        driver()(frame)
+        if covered:
+            self._drive(given, frame, ins + outs, covered)
         if padded is not None:
             given_outs = list(outs)
             self._padded(pads, padded, covered, n, ins, outs, out is None)
             if any(np.isnan(np.maximum.reduce(outs[j - len(ins)], axis=None)) for j, _, _ in self.sums):
                 # (one read, no temporary: a maximum is NaN where any element is)
-                outs[:] = given_outs
-                given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
-                frame[2] = n
-                driver()(frame)
+                outs[:] = [np.empty(*spec) if a is None else a for a, spec in zip(given_outs, shapes)]
+                self._drive(given, frame, ins + outs, n)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
+
+    def _drive(self, given: Any, frame: Any, arrays: list[np.ndarray], n: int) -> None:
+        """The driver on the first ``n`` rows of ``arrays`` (the inputs, then the outputs)."""
+        given[:len(self.moves)] = [self.address(a) for a in arrays]
+        frame[2] = n
+        driver()(frame)
