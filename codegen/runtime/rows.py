@@ -215,6 +215,7 @@ class RowsKernel:
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
         # what the driver is given of an array: the object, whose data pointer it reads, if it can
         self.address = data_address if ARRAY_DATA_OFFSET is None else id
+        self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
 
     def __reduce__(self):
         return RowsKernel, self.made
@@ -291,9 +292,9 @@ class RowsKernel:
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
         seen: tuple[int, str] | None = None
-        for a, (name, rest, _, _) in zip(arrays, self.inputs):
-            shape = getattr(a, "shape", ())
-            if rest is not None and shape:
+        for k, name in self.rowed:
+            shape = getattr(arrays[k], "shape", ())
+            if shape:
                 if seen is not None and seen[0] != shape[0]:
                     raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen[1]} gives "
                                      f"{seen[0]}, {name} gives {shape[0]} (axis 0)")
@@ -379,13 +380,17 @@ class RowsKernel:
                 outs[j] = b
 
     def sized(self, n: int) -> tuple:
-        """What a call of ``n`` rows needs of its size: the inputs' specs, the outputs' shapes and
-        :meth:`plan`'s, kept for the last ``n`` (a training loop or a server repeats its sizes)."""
+        """What a call of ``n`` rows needs of its size: the inputs' specs, the outputs' shapes (``None``
+        for an output without rows that a padded block alone makes) and :meth:`plan`'s, kept for the last
+        ``n`` (a training loop or a server repeats its sizes)."""
         last = self.last  # (read once: a concurrent call of another size may replace it)
         if last[0] != n:
+            covered, padded = self.plan(n)
+            alone = padded is not None and not covered
             ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
-            outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
-            last = self.last = (n, ins, outs, *self.plan(n))
+            outs = [(shape, d) if rest is None and not alone else None if rest is None else ((n, *rest), d)
+                    for rest, shape, d, _ in self.outputs]
+            last = self.last = (n, ins, outs, covered, padded)
         return last
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
@@ -396,7 +401,7 @@ class RowsKernel:
         _, specs, shapes, covered, padded = self.sized(n)
         check = Kernel.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, specs)]
-        outs = [np.empty(shape, d) for shape, d in shapes] if out is None else self._given(out, n, ins)
+        outs = [s and np.empty(*s) for s in shapes] if out is None else self._given(out, n, ins)
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
                 if summed:
@@ -406,19 +411,23 @@ class RowsKernel:
         except IndexError:
             work = self._workspace()
         given, frame, _, pads = work
-        given[:len(self.moves)] = [self.address(a) for a in ins + outs]
-        frame[2] = covered
-        driver()(frame)
+        if covered:
+            self._drive(given, frame, ins + outs, covered)
         if padded is not None:
             given_outs = list(outs)
             self._padded(pads, padded, covered, n, ins, outs, out is None)
             if any(np.isnan(np.maximum.reduce(outs[j - len(ins)], axis=None)) for j, _, _ in self.sums):
                 # (one read, no temporary: a maximum is NaN where any element is)
-                outs[:] = given_outs
-                given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
-                frame[2] = n
-                driver()(frame)
+                outs[:] = [np.empty(shape, d) if a is None else a
+                           for a, (_, shape, d, _) in zip(given_outs, self.outputs)]
+                self._drive(given, frame, ins + outs, n)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
+
+    def _drive(self, given: Any, frame: Any, arrays: list[np.ndarray], n: int) -> None:
+        """The driver on the first ``n`` rows of ``arrays`` (the inputs, then the outputs)."""
+        given[:len(self.moves)] = list(map(self.address, arrays))
+        frame[2] = n
+        driver()(frame)

@@ -358,3 +358,33 @@ def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
         assert kernel.plan(size) == (size, None)
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)
+
+
+def test_rows_that_fit_one_padded_block_run_that_block_alone(monkeypatch):
+    """Rows fewer than a padded block's run as that block alone: the driver does not run, and the
+    outputs without rows are the block's own, exact with ``out=`` and without; where the padding
+    leaves a NaN in a sum, the driver runs the rows unpadded once."""
+    from tensorad.codegen.runtime import rows
+    monkeypatch.setattr(rows, "PADDED_WORK", 0)  # (a padded block is the cheapest plan here)
+    calls = []
+    made = rows.driver()
+    monkeypatch.setattr(rows, "driver", lambda: lambda frame: (calls.append(frame[2]), made(frame)))
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 24), "float64", name="X"), ta.placeholder((16, 24), "float64", name="W")
+    k = ta.reduce_axis((0, 24), "k")
+    Y = ta.compute((n, 16), lambda i, j: ta.sum(X[i, k] * W[j, k], axis=k), name="Y")
+    H = ta.placeholder(Y.shape, "float64", name="H")
+    kernel = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H])
+    assert kernel.generic and kernel.plan(3) == (0, len(kernel.parts) - 2)
+    rng = np.random.default_rng(0)
+    x, w, h = rng.standard_normal((3, 24)), rng.standard_normal((16, 24)), rng.standard_normal((3, 16))
+    given = np.empty((3, 24)), np.full((16, 24), 7.0)
+    for dx, dw in (kernel(x, w, h), kernel(x, w, h, out=given)):
+        np.testing.assert_allclose(dx, h @ w, rtol=1e-12)
+        np.testing.assert_allclose(dw, h.T @ x, rtol=1e-12)
+    assert calls == []
+    x[-1, 5] = h[-1, 7] = np.inf  # (a padded row adds inf * 0, its zeroed input's zero, to dW)
+    with np.errstate(invalid="ignore"):
+        dw = kernel(x, w, h)[1]
+        np.testing.assert_allclose(dw, h.T @ x, rtol=1e-12)
+    assert calls == [3]
