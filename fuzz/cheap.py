@@ -106,14 +106,26 @@ def plain_work(outputs: list, inputs: list, **options) -> int:
     return ta.lower(outputs, inputs, **{**options, "variants": True, "choices": choices}).work
 
 
+def pinned(spec=PINNED_TARGET):
+    """The target of ``spec`` with the typical caches of a named CPU, not this host's: a target whose
+    code runs here takes the host's caches, and the strategies chosen with them, so its work counts
+    would differ between machines."""
+    from dataclasses import replace
+
+    from tensorad.codegen.target import DEFAULT_CACHES, DEFAULT_LINE, DEFAULT_PAGE, parse_target
+
+    l1d, l2, l3 = DEFAULT_CACHES
+    return replace(parse_target(spec), l1d=l1d, l2=l2, l3=l3, line=DEFAULT_LINE, page=DEFAULT_PAGE)
+
+
 def gradient_cost(out, wrt: list, *, grads: list | None = None, head=None, **options) -> Cost:
     """The :class:`Cost` of ``out``'s reverse gradient with respect to ``wrt`` (made here with a
     fresh head, or given as ``grads`` of the placeholder ``head``), both lowered with
-    ``options`` (those of ``ta.lower``; pin ``target`` for counts that do not depend on the
-    machine)."""
+    ``options`` (those of ``ta.lower``) for :func:`pinned` ``target``: the same counts on every machine."""
     import tensorad as ta
     from tensorad.ir import placeholders
 
+    options = {**options, "target": pinned(options.get("target", PINNED_TARGET))}
     inputs = placeholders([out])
     everything = inputs + [t for t in wrt if t not in inputs]
     if grads is None:

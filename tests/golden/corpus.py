@@ -12,8 +12,9 @@
 
 Each program is differentiated with ``ta.JacobianRecursive`` and a head of its output's shape,
 then the forward and the gradient are lowered for each pinned target of :data:`TARGETS` (the
-strategies chosen depend on the target).  ``FAST`` marks the programs of the default test
-tier; the rest run in the full tier (``TENSORAD_WORK_GATE=full``, and ``make fuzz``).
+strategies chosen depend on the target), with a named CPU's caches, not the host's
+(``fuzz.cheap.pinned``): the counts are the same on every machine.  ``FAST`` marks the programs of
+the default test tier; the rest run in the full tier (``TENSORAD_WORK_GATE=full``, and ``make fuzz``).
 """
 
 from __future__ import annotations
@@ -136,15 +137,15 @@ CHEAP_TARGET = "skylake-avx512"
 
 def measure(entry: Entry, targets: dict[str, str] = TARGETS) -> Measured:
     """The works of one program, differentiated once and lowered for each target."""
-    from fuzz.cheap import gradient_cost
+    from fuzz.cheap import gradient_cost, pinned
 
     out, wrt = entry.build()
     head = ta.placeholder(out.shape, out.dtype, "H")
     grads = list(ta.JacobianRecursive(out, wrt, head))
     inputs = placeholders([out])
-    counts = {key: (ta.lower([out], inputs, target=target).work,
-                    ta.lower(grads, inputs + [head], target=target).work)
-              for key, target in targets.items()}
+    counts = {key: (ta.lower([out], inputs, target=pinned(spec)).work,
+                    ta.lower(grads, inputs + [head], target=pinned(spec)).work)
+              for key, spec in targets.items()}
     cost = gradient_cost(out, wrt, grads=grads, head=head, target=TARGETS[CHEAP_TARGET])
     return Measured(counts, cost)
 
