@@ -62,7 +62,7 @@ def _description(side: Path) -> dict[str, Any]:
     """The parsed ``.json`` beside a library, with the fields the checks need."""
     try:
         meta = json.loads(side.read_text())
-    except json.JSONDecodeError as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # not text, or not JSON
         raise ValueError(f"load: {str(side)!r} is not a tensorad kernel description: {exc}") from None
     if isinstance(meta, dict) and meta.get("format") == 1:
         raise LoadError(f"load: {str(side)!r} was written by an older tensorad and does not record "
@@ -72,12 +72,12 @@ def _description(side: Path) -> dict[str, Any]:
         raise ValueError(f"load: {str(side)!r} is not a tensorad kernel description of format "
                          f"{LIBRARY_FORMAT}")
     lib, tgt = meta.get("library"), meta.get("target")
-    if not (isinstance(lib, dict) and isinstance(lib.get("bytes"), int)
+    if not (isinstance(meta.get("main"), str) and isinstance(lib, dict) and isinstance(lib.get("bytes"), int)
             and isinstance(lib.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", lib["sha256"])
             and isinstance(tgt, dict) and isinstance(tgt.get("triple"), str)
             and isinstance(tgt.get("features"), list)):
-        raise LoadError(f"load: {str(side)!r} does not record the library's size, SHA-256 hash and "
-                        f"target properly; export the kernel again")
+        raise LoadError(f"load: {str(side)!r} does not record the library's entry point, size, SHA-256 "
+                        f"hash and target properly; export the kernel again")
     return meta
 
 

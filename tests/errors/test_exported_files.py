@@ -10,7 +10,8 @@ refused, so the parent asserts on the exit status and the message.
   library that is not the one its ``.json`` describes (hash check before mapping);
 * a library whose target needs CPU features this host lacks (a real one built for a feature
   this host does not have, and a ``.json`` whose recorded features name one);
-* a description written before the size, hash and target were recorded;
+* a description written before the size, hash and target were recorded, one that is not text
+  and one whose entry point is not a name;
 * a description whose argument shapes or dtypes were changed (the library holds a digest of them:
   its code run on arrays of the changed sizes would write past them);
 * ``export`` over a path whose library is loaded (the loaded kernel keeps its code) and
@@ -220,6 +221,24 @@ def test_a_description_without_size_hash_and_target_asks_to_export_again(tmp_pat
     side.write_text(json.dumps(meta))
     with pytest.raises(ExportError, match="export the kernel again"):
         ta.load(path)
+
+
+@needs_cc
+def test_a_description_that_is_not_text_or_names_no_entry_point_is_refused(tmp_path):
+    """A ``.json`` that is not text (binary garbage) raised a ``UnicodeDecodeError``, and one whose
+    entry point is not a string a ``TypeError`` from ctypes ("attribute name must be string"): both
+    are refused naming the file."""
+    x = ta.placeholder((4,), name="X")
+    path = ta.build([ta.compute((4,), lambda i: x[i] + 1.0, name="Y")], [x]).export(tmp_path / "k.so")
+    side = tmp_path / "k.json"
+    meta = json.loads(side.read_text())
+    side.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ValueError, match="k.json' is not a tensorad kernel description"):
+        ta.load(path)
+    for main in (None, 7, ["f"]):
+        side.write_text(json.dumps({**meta, "main": main}))
+        with pytest.raises(ExportError, match="k.json' does not record the library's entry point"):
+            ta.load(path)
 
 
 @needs_cc
