@@ -66,6 +66,8 @@ class Contraction:
     #: an elementwise consumer of C (:class:`.strategies.epilogue.Epilogue`) applied in place to each finished
     #: block of C, which then lives in the consumer's buffer (:class:`.strategies.fusions.ProductEpilogue`)
     epilogue: Any = None
+    #: C holds the sum over an earlier chunk of the first ``k`` axis (:func:`pad_contraction`): add to it
+    accumulate: bool = False
 
     @property
     def c_at(self) -> tuple[Expr, ...]:
@@ -619,10 +621,11 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 
 
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
-    """``c`` as pieces ``(copies, spec, batch range)``: each range-guarded side reads a zero-padded copy
+    """``c`` as pieces ``(copies, spec, range)``: each range-guarded side reads a zero-padded copy
     (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
-    ``limit`` elements (``batch range = (axis, lo, hi)``), and each computed side that packing would compute
-    more than once per point reads a copy computed once; without copies, ``([], c, None)``."""
+    ``limit`` elements (``range = (axis, lo, hi)``), else per chunk of the first ``k`` axis, each piece after
+    the first adding to C (:attr:`Contraction.accumulate`); and each computed side that packing would
+    compute more than once per point reads a copy computed once; without copies, ``([], c, None)``."""
     from .padding import computed_copy, plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
@@ -643,15 +646,21 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
             op, sides[name] = computed_copy(side, axes, f"{c.c.op.name}.{name}")
             copies.append(op)
     chunked = None
-    if len(big) == 1 and c.batch:
+    if len(big) == 1:
         plan = plans[big[0]]
-        b0 = c.batch[0]
-        rows = -(-plan.size // limit)
-        step = -(-b0.extent // rows)
-        # (the chunk restricts the op's own loops, which the batch axis must be one of)
-        if plan.read.src[0] is b0 and b0 in c.c.op.axes and not plan.lows[0] and not plan.highs[0] \
-                and b0.extent >= 2 and step * plan.size // b0.extent <= limit:
-            chunked = (big[0], plan, b0, step)
+        # chunks of the first batch axis, else (no band or epilogue reading C whole) of the first k
+        # axis, each chunk's product adding to C what the earlier ones stored
+        reduced = c.c.op.body[0].arg.axes if c.c.op.body[0].op is Op.REDUCE else ()
+        along = [(ax, own) for ax, own in ((c.batch[:1], c.c.op.axes),
+                 (c.k[:1] if c.band is None and c.epilogue is None else (), reduced)) if ax]
+        for (b0,), own in along:
+            rows = -(-plan.size // limit)
+            step = -(-b0.extent // rows)
+            # (the chunk restricts the op's own loops, which the axis must be one of)
+            if plan.read.src[0] is b0 and b0 in own and not plan.lows[0] and not plan.highs[0] \
+                    and b0.extent >= 2 and step * plan.size // b0.extent <= limit:
+                chunked = (big[0], plan, b0, step)
+                break
     if "a" in sides or (chunked is not None and chunked[0] == "a"):
         c = replace(c, band=None)  # (the band is side A's guard, which a copy no longer is)
     if chunked is None:
@@ -666,8 +675,11 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
         new.setdefault("a" if name == "b" else "b", substitute(c.a if name == "b" else c.b, {b0: part}))
         if c.exact is not None:
             new["exact"] = substitute(c.exact, {b0: part})
-        index = tuple(substitute(e, {b0: part}) for e in c.c_at)
-        spec = replace(c, batch=(part,) + c.batch[1:], c_index=index, **new)
+        if c.batch and b0 is c.batch[0]:
+            index = tuple(substitute(e, {b0: part}) for e in c.c_at)
+            spec = replace(c, batch=(part,) + c.batch[1:], c_index=index, **new)
+        else:
+            spec = replace(c, k=(part,) + c.k[1:], accumulate=bool(pieces), **new)
         pieces.append(((copies if not pieces else []) + [op], spec, (b0, first, first + count)))
     return pieces
 

@@ -59,7 +59,10 @@ H_BDIRECT = H_BAND_INNER + 1
 # with B read in place, 1: the first row tile's micro-kernel packs B's panels as it reads them
 # and the other row tiles read them packed; 0: every row tile reads B in place
 H_BKEEP = H_BDIRECT + 1
-DESC_LEN = H_BKEEP + 1
+# 1: C holds a partial sum already (a later chunk of the reduction, see contraction.pad_contraction):
+# every ``k`` block adds to it; 0: the first ``k`` block stores
+H_ACC = H_BKEEP + 1
+DESC_LEN = H_ACC + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

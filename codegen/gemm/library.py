@@ -17,7 +17,8 @@ BLIS-style (:mod:`.gemm.microkernel`):
 
 A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows
 into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an
-``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile, later ones add to it; a row
+``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile (unless C holds a partial sum,
+``gemmdesc.H_ACC``), later ones add to it; a row
 tile of fewer rows runs a shorter micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
@@ -434,6 +435,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     side_a = b.gep(desc, [I64(gd.SIDE_A)], inbounds=True, source_etype=I64)
     side_b = b.gep(desc, [I64(gd.SIDE_B)], inbounds=True, source_etype=I64)
     ldb = ld(b, desc, gd.H_BDIRECT)
+    acc = b.icmp_unsigned("!=", ld(b, desc, gd.H_ACC), I64(0))
     direct = b.icmp_unsigned("!=", ldb, I64(0))
     bdirect = b.gep(b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_BASE), PTR),
                     [ld(b, desc, gd.SIDE_B + gd.S_CONST)], inbounds=False, source_etype=t, name="Bdirect")
@@ -554,7 +556,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
             ncl = smin(b, nc, b.sub(N, jc))
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = smin(b, kc, b.sub(K, k0))
-                first = b.icmp_signed("==", k0, I64(0))
+                first = b.and_(b.icmp_signed("==", k0, I64(0)), b.not_(acc))
                 # (B read in place: only the block's last panel, if narrower, is packed)
                 whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
                 with b.if_then(b.and_(b.not_(preb), b.icmp_signed("<", whole, ncl))):

@@ -92,6 +92,7 @@ class GemmEmitter:
             sides.append((at, expr, outer, width, plan))
         fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
         fields[gd.H_BKEEP] = int(-(-s.M // s.mr) > KEEP_TILES)
+        fields[gd.H_ACC] = int(s.accumulate)
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"

@@ -1,6 +1,6 @@
 """Convolutions on the packed library: the weight gradient reads its input's windows with range
-checks (no padded copy), packed by masked register transposes; a stride-2 forward packs every other
-element of its input's rows run by run.
+checks (no padded copy), packed by masked register transposes, or padded copies of chunks of its
+images; a stride-2 forward packs every other element of its input's rows run by run.
 
 Oracles: NumPy formulas of the convolution's gradients written here (float64) and
 ``ta.evaluate``; odd shapes (prime sizes, a batch of 1, stride 3, dilation 2, padding larger
@@ -226,3 +226,30 @@ def test_forward_packs_windows_run_by_run(target, n, c, f, size, pad, stride):
     for threads in (1, 2):
         kern.num_threads = threads
         np.testing.assert_allclose(kern(x, w), _conv_forward(x, w, stride, pad), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,n", [("float32", 4), ("float64", 5)])
+def test_weight_gradient_pads_its_input_chunk_by_chunk_of_the_sum(dtype, n):
+    """dW sums over ``k = (n, y, x)`` and has no batch axis, and a zero-padded copy of the whole
+    input would outgrow the kernel's largest argument (the input itself): the product was then
+    only ever packed through masked loads.  It now runs in pieces along ``n``, each reading a
+    padded copy of its images, the pieces after the first adding to the gradient the earlier
+    ones stored (an odd batch: pieces of unequal size).  Oracle: the NumPy formula, float64, at 1
+    and 2 threads."""
+    X = ta.placeholder((n, 32, 14, 14), dtype, "X")
+    W = ta.placeholder((16, 32, 3, 3), dtype, "W")
+    Y = ta.topi.nn.conv2d(X, W, 1, 1)
+    H = ta.placeholder(Y.shape, dtype, "H")
+    (gw,) = ta.JacobianRecursive(Y, [W], H)
+    offered = ta.lower([gw], [X, H], parallel_min_work=0, variants=True).offered
+    choices = {point: "padded" for point, labels, _ in offered if "padded" in labels}
+    assert choices, offered
+    kern = ta.build([gw], [X, H], parallel_min_work=0, choices=choices)
+    loops = str(kern.lowered)
+    assert loops.count("emitted as a matrix product") >= 2 and ".padded" in loops, loops
+    x, h = RNG.standard_normal(X.shape).astype(dtype), RNG.standard_normal(H.shape).astype(dtype)
+    want = _conv_grads(x.astype(np.float64), np.zeros(W.shape), h.astype(np.float64), 1, 1, 1)[1]
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    for threads in (1, 2):
+        kern.num_threads = threads
+        np.testing.assert_allclose(kern(x, h), want, rtol=tol, atol=tol)
