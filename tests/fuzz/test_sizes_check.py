@@ -68,3 +68,36 @@ def test_a_raw_max_gradient_split_over_ties_agrees_within_rounding():
                all_outputs=True, calling="plain", sized={"symbolic": TIES, "static": static, "at": 4})
     (result,) = checks.run_checks(job)
     assert result["status"] == "ok", result
+
+
+ARGMAX_OF_A_MEAN = """import tensorad as ta
+DT = 'float64'
+def _combine(x, y):
+    keep = x[1] >= y[1]
+    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+ARGMAX = ta.comm_reducer(_combine, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)), name="argmax")
+{size}x0 = ta.placeholder(({n},), DT, name='x0')
+L3 = ta.topi.mean(x0, axis=0, keepdims=False)
+r6 = ta.reduce_axis((-1, 2), name='r6')
+r7 = ta.reduce_axis((0, 9), name='r7')
+t3_i, t3 = ta.compute((5, 1), lambda i0, i1: ARGMAX((r6 * 7 + r7, L3[()]), axis=[r6, r7], where=r6 >= 1),
+                      name='t3')
+INPUTS = [x0]
+TENSORS = [L3, t3_i, t3]
+OUT = t3
+"""
+
+
+def test_a_size_factor_taken_out_of_a_sum_agrees_within_rounding():
+    """The gradient of a mean over ``n`` routed through a custom arg-max: written at ``n = 7`` the
+    factor ``1/7`` is a constant kept in each term of the head's sum; over a size variable ``1/n`` is
+    taken out of the sum.  The two differ in the last bit, and the check compared the optimized
+    gradients' bits, failing a correct program; it compares their values within rounding (the forward
+    still bit for bit, the work exactly)."""
+    static = ARGMAX_OF_A_MEAN.format(size="", n=7)
+    job = dict(source=ARGMAX_OF_A_MEAN.format(size="", n=4), source64="", dtype="float64", options={},
+               data="unit", seed=8500007, safe=True, checks=["sizes"], all_outputs=True, calling="plain",
+               sized={"symbolic": ARGMAX_OF_A_MEAN.format(size='SIZE = ta.size_var("n", min=4)\n', n="SIZE"),
+                      "static": static, "at": 7})
+    (result,) = checks.run_checks(job)
+    assert result["status"] == "ok", result["message"]
