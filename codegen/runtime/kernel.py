@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
 
+from ..jit.engine import compile_object, load_object
 from ..options import MAX_THREADS, integer
 from ..program import Buffer
 from ..target import host_target
@@ -39,8 +41,61 @@ def _array_data_offset() -> int | None:
 
 
 ARRAY_DATA_OFFSET = _array_data_offset()
-# ctypes prototypes take at most 1024 arguments: more buffers go through ``P_main`` and a pointer array
-CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
+# ``tensorad_addresses(table, slots, n, offset)``: each of the ``n`` entries ``slots`` names in an address
+# table holds a NumPy array object, replaced by its data pointer (at ``offset`` in the object), so that a
+# call's Python work does not grow with its arrays (:meth:`Kernel.run`)
+_ADDRESSES_IR = """
+define void @tensorad_addresses(ptr %table, ptr %slots, i64 %n, i64 %offset) {
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %j = phi i64 [0, %entry], [%jn, %loop]
+  %ps = getelementptr i64, ptr %slots, i64 %j
+  %s = load i64, ptr %ps
+  %po = getelementptr ptr, ptr %table, i64 %s
+  %o = load ptr, ptr %po
+  %pd = getelementptr i8, ptr %o, i64 %offset
+  %d = load ptr, ptr %pd
+  store ptr %d, ptr %po
+  %jn = add i64 %j, 1
+  %more = icmp slt i64 %jn, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+class _Process:
+    """``tensorad_addresses``, compiled and linked into the resident engine on first use."""
+
+    def __init__(self) -> None:
+        self.addresses: Any = None
+        self.lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self.addresses is None:
+            with self.lock:
+                if self.addresses is None:
+                    name = "tensorad_addresses"
+                    address = load_object(compile_object(_ADDRESSES_IR, 0, light=True), [name])[name]
+                    self.addresses = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                                      ctypes.c_int64)(address)
+        return self.addresses
+
+
+_PROCESS = _Process()
+
+
+class Slots:
+    """Positions in an address table (:meth:`Kernel.run`): an int64 array, its address and length."""
+
+    __slots__ = ("positions", "address", "count")
+
+    def __init__(self, positions: Sequence[int]) -> None:
+        self.positions = np.array(positions, np.int64)
+        self.address, self.count = data_address(self.positions), len(self.positions)
 
 
 def data_address(a: np.ndarray) -> int:
@@ -102,11 +157,6 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
         if j >= n and start + size > reach_out:
             reach_out, who_out = start + size, j
     return None
-
-
-def call_entry(nargs: int) -> bool:
-    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (:mod:`.llvm.emit`)."""
-    return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
@@ -238,7 +288,9 @@ class Kernel:
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
         self._out_offsets = output_offsets(self._out_specs, self._line)
-        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)  # (for :meth:`run`)
+        # a plain call's address table: every input and output an array of the call (:meth:`run`)
+        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)
+        self._all_slots = Slots(range(len(self._no_block)))
         self.keep_workspace = True
         self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
 
@@ -303,13 +355,12 @@ class Kernel:
         """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
         return self._line
 
-    def run(self, template: np.ndarray, base: int, slots: Sequence[int], arrays: Sequence[np.ndarray],
-            ) -> None:
+    def run(self, template: np.ndarray, base: int, slots: Slots, arrays: Sequence[np.ndarray]) -> None:
         """The code run on an address table: ``template + base`` for the inputs, then the outputs
         (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
-        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked,
-        outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a checked
-        kernel's record)."""
+        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes,
+        unchecked, outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a
+        checked kernel's record).  Every call of a kernel runs here."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         work = self._take_workspace()
@@ -318,8 +369,12 @@ class Kernel:
             work.make_table(len(template), self._line, checks is not None)
         np.add(template, base, out=work.args)
         table = work.table
-        for slot, a in zip(slots, arrays):
-            table[slot] = data_address(a)
+        if ARRAY_DATA_OFFSET is None:
+            table[slots.positions] = [a.ctypes.data for a in arrays]
+        else:  # (the objects, made data pointers in native code)
+            table[slots.positions] = list(map(id, arrays))
+            addresses = _PROCESS.addresses or _PROCESS.get()
+            addresses(work.address, slots.address, slots.count, ARRAY_DATA_OFFSET)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
@@ -370,19 +425,7 @@ class Kernel:
         check = self.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        call = self._compiled.call
-        if call is None:  # through the address table
-            self.run(self._no_block, 0, range(len(self._no_block)), ins + outs)
-        else:  # the arrays themselves: the kernel reads their data pointers
-            work = self._take_workspace()
-            temps = list(work.temps)
-            checks = self._compiled.checks
-            if checks is not None:  # one violation record per call (calls may run concurrently)
-                temps.append(checks.new_record(self._max_ndim))
-            call(*ins, *outs, *temps, self.num_threads)
-            self._return_workspace(work)
-            if checks is not None:
-                checks.raise_for(temps[-1])
+        self.run(self._no_block, 0, self._all_slots, ins + outs)
         res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 

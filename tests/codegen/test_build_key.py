@@ -28,7 +28,6 @@ from tensorad.codegen.jit.build_key import describe
 from tensorad.codegen.options import Options
 from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
-from tensorad.codegen.runtime.kernel import ARRAY_DATA_OFFSET
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta
@@ -101,7 +100,7 @@ def _layer(d: _Decisions, kind: str, cur, W, name: str, prefix: str, dtype: str)
 
 def _key(outputs, inputs, target="llvm", **options) -> str | None:
     tgt = parse_target(target)
-    return describe(outputs, inputs, Options.make({**options, "target": tgt}), tgt, True, ARRAY_DATA_OFFSET)
+    return describe(outputs, inputs, Options.make({**options, "target": tgt}), tgt, True)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -142,7 +141,7 @@ def test_target_and_cache_sizes_are_in_the_key():
     import dataclasses
 
     other = dataclasses.replace(host, l2=host.l2 * 2)  # the tiles read cache sizes
-    assert describe(outs, ins, Options.make({"target": other}), other, True, ARRAY_DATA_OFFSET) \
+    assert describe(outs, ins, Options.make({"target": other}), other, True) \
         != _key(outs, ins, host)
 
 
