@@ -459,29 +459,38 @@ class Kernel:
             if self.num_threads == 1:
                 return None, [np.empty(s, d) for s, d in self._out_specs]
             return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
-        single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
-        given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
-        if given is None or len(given) != len(self._outputs):
-            raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
-                                      f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
-        outs = []
-        for g, (name, shape, dtype) in zip(given, self._outputs):
-            if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
-                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
-                                          f"(any object with __dlpack__ is also accepted)")
-            a = as_array(g, f"out {name}")
-            if a.dtype != dtype:
-                raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
-            if a.shape != shape:
-                raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
-            if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
-                raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
-                                          f"array (outputs are written in place, never copied)")
-            outs.append(a)
-        clash = overlapping_output(ins, outs)
-        if clash is not None:
-            k, j = clash
-            other = f"input {self._inputs[j][0]}" if j < len(ins) else f"out {self._outputs[j - len(ins)][0]}"
-            raise KernelArgumentError(f"out {self._outputs[k][0]}: overlaps {other} (outputs are "
-                                      f"written in place: each needs memory of its own)")
-        return given, outs
+        return given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
+
+
+def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_names: Sequence[str],
+                  ) -> tuple[list, list[np.ndarray]]:
+    """The objects given as ``out=`` (an array, or a tuple or list of one per output) and the arrays a
+    kernel writes, checked against ``specs`` (each output's name, shape and dtype), or a
+    :class:`KernelArgumentError` naming the output and what is wrong: a mismatch, or memory shared with
+    another output or an input (``ins``, named ``in_names``)."""
+    single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
+    given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
+    if given is None or len(given) != len(specs):
+        raise KernelArgumentError(f"out= must be {len(specs)} array(s) "
+                                  f"({', '.join(n for n, _, _ in specs)}), got {out!r:.80}")
+    outs = []
+    for g, (name, shape, dtype) in zip(given, specs):
+        if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
+            raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
+                                      f"(any object with __dlpack__ is also accepted)")
+        a = as_array(g, f"out {name}")
+        if a.dtype != dtype:
+            raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
+        if a.shape != shape:
+            raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
+        if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+            raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
+                                      f"array (outputs are written in place, never copied)")
+        outs.append(a)
+    clash = overlapping_output(ins, outs)
+    if clash is not None:
+        k, j = clash
+        other = f"input {in_names[j]}" if j < len(ins) else f"out {specs[j - len(ins)][0]}"
+        raise KernelArgumentError(f"out {specs[k][0]}: overlaps {other} (outputs are "
+                                  f"written in place: each needs memory of its own)")
+    return given, outs

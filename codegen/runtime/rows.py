@@ -23,7 +23,7 @@ from tensorad.lang.sizes import RowKind, check_size
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .export import ExportError
-from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
+from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address, given_outputs
 
 
 def _loads(record: str, fields: str) -> str:
@@ -197,6 +197,7 @@ class RowsKernel:
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
+        self.out_names = [name for name, _, _ in sig.outputs]  # (as a static kernel's errors name them)
         rests = [(rest, d) for _, rest, _, d in self.inputs] + [(rest, d) for rest, _, d, _ in self.outputs]
         self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
                               np.int64)
@@ -331,19 +332,9 @@ class RowsKernel:
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
-        given = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(given) != len(self.outputs):
-            raise KernelArgumentError(f"out= must be {len(self.outputs)} array(s), got {len(given)}")
-        outs = []
-        for k, (g, (rest, shape, d, _)) in enumerate(zip(given, self.outputs)):
-            a, want = as_array(g, f"out {k}"), shape if rest is None else (n, *rest)
-            if a.dtype != d or a.shape != want or not (a.flags.c_contiguous and a.flags.writeable):
-                raise KernelArgumentError(f"out {k}: expected a C-contiguous, writeable {d} array of shape "
-                                          f"{list(want)}, got {a.dtype} {list(a.shape)}")
-            outs.append(a)
-        if overlapping_output(ins, outs) is not None:
-            raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
-        return outs
+        specs = [(name, shape if rest is None else (n, *rest), d)
+                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs)]
+        return given_outputs(out, specs, ins, self.names)[1]
 
     def _padded(self, pads: dict, k: int, first: int, n: int, ins: list[np.ndarray],
                 outs: list[np.ndarray], mine: bool) -> None:

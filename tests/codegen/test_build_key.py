@@ -175,7 +175,7 @@ def test_renamed_program_reuses_the_kernel_and_names_its_own_arguments(tmp_path,
     first = ta.build(outs, ins, cache=False)
     outs2, ins2, _ = _program(3, prefix="other_")
     second = ta.build(outs2, ins2, cache=False)
-    assert second._compiled is first._compiled  # one compiled kernel
+    assert second.compiled is first.compiled  # one compiled kernel
     feed = {t: rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in ins2}
     np.testing.assert_allclose(second(*[feed[t] for t in ins2]), ta.evaluate(outs2, feed)[0], rtol=1e-5,
                                atol=1e-6)
@@ -259,13 +259,13 @@ def test_entry_for_another_key_text_or_signature_is_rebuilt(tmp_path, monkeypatc
     T = ta.compute((6,), lambda i: ta.sum(A[i, k] * 0.5, axis=k), name="T")
     Y = ta.compute((6, 5), lambda i, j: A[i, j] - T[i] + S[i], name="Y")
     kern = ta.build([Y], [A], materialize=[T], fuse=False)
-    key = kern._compiled.key
+    key = kern.compiled.key
     meta, obj, zsrc = _entry(key)
     assert meta["key"].startswith("buildkey") and meta["signature"]["temps"]
     if attack == "key text":  # a colliding digest: the entry of another program under this key
         half, quarter = (f"f{np.float64(c).tobytes().hex()}" for c in (0.5, 0.25))
         meta["key"] = meta["key"].replace(half, quarter)
-        assert meta["key"] != kern._compiled.meta["key"]
+        assert meta["key"] != kern.compiled.meta["key"]
     elif attack == "signature shape":
         meta["signature"]["inputs"][0][0] = [6, 6]
     elif attack == "signature temps":

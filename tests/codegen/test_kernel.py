@@ -145,16 +145,16 @@ def test_cache_hit_is_fast_and_shared():
     X, W, Y = _dense(6, 4, 3)
     k1 = ta.build([Y], [X, W])
     k2 = ta.build([Y], [X, W])
-    assert k2._compiled is k1._compiled
+    assert k2.compiled is k1.compiled
     assert k2.origin == "memory"  # a lookup: nothing compiled, nothing read from disk
     # a structurally equal program built from fresh tensors hits the compiled-code cache too
     X2, W2, Y2 = _dense(6, 4, 3)
-    assert ta.build([Y2], [X2, W2])._compiled is k1._compiled
+    assert ta.build([Y2], [X2, W2]).compiled is k1.compiled
     # a different constant is a different program
     A = ta.placeholder((3,), "float32", "A")
     c1 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000001, name="c")], [A])
     c2 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000002, name="c")], [A])
-    assert c1._compiled is not c2._compiled
+    assert c1.compiled is not c2.compiled
 
 
 def test_llvm_ir_and_asm_are_text(dense):

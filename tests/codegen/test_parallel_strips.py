@@ -145,7 +145,8 @@ def test_a_call_on_one_thread_allocates_as_numpy_does(rng):
         kern(*args)
     finally:
         sys.setprofile(None)
-    assert len(kern._inputs) + len(kern._outputs) + len(kern._temps) == 10
+    sig = kern.signature
+    assert len(sig.inputs) + len(sig.outputs) + len(sig.temps) == 10
     assert calls[0] <= 24, calls[0]  # now 21; before: 104 (main: 32)
 
 
