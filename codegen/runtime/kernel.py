@@ -30,59 +30,71 @@ class KernelArgumentError(TypeError, ValueError):
     ``ValueError``; the message names the tensor and what was expected."""
 
 
-def _array_data_offset() -> int | None:
-    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``), verified
-    on a few arrays; ``None`` (the slow, portable path) if it is not where we expect."""
-    off = 2 * ctypes.sizeof(ctypes.c_void_p)  # after PyObject_HEAD: refcount, type
-    for a in (np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)):
-        if ctypes.c_void_p.from_address(id(a) + off).value != a.ctypes.data:
+def _object_offsets() -> tuple[int, int] | None:
+    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``) and a list its items
+    (``PyListObject.ob_item``), verified on a few of each; ``None`` (the portable path) if either is not
+    where we expect."""
+    word = ctypes.sizeof(ctypes.c_void_p)
+    arrays = [np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)]
+    if any(ctypes.c_void_p.from_address(id(a) + 2 * word).value != a.ctypes.data for a in arrays):
+        return None  # (after PyObject_HEAD: refcount, type)
+    for items in (arrays, arrays[1:], [arrays[0]] * 9):
+        at = ctypes.c_void_p.from_address(id(items) + 3 * word).value  # (after PyObject_VAR_HEAD)
+        if at is None or list((ctypes.c_void_p * len(items)).from_address(at)) != list(map(id, items)):
             return None
-    return off
+    return 2 * word, 3 * word
 
 
-ARRAY_DATA_OFFSET = _array_data_offset()
-# ``tensorad_addresses(table, slots, n, offset)``: each of the ``n`` entries ``slots`` names in an address
-# table holds a NumPy array object, replaced by its data pointer (at ``offset`` in the object), so that a
-# call's Python work does not grow with its arrays (:meth:`Kernel.run`)
-_ADDRESSES_IR = """
-define void @tensorad_addresses(ptr %table, ptr %slots, i64 %n, i64 %offset) {
+OFFSETS = _object_offsets()
+ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
+# ``tensorad_call(table, list, items_at, slots, n, data_at, main, threads)``: for each of the ``n``
+# positions ``slots[j]`` of an address table, the data pointer of the list's item ``j`` (a NumPy array:
+# its items at ``items_at`` in the list object, its data at ``data_at`` in the array object); then
+# ``main(table, threads)``.  A call's Python work does not grow with its arrays (:meth:`Kernel.run`).
+_CALL_IR = """
+define void @tensorad_call(ptr %table, ptr %list, i64 %items_at, ptr %slots, i64 %n, i64 %data_at,
+                           ptr %main, i32 %threads) {
 entry:
+  %pi = getelementptr i8, ptr %list, i64 %items_at
+  %items = load ptr, ptr %pi
   %any = icmp sgt i64 %n, 0
   br i1 %any, label %loop, label %done
 loop:
   %j = phi i64 [0, %entry], [%jn, %loop]
   %ps = getelementptr i64, ptr %slots, i64 %j
   %s = load i64, ptr %ps
-  %po = getelementptr ptr, ptr %table, i64 %s
+  %po = getelementptr ptr, ptr %items, i64 %j
   %o = load ptr, ptr %po
-  %pd = getelementptr i8, ptr %o, i64 %offset
+  %pd = getelementptr i8, ptr %o, i64 %data_at
   %d = load ptr, ptr %pd
-  store ptr %d, ptr %po
+  %pt = getelementptr ptr, ptr %table, i64 %s
+  store ptr %d, ptr %pt
   %jn = add i64 %j, 1
   %more = icmp slt i64 %jn, %n
   br i1 %more, label %loop, label %done
 done:
+  call void %main(ptr %table, i32 %threads)
   ret void
 }
 """
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32)
 
 
 class _Process:
-    """``tensorad_addresses``, compiled and linked into the resident engine on first use."""
+    """``tensorad_call``, compiled and linked into the resident engine on first use."""
 
     def __init__(self) -> None:
-        self.addresses: Any = None
+        self.call: Any = None
         self.lock = threading.Lock()
 
     def get(self) -> Any:
-        if self.addresses is None:
+        if self.call is None:
             with self.lock:
-                if self.addresses is None:
-                    name = "tensorad_addresses"
-                    address = load_object(compile_object(_ADDRESSES_IR, 0, light=True), [name])[name]
-                    self.addresses = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                                      ctypes.c_int64)(address)
-        return self.addresses
+                if self.call is None:
+                    address = load_object(compile_object(_CALL_IR, 0, light=True), ["tensorad_call"])
+                    self.call = _CALL(address["tensorad_call"])
+        return self.call
 
 
 _PROCESS = _Process()
@@ -355,31 +367,32 @@ class Kernel:
         """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
         return self._line
 
-    def run(self, template: np.ndarray, base: int, slots: Slots, arrays: Sequence[np.ndarray]) -> None:
+    def run(self, template: np.ndarray, base: int, slots: Slots, arrays: list[np.ndarray]) -> None:
         """The code run on an address table: ``template + base`` for the inputs, then the outputs
         (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
-        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes,
-        unchecked, outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a
-        checked kernel's record).  Every call of a kernel runs here."""
+        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked, outputs
+        overlapping nothing, in a list the caller keeps alive and no other thread changes -- then the
+        temporaries (and a checked kernel's record).  Every call of a kernel runs here."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         work = self._take_workspace()
         checks = self._compiled.checks
         if work.table is None:
             work.make_table(len(template), self._line, checks is not None)
-        np.add(template, base, out=work.args)
         table = work.table
-        if ARRAY_DATA_OFFSET is None:
-            table[slots.positions] = [a.ctypes.data for a in arrays]
-        else:  # (the objects, made data pointers in native code)
-            table[slots.positions] = list(map(id, arrays))
-            addresses = _PROCESS.addresses or _PROCESS.get()
-            addresses(work.address, slots.address, slots.count, ARRAY_DATA_OFFSET)
+        if slots is not self._all_slots:  # (a plain call sets every entry below)
+            np.add(template, base, out=work.args)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
             table[-1] = data_address(record)
-        self._compiled.main(work.address, self._num_threads)
+        if OFFSETS is None or type(arrays) is not list:
+            table[slots.positions] = [a.ctypes.data for a in arrays]
+            self._compiled.main(work.address, self._num_threads)
+        else:  # (the data pointers read in native code)
+            data_at, items_at = OFFSETS
+            (_PROCESS.call or _PROCESS.get())(work.address, id(arrays), items_at, slots.address, slots.count,
+                                              data_at, self._compiled.main_address, self._num_threads)
         self._return_workspace(work)
         if record is not None:
             checks.raise_for(record)

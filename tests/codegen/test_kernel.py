@@ -255,6 +255,7 @@ def test_portable_call_path_gives_the_same_results(dense, monkeypatch):
     kern.release_workspace()  # (a new address table, of addresses read the portable way)
     # the path used when the NumPy ABI check fails: addresses through ``ndarray.ctypes``
     monkeypatch.setattr(kernel_module, "ARRAY_DATA_OFFSET", None)
+    monkeypatch.setattr(kernel_module, "OFFSETS", None)
     portable = kern(x, w)
     monkeypatch.undo()
     np.testing.assert_array_equal(fast, portable)

@@ -88,18 +88,19 @@ def _buffers_passed(kern, args: list) -> tuple[list[int], tuple]:
     """The addresses of the outputs and temporaries that one call of ``kern`` hands its code
     through ``P_main`` (its address table), and the call's result."""
     compiled, sig, seen = kern.compiled, kern.signature, []
-    n_in, main = len(sig.inputs), compiled.main
+    n_in, main, address = len(sig.inputs), compiled.main, compiled.main_address
     nargs = n_in + len(sig.outputs) + len(sig.temps)
 
     def spy_main(addrs: int, threads: int):
         seen.extend(list((ctypes.c_uint64 * nargs).from_address(addrs))[n_in:])
         main(addrs, threads)
 
-    compiled.main = spy_main
+    spy = type(main)(spy_main)  # (a C function pointer: native code calls it too)
+    compiled.main, compiled.main_address = spy, ctypes.cast(spy, ctypes.c_void_p).value
     try:
         return seen, kern(*args)
     finally:
-        compiled.main = main
+        compiled.main, compiled.main_address = main, address
 
 
 @pytest.mark.parametrize("threads", [1, 2])
