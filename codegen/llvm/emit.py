@@ -225,10 +225,9 @@ class ModuleEmitter:
         return key, [nest.buffer(b) for b in order]
 
     def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
-        if "gemm" in nest.attrs:
-            used = list(range(len(self.args)))
-        else:
-            used = sorted({self.arg_index[t] for t in nest_buffers(nest.body)})
+        spec = nest.attrs.get("gemm")
+        gemm = GemmEmitter(self.module, spec, f"{self.prefix}_nest{k}") if spec is not None else None
+        used = sorted({self.arg_index[t] for t in (gemm.tensors() if gemm else nest_buffers(nest.body))})
         where = {a: p for p, a in enumerate(used)}
         self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
         # (a matrix product also takes its parallel loop's shared schedule, or null)
@@ -249,9 +248,8 @@ class ModuleEmitter:
 
         def pointer(t):
             return params[where[self.arg_index[t]]]
-        if "gemm" in nest.attrs:
+        if gemm is not None:
             at_most_level(fn, PRODUCT_OPT_LEVEL)
-            gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
             gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
                       fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
             b.ret_void()
