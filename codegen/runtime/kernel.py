@@ -50,7 +50,8 @@ ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
 # ``tensorad_call(table, list, items_at, slots, n, data_at, main, threads)``: for each of the ``n``
 # positions ``slots[j]`` of an address table, the data pointer of the list's item ``j`` (a NumPy array:
 # its items at ``items_at`` in the list object, its data at ``data_at`` in the array object); then
-# ``main(table, threads)``.  A call's Python work does not grow with its arrays (:meth:`Kernel.run`).
+# ``main(table, threads)`` unless ``main`` is null.  A call's Python work does not grow with its arrays
+# (:meth:`Kernel.run`, :func:`put_addresses`).
 _CALL_IR = """
 define void @tensorad_call(ptr %table, ptr %list, i64 %items_at, ptr %slots, i64 %n, i64 %data_at,
                            ptr %main, i32 %threads) {
@@ -73,7 +74,12 @@ loop:
   %more = icmp slt i64 %jn, %n
   br i1 %more, label %loop, label %done
 done:
+  %run = icmp ne ptr %main, null
+  br i1 %run, label %call, label %out
+call:
   call void %main(ptr %table, i32 %threads)
+  br label %out
+out:
   ret void
 }
 """
@@ -98,6 +104,19 @@ class _Process:
 
 
 _PROCESS = _Process()
+
+
+def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
+    """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
+    changes) at position ``slots[k]`` of the address table at ``table``."""
+    if OFFSETS is None or type(arrays) is not list:
+        entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
+        for k, a in zip(slots.positions.tolist(), arrays):
+            entries[k] = data_address(a)
+        return
+    data_at, items_at = OFFSETS
+    call = _PROCESS.call or _PROCESS.get()
+    call(table, id(arrays), items_at, slots.address, slots.count, data_at, None, 0)
 
 
 class Slots:

@@ -23,7 +23,7 @@ from tensorad.lang.sizes import RowKind, check_size
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .export import ExportError
-from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, data_address, given_outputs
+from .kernel import Kernel, KernelArgumentError, Slots, data_address, given_outputs, put_addresses
 
 
 def _loads(record: str, fields: str) -> str:
@@ -49,9 +49,9 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
-# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
-# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, sums, nsums}: given holds the
+# arrays' data pointers (:func:`.kernel.put_addresses`); for each part of desc (main, temps, ntemps, rows,
+# threads), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
@@ -59,26 +59,13 @@ _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
-                   "i64 offset, ptr sums, i64 nsums") + """\
+                   "ptr sums, i64 nsums") + """\
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
-  %objects = icmp sge i64 %offset, 0
-  br i1 %objects, label %data, label %start
-data:
-  %j = phi i64 [0, %entry], [%jn, %data]
-  %po = getelementptr ptr, ptr %given, i64 %j
-  %o = load ptr, ptr %po
-  %pd = getelementptr i8, ptr %o, i64 %offset
-  %dp = load ptr, ptr %pd
-  store ptr %dp, ptr %po
-  %jn = add i64 %j, 1
-  %dmore = icmp slt i64 %jn, %m
-  br i1 %dmore, label %data, label %start
-start:
   br label %part
 part:
-  %p = phi i64 [0, %start], [%pn, %next]
-  %r0 = phi i64 [0, %start], [%r, %next]
+  %p = phi i64 [0, %entry], [%pn, %next]
+  %r0 = phi i64 [0, %entry], [%r, %next]
   %d = getelementptr [5 x i64], ptr %desc, i64 %p
 """ + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64") + """\
   %threads = trunc i64 %t64 to i32
@@ -214,8 +201,7 @@ class RowsKernel:
         self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
-        # what the driver is given of an array: the object, whose data pointer it reads, if it can
-        self.address = data_address if ARRAY_DATA_OFFSET is None else id
+        self.slots = Slots(range(len(self.moves)))  # (of the driver's arrays)
 
     def __reduce__(self):
         return RowsKernel, self.made
@@ -324,10 +310,9 @@ class RowsKernel:
             sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
         held += [scratch, sums]
         given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 10)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                      data_address(self.moves), len(self.moves), self.width,
-                                      -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
-                                      ctypes.addressof(sums), len(self.sums))
+        frame = (ctypes.c_int64 * 9)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                     data_address(self.moves), len(self.moves), self.width,
+                                     ctypes.addressof(sums), len(self.sums))
         return given, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
@@ -397,7 +382,7 @@ class RowsKernel:
         except IndexError:
             work = self._workspace()
         given, frame, _, pads = work
-        given[:len(self.moves)] = [self.address(a) for a in ins + outs]
+        put_addresses(frame[3], self.slots, ins + outs)
         frame[2] = covered
         driver()(frame)
         if padded is not None:
@@ -406,7 +391,7 @@ class RowsKernel:
             if any(np.isnan(np.maximum.reduce(outs[j - len(ins)], axis=None)) for j, _, _ in self.sums):
                 # (one read, no temporary: a maximum is NaN where any element is)
                 outs[:] = given_outs
-                given[:len(self.moves)] = [self.address(a) for a in ins + outs]  # (the driver read them)
+                put_addresses(frame[3], self.slots, ins + outs)  # (the driver read them)
                 frame[2] = n
                 driver()(frame)
         if not self.kept:

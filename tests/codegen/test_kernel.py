@@ -251,11 +251,17 @@ def test_portable_call_path_gives_the_same_results(dense, monkeypatch):
     from tensorad.codegen.runtime import kernel as kernel_module
 
     kern, x, w = dense
-    fast = kern(x, w)
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), "float32", "X")
+    rows = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
+    xs = np.arange(21, dtype=np.float32).reshape(7, 3)
+    fast = kern(x, w), rows(xs)
     kern.release_workspace()  # (a new address table, of addresses read the portable way)
     # the path used when the NumPy ABI check fails: addresses through ``ndarray.ctypes``
     monkeypatch.setattr(kernel_module, "ARRAY_DATA_OFFSET", None)
     monkeypatch.setattr(kernel_module, "OFFSETS", None)
-    portable = kern(x, w)
+    portable = kern(x, w), rows(xs)
     monkeypatch.undo()
-    np.testing.assert_array_equal(fast, portable)
+    for a, b in zip(fast, portable):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(portable[1], xs * 2 + 1)
