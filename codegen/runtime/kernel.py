@@ -312,7 +312,6 @@ class Kernel:
         sig = self.signature = signature or Signature.of_program(lowered)
         self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
         self._work = sig.work
-        self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = sig.max_ndim
         # a temporary is a byte array one cache line longer than its buffer, which starts on a line in it
         self._line = getattr(compiled.target, "line", None) or host_target().line
