@@ -106,17 +106,22 @@ class _Process:
 _PROCESS = _Process()
 
 
-def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
+def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray], compiled: Compiled | None = None,
+                  threads: int = 1) -> None:
     """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
-    changes) at position ``slots[k]`` of the address table at ``table``."""
-    if OFFSETS is None or type(arrays) is not list:
-        entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
-        for k, a in zip(slots.positions.tolist(), arrays):
-            entries[k] = data_address(a)
+    changes) at position ``slots[k]`` of the address table at ``table``; then ``compiled``'s ``P_main``
+    on the table, if given."""
+    if OFFSETS is not None and type(arrays) is list:
+        data_at, items_at = OFFSETS
+        call = _PROCESS.call or _PROCESS.get()
+        call(table, id(arrays), items_at, slots.address, slots.count, data_at,
+             compiled and compiled.main_address, threads)
         return
-    data_at, items_at = OFFSETS
-    call = _PROCESS.call or _PROCESS.get()
-    call(table, id(arrays), items_at, slots.address, slots.count, data_at, None, 0)
+    entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
+    for k, a in zip(slots.positions.tolist(), arrays):
+        entries[k] = data_address(a)
+    if compiled is not None:
+        compiled.main(table, threads)
 
 
 class Slots:
@@ -328,17 +333,6 @@ class Kernel:
         """Free the temporaries kept from earlier calls (the next call allocates them again)."""
         self._workspace.clear()
 
-    def _take_workspace(self) -> Workspace:
-        try:  # (one list operation: atomic, no lock)
-            return self._workspace.pop()
-        except IndexError:
-            return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
-
-    def _return_workspace(self, work: Workspace) -> None:
-        if self.keep_workspace and not self._workspace:
-            self._workspace.append(work)
-            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
-
     @property
     def lowered(self):
         """The loop program this kernel runs (:class:`.lower.LoweredFunc`)."""
@@ -393,25 +387,23 @@ class Kernel:
         temporaries (and a checked kernel's record).  Every call of a kernel runs here."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        work = self._take_workspace()
+        try:  # (one list operation: atomic, no lock)
+            work = self._workspace.pop()
+        except IndexError:
+            work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
         checks = self._compiled.checks
         if work.table is None:
             work.make_table(len(template), self._line, checks is not None)
-        table = work.table
         if slots is not self._all_slots:  # (a plain call sets every entry below)
             np.add(template, base, out=work.args)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
-            table[-1] = data_address(record)
-        if OFFSETS is None or type(arrays) is not list:
-            table[slots.positions] = [a.ctypes.data for a in arrays]
-            self._compiled.main(work.address, self._num_threads)
-        else:  # (the data pointers read in native code)
-            data_at, items_at = OFFSETS
-            (_PROCESS.call or _PROCESS.get())(work.address, id(arrays), items_at, slots.address, slots.count,
-                                              data_at, self._compiled.main_address, self._num_threads)
-        self._return_workspace(work)
+            work.table[-1] = data_address(record)
+        put_addresses(work.address, slots, arrays, self._compiled, self._num_threads)
+        if self.keep_workspace and not self._workspace:
+            self._workspace.append(work)
+            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
         if record is not None:
             checks.raise_for(record)
 
