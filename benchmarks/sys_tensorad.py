@@ -255,7 +255,7 @@ def _planned_backward(H, grads, inputs, args, head, prep) -> Phase:
     extras = []
     if plan.extras:  # computed once by a forward kernel
         extras = as_list(ta.build(list(plan.extras), inputs, **_options)(*args))
-    residuals = plan.residuals(args, [], [np.asarray(a) for a in extras])
+    residuals = [np.asarray(extras[k]) if kind == "extra" else args[k] for kind, k in plan.sources]
     back_inputs = [inputs[i] for i in plan.inputs] + list(plan.saved) + [H]
     return _kernel_phase(list(grads), back_inputs, list(residuals) + [head], prep)
 

@@ -40,7 +40,7 @@ from .lower import LoweredFunc, argument_names, check_arguments, lower
 from .options import Options
 from .runtime import compiled_cache
 from .runtime.compiled import Compiled
-from .runtime.kernel import ARRAY_DATA_OFFSET, Kernel, Signature, call_entry
+from .runtime.kernel import Kernel, Signature
 from .runtime.linking import link
 from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
@@ -81,13 +81,13 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
             return lower(outs, ins, name=name, target=tgt, **options)
 
     with diskcache.disabled(not cache):  # (the compiler's source hash, remembered there)
-        key_text = describe(outs, ins, opts, tgt, gomp, ARRAY_DATA_OFFSET)
+        key_text = describe(outs, ins, opts, tgt, gomp)
     lowered = None
     if key_text is None:  # keyed by the loop program instead (see .buildkey)
         lowered = lowering()
         with diskcache.disabled(not cache):
             key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width,
-                                                        gomp, ARRAY_DATA_OFFSET, opts.checked)),
+                                                        gomp, opts.checked)),
                                    fingerprint(tgt)])
     key = digest(key_text)
     expect = {"inputs": [[list(t.shape), t.dtype] for t in ins],
@@ -124,19 +124,15 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     prog = lowered.program
     name = prog.name
     checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(prog) else None
-    direct = call_entry(len(prog.arguments) + (checks is not None))
     with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
-        offset = ARRAY_DATA_OFFSET if direct else None
         emitter = ModuleEmitter(prog, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
-                                vector_width=opts.vector_width, data_offset=offset, checks=checks,
-                                target=target)
+                                vector_width=opts.vector_width, checks=checks, target=target)
         module = emitter.emit()
         text = finish_ir(str(module))
-        call = emitter.call_name if direct else None
         libraries = sorted(set(_LIBRARY_SYMBOL.findall(text)))
         plan = gemmlib.LinkPlan(libraries, target)  # (the pieces to compile: beside the kernel)
         text, obj, pieces = compile_kernel(text, opts.opt_level, target, plan.modules())
-    meta = {"main": emitter.main_name, "call": call, "gomp": gomp, "nargs": emitter.nptr,
+    meta = {"main": emitter.main_name, "gomp": gomp, "nargs": emitter.nptr,
             "libraries": libraries,
             "checks": checks.to_json() if checks is not None else None, "key": key_text,
             "signature": {"inputs": [[list(b.shape), b.dtype] for b in prog.inputs],
@@ -170,7 +166,7 @@ def _load(key: str, key_text: str, expect: dict, opt_level: int, gomp: bool, tar
     return link(key, obj, meta, lambda: zlib.decompress(zsource).decode(), opt_level, target)
 
 
-_META_KEYS = {"main", "call", "gomp", "nargs", "libraries", "checks", "key", "signature"}
+_META_KEYS = {"main", "gomp", "nargs", "libraries", "checks", "key", "signature"}
 
 
 def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
@@ -189,8 +185,6 @@ def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
     nargs += meta["checks"] is not None  # (the violation record)
     libs = meta["libraries"]
     return (meta["main"] == f"{prefix}_main"
-            and meta["call"] in (None, f"{prefix}_call")
-            and (meta["call"] is None) == (not call_entry(nargs))
             and meta["gomp"] is gomp
             and type(meta["nargs"]) is int and meta["nargs"] == nargs
             and isinstance(libs, list)

@@ -132,6 +132,16 @@ class GemmEmitter:
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 
+    def tensors(self) -> list[Tensor]:
+        """The tensors whose buffers the emitted code reads or writes, in first-use order: C's, then
+        those the sides, the exact term and the epilogue read."""
+        s = self.s
+        exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
+        if s.epilogue is not None:
+            exprs.append(s.epilogue.apply(s.c_at, var(f"{s.c.op.name}.value", dtype=s.dtype)))
+        reads = (n.arg for e in exprs for n in walk(e) if n.op is Op.READ)
+        return list(dict.fromkeys([self.c_tensor, *reads]))
+
     @property
     def c_tensor(self) -> Tensor:
         """The tensor whose buffer holds C: the product's own, or its epilogue's consumer's."""

@@ -33,16 +33,16 @@ from .engine import fingerprint
 VERSION = "buildkey-1"
 
 
-def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target, gomp: bool,
-             data_offset: int | None) -> str | None:
+def describe(outputs: list[Tensor], inputs: list[Tensor], opts: Options, target: Target,
+             gomp: bool) -> str | None:
     """The key text of building ``outputs`` from ``inputs``, or ``None`` when it must be lowered first."""
     if opts.tune:
         return None
     try:
-        d = _Describer(outputs, inputs, opts, target, gomp, data_offset, names=False)
+        d = _Describer(outputs, inputs, opts, target, gomp, names=False)
         text = d.text()
         if d.names and not d.names_from_start:  # a raise-mode gather: again, names throughout
-            text = _Describer(outputs, inputs, opts, target, gomp, data_offset, names=True).text()
+            text = _Describer(outputs, inputs, opts, target, gomp, names=True).text()
         return text
     except Unkeyable:
         return None
@@ -55,9 +55,9 @@ def digest(text: str) -> str:
 
 class _Describer:
     def __init__(self, outputs: list[Tensor], inputs: list[Tensor], opts: Options | None,
-                 target: Target | None, gomp: bool, data_offset: int | None, names: bool) -> None:
+                 target: Target | None, gomp: bool, names: bool) -> None:
         self.outputs, self.inputs, self.opts = outputs, inputs, opts
-        self.target, self.gomp, self.data_offset = target, gomp, data_offset
+        self.target, self.gomp = target, gomp
         self.input_of = {t: k for k, t in enumerate(inputs)}
         self.op_of: dict[ComputeOp, int] = {}
         self.queue: list[ComputeOp] = []
@@ -160,7 +160,7 @@ class _Describer:
             head.append(f"in{k} {kind} {list(t.shape)} {t.dtype}")
         outs = self.walk()
         tail = [f"outputs {outs}", self._options(), f"target {self._target()}",
-                f"gomp {self.gomp} data_offset {self.data_offset}", f"fingerprint {fingerprint(self.target)}"]
+                f"gomp {self.gomp}", f"fingerprint {fingerprint(self.target)}"]
         return "\n".join(head + self.lines + self._names() + tail)
 
     def walk(self) -> list[str]:
@@ -221,7 +221,7 @@ def describe_graph(roots: list[Tensor]) -> GraphKey | None:
     """The canonical text of the DAG reached from ``roots`` (in order), names included, placeholders
     numbered in order of first reach, or ``None`` where it holds something the text cannot write exactly:
     the key of a differentiation (:mod:`tensorad.diffcache`)."""
-    d = _Describer(list(roots), [], None, None, False, None, names=True)
+    d = _Describer(list(roots), [], None, None, False, names=True)
     d.placeholder_of = {}
     try:
         refs = d.walk()

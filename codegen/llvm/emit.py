@@ -70,7 +70,7 @@ def combining_nodes(values: tuple[Expr, ...], accumulators: tuple[Expr, ...]) ->
     return frozenset(out)
 
 
-# The glue functions (``P_main``, ``P_call``, each ``P_omp``) only load pointers and call the nests: they
+# The glue functions (``P_main``, each ``P_omp``) only load pointers and call the nests: they
 # are compiled ``optnone``.  A serial fill of a non-zero value, the one loop over elements glue can hold,
 # keeps ``P_main`` optimized, unless the program is past this many pointers or steps (then its glue is a
 # function per this many steps, ``P_glue<j>``: :meth:`ModuleEmitter.main_function`, all ``optnone``).
@@ -137,11 +137,9 @@ def copies_loops(s: Loop) -> bool:
 
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
-                 vector_width: int | None = None, data_offset: int | None = None,
-                 checks: Checks | None = None, target=None) -> None:
+                 vector_width: int | None = None, checks: Checks | None = None, target=None) -> None:
         self.program, self.prefix, self.target = program, prefix, target
-        self.fastmath, self.use_gomp, self.vector_width, self.data_offset = \
-            fastmath, use_gomp, vector_width, data_offset
+        self.fastmath, self.use_gomp, self.vector_width = fastmath, use_gomp, vector_width
         self.module = ir.Module(name=prefix)
         self.args = program.arguments
         # checked mode (:mod:`.llvm.bounds_checks`): the violation record is one more pointer
@@ -173,10 +171,6 @@ class ModuleEmitter:
     def main_name(self) -> str:
         return f"{self.prefix}_main"
 
-    @property
-    def call_name(self) -> str:
-        return f"{self.prefix}_call"
-
     def emit(self) -> ir.Module:
         nests = []
         self.fill_fns: dict[int, ir.Function] = {}
@@ -190,10 +184,8 @@ class ModuleEmitter:
                 nests.append((k, step, fn, omp))
             elif step.parallel and self.use_gomp and step.buffer.size:
                 self.fill_fns[id(step)] = self.fill_function(k, step)
-        main = self.main_function(nests)
+        self.main_function(nests)
         self.mathlib.finish()
-        if self.data_offset is not None:
-            self.call_function(main)
         return self.module
 
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
@@ -233,10 +225,9 @@ class ModuleEmitter:
         return key, [nest.buffer(b) for b in order]
 
     def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
-        if "gemm" in nest.attrs:
-            used = list(range(len(self.args)))
-        else:
-            used = sorted({self.arg_index[t] for t in nest_buffers(nest.body)})
+        spec = nest.attrs.get("gemm")
+        gemm = GemmEmitter(self.module, spec, f"{self.prefix}_nest{k}") if spec is not None else None
+        used = sorted({self.arg_index[t] for t in (gemm.tensors() if gemm else nest_buffers(nest.body))})
         where = {a: p for p, a in enumerate(used)}
         self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
         # (a matrix product also takes its parallel loop's shared schedule, or null)
@@ -257,9 +248,8 @@ class ModuleEmitter:
 
         def pointer(t):
             return params[where[self.arg_index[t]]]
-        if "gemm" in nest.attrs:
+        if gemm is not None:
             at_most_level(fn, PRODUCT_OPT_LEVEL)
-            gemm = GemmEmitter(self.module, nest.attrs["gemm"], f"{self.prefix}_nest{k}")
             gemm.emit(b, pointer, lambda t: self.args[self.arg_index[t]].strides,
                       fn.args[-3], fn.args[-2], VALUE_FLAGS if self.fastmath else (), fn.args[-1])
             b.ret_void()
@@ -602,31 +592,6 @@ class ModuleEmitter:
             if self.checks is not None:  # stop at the first nest that recorded a violation
                 with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
                     b.ret_void()
-
-    def call_function(self, main: ir.Function) -> ir.Function:
-        """``P_call(PyObject *a0, ..., PyObject *an, i32 nthreads)``: reads each NumPy array's data
-        pointer at ``data_offset`` in its object (``PyArrayObject.data``) and calls ``P_main``, so that
-        Python builds no pointer array; used only when that offset was verified at import.  A temporary's
-        array is one cache line longer than its buffer (:class:`.runtime.kernel.Kernel`) and its pointer
-        is moved up to the next line here: threads sharing a parallel loop over it own whole lines."""
-        n = self.nptr
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n + [I32]), self.call_name)
-        self._glue(fn)
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        arr = b.alloca(PTR, size=I64(max(n, 1)))
-        temps = range(len(self.args) - len(self.program.temps), len(self.args))
-        line = self._target().line
-        for k in range(n):
-            field = b.gep(fn.args[k], [I64(self.data_offset)], inbounds=True, source_etype=I8)
-            slot = b.gep(arr, [I64(k)], inbounds=True, source_etype=PTR)
-            ptr = b.load(field, typ=PTR)
-            if k in temps:
-                skip = b.and_(b.sub(I64(0), b.ptrtoint(ptr, I64)), I64(line - 1))
-                ptr = b.gep(ptr, [skip], inbounds=True, source_etype=I8)
-            b.store(ptr, slot)
-        b.call(main, [arr, fn.args[n]])
-        b.ret_void()
-        return fn
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
         """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` whole-page chunks."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .kernel import Kernel, KernelArgumentError, data_address, empty_aligned
+from .kernel import Kernel, KernelArgumentError, Slots, data_address, empty_aligned
 
 
 class Layout:
@@ -57,7 +57,7 @@ class BlockCall:
         self.layout = layout
         self.in_specs = [spec for k, spec in enumerate(sig.inputs) if k not in placed]
         self.out_specs = [(s, d) for k, (_, s, d) in enumerate(sig.outputs, nin) if k not in placed]
-        self.slots = [k for k in range(nin + len(sig.outputs)) if k not in placed]
+        self.slots = Slots([k for k in range(nin + len(sig.outputs)) if k not in placed])
         self.unknown = [False] * len(self.in_specs)
         self.template = np.zeros(nin + len(sig.outputs), np.uintp)
         self.template[list(placed)] = list(placed.values())

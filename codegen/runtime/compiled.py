@@ -25,8 +25,6 @@ class Compiled:
     main_address: int
     source: str | Callable[[], str]
     uses_gomp: bool
-    nargs: int = 0
-    call_address: int | None = None
     opt_level: int = 3
     target: Any = None  # the :class:`.target.Target` it was compiled for (None: the host)
     meta: dict | None = None  # entry-point names and libraries (build.py), for export/pickle
@@ -38,10 +36,6 @@ class Compiled:
 
     def __post_init__(self) -> None:
         self.main = _MAIN(self.main_address)
-        self.call = None
-        if self.call_address:
-            proto = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * self.nargs), ctypes.c_int32)
-            self.call = proto(self.call_address)
 
     @property
     def llvm_ir_unoptimized(self) -> str:

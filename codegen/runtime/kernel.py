@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
 
+from ..jit.engine import compile_object, load_object
 from ..options import MAX_THREADS, integer
 from ..program import Buffer
 from ..target import host_target
@@ -28,19 +30,108 @@ class KernelArgumentError(TypeError, ValueError):
     ``ValueError``; the message names the tensor and what was expected."""
 
 
-def _array_data_offset() -> int | None:
-    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``), verified
-    on a few arrays; ``None`` (the slow, portable path) if it is not where we expect."""
-    off = 2 * ctypes.sizeof(ctypes.c_void_p)  # after PyObject_HEAD: refcount, type
-    for a in (np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)):
-        if ctypes.c_void_p.from_address(id(a) + off).value != a.ctypes.data:
+def _object_offsets() -> tuple[int, int] | None:
+    """Where a NumPy array object keeps its data pointer (``PyArrayObject.data``) and a list its items
+    (``PyListObject.ob_item``), verified on a few of each; ``None`` (the portable path) if either is not
+    where we expect."""
+    word = ctypes.sizeof(ctypes.c_void_p)
+    arrays = [np.zeros(3), np.zeros((2, 5), np.float32)[1:], np.empty(0, np.int32)]
+    if any(ctypes.c_void_p.from_address(id(a) + 2 * word).value != a.ctypes.data for a in arrays):
+        return None  # (after PyObject_HEAD: refcount, type)
+    for items in (arrays, arrays[1:], [arrays[0]] * 9):
+        at = ctypes.c_void_p.from_address(id(items) + 3 * word).value  # (after PyObject_VAR_HEAD)
+        if at is None or list((ctypes.c_void_p * len(items)).from_address(at)) != list(map(id, items)):
             return None
-    return off
+    return 2 * word, 3 * word
 
 
-ARRAY_DATA_OFFSET = _array_data_offset()
-# ctypes prototypes take at most 1024 arguments: more buffers go through ``P_main`` and a pointer array
-CALL_MAX_ARGS = 1023  # (buffers, then the thread count)
+OFFSETS = _object_offsets()
+ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
+# ``tensorad_call(table, list, items_at, slots, n, data_at, main, threads)``: for each of the ``n``
+# positions ``slots[j]`` of an address table, the data pointer of the list's item ``j`` (a NumPy array:
+# its items at ``items_at`` in the list object, its data at ``data_at`` in the array object); then
+# ``main(table, threads)`` unless ``main`` is null.  A call's Python work does not grow with its arrays
+# (:meth:`Kernel.run`, :func:`put_addresses`).
+_CALL_IR = """
+define void @tensorad_call(ptr %table, ptr %list, i64 %items_at, ptr %slots, i64 %n, i64 %data_at,
+                           ptr %main, i32 %threads) {
+entry:
+  %pi = getelementptr i8, ptr %list, i64 %items_at
+  %items = load ptr, ptr %pi
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %j = phi i64 [0, %entry], [%jn, %loop]
+  %ps = getelementptr i64, ptr %slots, i64 %j
+  %s = load i64, ptr %ps
+  %po = getelementptr ptr, ptr %items, i64 %j
+  %o = load ptr, ptr %po
+  %pd = getelementptr i8, ptr %o, i64 %data_at
+  %d = load ptr, ptr %pd
+  %pt = getelementptr ptr, ptr %table, i64 %s
+  store ptr %d, ptr %pt
+  %jn = add i64 %j, 1
+  %more = icmp slt i64 %jn, %n
+  br i1 %more, label %loop, label %done
+done:
+  %run = icmp ne ptr %main, null
+  br i1 %run, label %call, label %out
+call:
+  call void %main(ptr %table, i32 %threads)
+  br label %out
+out:
+  ret void
+}
+"""
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32)
+
+
+class _Process:
+    """``tensorad_call``, compiled and linked into the resident engine on first use."""
+
+    def __init__(self) -> None:
+        self.call: Any = None
+        self.lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self.call is None:
+            with self.lock:
+                if self.call is None:
+                    address = load_object(compile_object(_CALL_IR, 0, light=True), ["tensorad_call"])
+                    self.call = _CALL(address["tensorad_call"])
+        return self.call
+
+
+_PROCESS = _Process()
+
+
+def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray], compiled: Compiled | None = None,
+                  threads: int = 1) -> None:
+    """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
+    changes) at position ``slots[k]`` of the address table at ``table``; then ``compiled``'s ``P_main``
+    on the table, if given."""
+    if OFFSETS is not None and type(arrays) is list:
+        data_at, items_at = OFFSETS
+        call = _PROCESS.call or _PROCESS.get()
+        call(table, id(arrays), items_at, slots.address, slots.count, data_at,
+             compiled and compiled.main_address, threads)
+        return
+    entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
+    for k, a in zip(slots.positions.tolist(), arrays):
+        entries[k] = data_address(a)
+    if compiled is not None:
+        compiled.main(table, threads)
+
+
+class Slots:
+    """Positions in an address table (:meth:`Kernel.run`): an int64 array, its address and length."""
+
+    __slots__ = ("positions", "address", "count")
+
+    def __init__(self, positions: Sequence[int]) -> None:
+        self.positions = np.array(positions, np.int64)
+        self.address, self.count = data_address(self.positions), len(self.positions)
 
 
 def data_address(a: np.ndarray) -> int:
@@ -102,11 +193,6 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
         if j >= n and start + size > reach_out:
             reach_out, who_out = start + size, j
     return None
-
-
-def call_entry(nargs: int) -> bool:
-    """Whether a kernel of ``nargs`` pointer arguments gets the ``P_call`` entry point (:mod:`.llvm.emit`)."""
-    return ARRAY_DATA_OFFSET is not None and nargs <= CALL_MAX_ARGS
 
 
 def as_array(a: Any, role: str) -> np.ndarray:
@@ -231,31 +317,21 @@ class Kernel:
         sig = self.signature = signature or Signature.of_program(lowered)
         self._inputs, self._outputs, self._temps = list(sig.inputs), list(sig.outputs), list(sig.temps)
         self._work = sig.work
-        self._nargs = len(self._inputs) + len(self._outputs) + len(self._temps)
         self._max_ndim = sig.max_ndim
         # a temporary is a byte array one cache line longer than its buffer, which starts on a line in it
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
         self._out_offsets = output_offsets(self._out_specs, self._line)
-        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)  # (for :meth:`run`)
+        # a plain call's address table: every input and output an array of the call (:meth:`run`)
+        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)
+        self._all_slots = Slots(range(len(self._no_block)))
         self.keep_workspace = True
         self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
 
     def release_workspace(self) -> None:
         """Free the temporaries kept from earlier calls (the next call allocates them again)."""
         self._workspace.clear()
-
-    def _take_workspace(self) -> Workspace:
-        try:  # (one list operation: atomic, no lock)
-            return self._workspace.pop()
-        except IndexError:
-            return Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
-
-    def _return_workspace(self, work: Workspace) -> None:
-        if self.keep_workspace and not self._workspace:
-            self._workspace.append(work)
-            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
 
     @property
     def lowered(self):
@@ -303,29 +379,31 @@ class Kernel:
         """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
         return self._line
 
-    def run(self, template: np.ndarray, base: int, slots: Sequence[int], arrays: Sequence[np.ndarray],
-            ) -> None:
+    def run(self, template: np.ndarray, base: int, slots: Slots, arrays: list[np.ndarray]) -> None:
         """The code run on an address table: ``template + base`` for the inputs, then the outputs
         (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
-        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked,
-        outputs overlapping nothing, kept alive by the caller -- then the temporaries (and a checked
-        kernel's record)."""
+        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked, outputs
+        overlapping nothing, in a list the caller keeps alive and no other thread changes -- then the
+        temporaries (and a checked kernel's record).  Every call of a kernel runs here."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        work = self._take_workspace()
+        try:  # (one list operation: atomic, no lock)
+            work = self._workspace.pop()
+        except IndexError:
+            work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
         checks = self._compiled.checks
         if work.table is None:
             work.make_table(len(template), self._line, checks is not None)
-        np.add(template, base, out=work.args)
-        table = work.table
-        for slot, a in zip(slots, arrays):
-            table[slot] = data_address(a)
+        if slots is not self._all_slots:  # (a plain call sets every entry below)
+            np.add(template, base, out=work.args)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
-            table[-1] = data_address(record)
-        self._compiled.main(work.address, self._num_threads)
-        self._return_workspace(work)
+            work.table[-1] = data_address(record)
+        put_addresses(work.address, slots, arrays, self._compiled, self._num_threads)
+        if self.keep_workspace and not self._workspace:
+            self._workspace.append(work)
+            del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
         if record is not None:
             checks.raise_for(record)
 
@@ -370,19 +448,7 @@ class Kernel:
         check = self.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         given, outs = self._outputs_for(out, ins)
-        call = self._compiled.call
-        if call is None:  # through the address table
-            self.run(self._no_block, 0, range(len(self._no_block)), ins + outs)
-        else:  # the arrays themselves: the kernel reads their data pointers
-            work = self._take_workspace()
-            temps = list(work.temps)
-            checks = self._compiled.checks
-            if checks is not None:  # one violation record per call (calls may run concurrently)
-                temps.append(checks.new_record(self._max_ndim))
-            call(*ins, *outs, *temps, self.num_threads)
-            self._return_workspace(work)
-            if checks is not None:
-                checks.raise_for(temps[-1])
+        self.run(self._no_block, 0, self._all_slots, ins + outs)
         res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 
@@ -416,29 +482,38 @@ class Kernel:
             if self.num_threads == 1:
                 return None, [np.empty(s, d) for s, d in self._out_specs]
             return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
-        single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
-        given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
-        if given is None or len(given) != len(self._outputs):
-            raise KernelArgumentError(f"out= must be {len(self._outputs)} array(s) "
-                                      f"({', '.join(n for n, _, _ in self._outputs)}), got {out!r:.80}")
-        outs = []
-        for g, (name, shape, dtype) in zip(given, self._outputs):
-            if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
-                raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
-                                          f"(any object with __dlpack__ is also accepted)")
-            a = as_array(g, f"out {name}")
-            if a.dtype != dtype:
-                raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
-            if a.shape != shape:
-                raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
-            if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
-                raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
-                                          f"array (outputs are written in place, never copied)")
-            outs.append(a)
-        clash = overlapping_output(ins, outs)
-        if clash is not None:
-            k, j = clash
-            other = f"input {self._inputs[j][0]}" if j < len(ins) else f"out {self._outputs[j - len(ins)][0]}"
-            raise KernelArgumentError(f"out {self._outputs[k][0]}: overlaps {other} (outputs are "
-                                      f"written in place: each needs memory of its own)")
-        return given, outs
+        return given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
+
+
+def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_names: Sequence[str],
+                  ) -> tuple[list, list[np.ndarray]]:
+    """The objects given as ``out=`` (an array, or a tuple or list of one per output) and the arrays a
+    kernel writes, checked against ``specs`` (each output's name, shape and dtype), or a
+    :class:`KernelArgumentError` naming the output and what is wrong: a mismatch, or memory shared with
+    another output or an input (``ins``, named ``in_names``)."""
+    single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
+    given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
+    if given is None or len(given) != len(specs):
+        raise KernelArgumentError(f"out= must be {len(specs)} array(s) "
+                                  f"({', '.join(n for n, _, _ in specs)}), got {out!r:.80}")
+    outs = []
+    for g, (name, shape, dtype) in zip(given, specs):
+        if not isinstance(g, np.ndarray) and not hasattr(g, "__dlpack__"):
+            raise KernelArgumentError(f"out {name}: expected a numpy array, got {type(g).__name__} "
+                                      f"(any object with __dlpack__ is also accepted)")
+        a = as_array(g, f"out {name}")
+        if a.dtype != dtype:
+            raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
+        if a.shape != shape:
+            raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
+        if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+            raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
+                                      f"array (outputs are written in place, never copied)")
+        outs.append(a)
+    clash = overlapping_output(ins, outs)
+    if clash is not None:
+        k, j = clash
+        other = f"input {in_names[j]}" if j < len(ins) else f"out {specs[j - len(ins)][0]}"
+        raise KernelArgumentError(f"out {specs[k][0]}: overlaps {other} (outputs are "
+                                  f"written in place: each needs memory of its own)")
+    return given, outs

@@ -25,10 +25,7 @@ def link(key: str, obj: bytes, meta: dict, source: str | Callable[[], str], opt_
         gemmlib.link_symbols(meta["libraries"], target, library)
     else:
         pieces[0].link(pieces[1], library)
-    names = [meta["main"]] + ([meta["call"]] if meta["call"] else [])
-    code = link_object(obj, names)
-    addrs = code.addresses
+    code = link_object(obj, [meta["main"]])
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
-    return Compiled(key, addrs[meta["main"]], source, meta["gomp"], meta["nargs"],
-                    addrs.get(meta["call"]) if meta["call"] else None, opt_level, target, meta=meta, obj=obj,
-                    checks=checks, library=library, code=code)
+    return Compiled(key, code.addresses[meta["main"]], source, meta["gomp"], opt_level, target, meta=meta,
+                    obj=obj, checks=checks, library=library, code=code)

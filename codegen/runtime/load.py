@@ -50,12 +50,9 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
                         f"(named in {str(side)!r})") from None
     _check_specs(path, side, lib, meta)
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
-    nargs = len(meta["inputs"]) + len(meta["outputs"]) + len(meta["temps"]) + (checks is not None)
-    compiled = Compiled(f"file:{path}", address, lambda: _unavailable(path), meta["uses_gomp"], nargs,
-                        None, meta["opt_level"], checks=checks)
-    kernel = kernel_from_specs(Kernel, meta, compiled, meta["num_threads"], meta["work"], meta["text"])
-    kernel._library = lib  # keeps the library loaded as long as the kernel lives
-    return kernel
+    compiled = Compiled(f"file:{path}", address, lambda: _unavailable(path), meta["uses_gomp"],
+                        meta["opt_level"], checks=checks, code=lib)  # (the library stays loaded with it)
+    return kernel_from_specs(Kernel, meta, compiled, meta["num_threads"], meta["work"], meta["text"])
 
 
 def _description(side: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tensorad.lang.sizes import RowKind, check_size
 from ..jit.engine import compile_object, load_object
 from ..target import host_target
 from .export import ExportError
-from .kernel import ARRAY_DATA_OFFSET, Kernel, KernelArgumentError, as_array, data_address, overlapping_output
+from .kernel import Kernel, KernelArgumentError, Slots, data_address, given_outputs, put_addresses
 
 
 def _loads(record: str, fields: str) -> str:
@@ -49,9 +49,9 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, offset, sums, nsums}: given holds
-# the arrays' objects, whose data pointers are read at offset (given holds the pointers themselves where
-# offset < 0); then for each part of desc (main, temps, ntemps, rows, threads), largest blocks first,
+# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, sums, nsums}: given holds the
+# arrays' data pointers (:func:`.kernel.put_addresses`); for each part of desc (main, temps, ntemps, rows,
+# threads), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
@@ -59,26 +59,13 @@ _DRIVER = """
 define void @tensorad_rows(ptr %frame) {
 entry:
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
-                   "i64 offset, ptr sums, i64 nsums") + """\
+                   "ptr sums, i64 nsums") + """\
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
-  %objects = icmp sge i64 %offset, 0
-  br i1 %objects, label %data, label %start
-data:
-  %j = phi i64 [0, %entry], [%jn, %data]
-  %po = getelementptr ptr, ptr %given, i64 %j
-  %o = load ptr, ptr %po
-  %pd = getelementptr i8, ptr %o, i64 %offset
-  %dp = load ptr, ptr %pd
-  store ptr %dp, ptr %po
-  %jn = add i64 %j, 1
-  %dmore = icmp slt i64 %jn, %m
-  br i1 %dmore, label %data, label %start
-start:
   br label %part
 part:
-  %p = phi i64 [0, %start], [%pn, %next]
-  %r0 = phi i64 [0, %start], [%r, %next]
+  %p = phi i64 [0, %entry], [%pn, %next]
+  %r0 = phi i64 [0, %entry], [%r, %next]
   %d = getelementptr [5 x i64], ptr %desc, i64 %p
 """ + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64") + """\
   %threads = trunc i64 %t64 to i32
@@ -197,6 +184,7 @@ class RowsKernel:
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
+        self.out_names = [name for name, _, _ in sig.outputs]  # (as a static kernel's errors name them)
         rests = [(rest, d) for _, rest, _, d in self.inputs] + [(rest, d) for rest, _, d, _ in self.outputs]
         self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
                               np.int64)
@@ -213,9 +201,8 @@ class RowsKernel:
         self.plans: dict[int, tuple[int, int | None]] = {}  # plan(n) by n's rows past the largest blocks
         self.checked = -1  # the last count of rows checked against the size's constraints
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
-        # what the driver is given of an array: the object, whose data pointer it reads, if it can
-        self.address = data_address if ARRAY_DATA_OFFSET is None else id
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
+        self.slots = Slots(range(len(self.moves)))  # (of the driver's arrays)
 
     def __reduce__(self):
         return RowsKernel, self.made
@@ -324,27 +311,16 @@ class RowsKernel:
             sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
         held += [scratch, sums]
         given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 10)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                      data_address(self.moves), len(self.moves), self.width,
-                                      -1 if ARRAY_DATA_OFFSET is None else ARRAY_DATA_OFFSET,
-                                      ctypes.addressof(sums), len(self.sums))
+        frame = (ctypes.c_int64 * 9)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
+                                     data_address(self.moves), len(self.moves), self.width,
+                                     ctypes.addressof(sums), len(self.sums))
         return given, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
-        given = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(given) != len(self.outputs):
-            raise KernelArgumentError(f"out= must be {len(self.outputs)} array(s), got {len(given)}")
-        outs = []
-        for k, (g, (rest, shape, d, _)) in enumerate(zip(given, self.outputs)):
-            a, want = as_array(g, f"out {k}"), shape if rest is None else (n, *rest)
-            if a.dtype != d or a.shape != want or not (a.flags.c_contiguous and a.flags.writeable):
-                raise KernelArgumentError(f"out {k}: expected a C-contiguous, writeable {d} array of shape "
-                                          f"{list(want)}, got {a.dtype} {list(a.shape)}")
-            outs.append(a)
-        if overlapping_output(ins, outs) is not None:
-            raise KernelArgumentError("out=: an output overlaps another argument (each needs its own memory)")
-        return outs
+        specs = [(name, shape if rest is None else (n, *rest), d)
+                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs)]
+        return given_outputs(out, specs, ins, self.names)[1]
 
     def _padded(self, pads: dict, k: int, first: int, n: int, ins: list[np.ndarray],
                 outs: list[np.ndarray], mine: bool) -> None:
@@ -410,9 +386,9 @@ class RowsKernel:
             work = self.kept.pop()
         except IndexError:
             work = self._workspace()
-        given, frame, _, pads = work
+        _, frame, _, pads = work
         if covered:
-            self._drive(given, frame, ins + outs, covered)
+            self._drive(frame, ins + outs, covered)
         if padded is not None:
             given_outs = list(outs)
             self._padded(pads, padded, covered, n, ins, outs, out is None)
@@ -420,14 +396,14 @@ class RowsKernel:
                 # (one read, no temporary: a maximum is NaN where any element is)
                 outs[:] = [np.empty(shape, d) if a is None else a
                            for a, (_, shape, d, _) in zip(given_outs, self.outputs)]
-                self._drive(given, frame, ins + outs, n)
+                self._drive(frame, ins + outs, n)
         if not self.kept:
             self.kept.append(work)
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
 
-    def _drive(self, given: Any, frame: Any, arrays: list[np.ndarray], n: int) -> None:
+    def _drive(self, frame: Any, arrays: list[np.ndarray], n: int) -> None:
         """The driver on the first ``n`` rows of ``arrays`` (the inputs, then the outputs)."""
-        given[:len(self.moves)] = list(map(self.address, arrays))
+        put_addresses(frame[3], self.slots, arrays)
         frame[2] = n
         driver()(frame)

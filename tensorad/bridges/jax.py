@@ -35,13 +35,14 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from ..autodiff import jvp as _jvp
+from ..codegen.runtime.kernel import as_array
 from ..ir import dtype as dt
 from ..ir.tensor import Tensor
 from ..lang import placeholder
 from ..lang.batching import batch_program
 from ..simplify import Optimizer
 from ..symbolic import per_size
-from ..training.function import Function, distinct_computes
+from ..training.function import Function, Residuals, distinct_computes
 from ..training.residuals import Policy
 from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, static_key
 
@@ -49,20 +50,23 @@ from .signatures import DEFAULT_MAX_SIGNATURES, SignatureCache, SignatureOp, sta
 class Program:
     """``outputs`` as a function of the placeholders ``free``, run by one kernel.  ``linear``: positions
     in ``free`` in which the program is linear (JAX may transpose there). ``frozen``: positions that carry
-    no derivative (outside the user's ``wrt``).  ``n_saved``: operands after ``free`` the kernel may read
-    (saved forward values) but the mathematics does not depend on. ``run``: the kernel on all operands
-    (default: built over ``free``).  ``jvp_rule``/``transpose_rule`` replace the generic rules."""
+    no derivative (outside the user's ``wrt``).  Operands after ``free`` are saved forward values the kernel
+    may read but the mathematics does not depend on. ``run``: the kernel on all operands (default: built
+    over ``free``).  ``block``: the bytes of one more output after ``outputs``, the block of the saved values
+    a forward keeps (:attr:`Function.layout`), ``0`` for none.  ``jvp_rule``/``transpose_rule`` replace the
+    generic rules."""
 
     def __init__(self, outputs: Sequence[Tensor], free: Sequence[Tensor], build_options: dict,
-                 linear: Sequence[int] = (), n_saved: int = 0, run: Callable | None = None,
-                 policy: Policy = "default", frozen: frozenset[int] = frozenset()) -> None:
+                 linear: Sequence[int] = (), run: Callable | None = None, policy: Policy = "default",
+                 frozen: frozenset[int] = frozenset(), block: int = 0) -> None:
         self.outputs = distinct_computes(list(outputs), "out")
         self.free = list(free)
         self.linear = frozenset(linear)
-        self.frozen, self.n_saved = frozen, n_saved
+        self.frozen, self.block = frozen, block
         self.build_options, self.policy = build_options, policy
         self._run = run
         self.avals = [jax.core.ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in self.outputs]
+        self.avals += [jax.core.ShapedArray((block,), np.uint8)] * bool(block)
         self._kernel = None
         self._derived: dict[Any, Program] = {}
         self.jvp_rule: Callable | None = None
@@ -184,8 +188,10 @@ def _batch_rule(operands: Sequence[Any], dims: Sequence[Any], *, program: Progra
     moved = [a if d is None else jax.numpy.moveaxis(a, d, 0) for a, d in zip(operands[:n], dims[:n])]
     bp = program.batched(size, mask)
     outs = _bind(bp, *moved)
-    return outs, [0 if tuple(b.shape) != tuple(o.shape) else None
-                  for b, o in zip(bp.outputs, program.outputs)]
+    dims = [0 if tuple(b.shape) != tuple(o.shape) else None for b, o in zip(bp.outputs, program.outputs)]
+    if program.block:  # (saved values: a batched program recomputes what they hold, never reads them)
+        return [*outs, jax.numpy.zeros(program.block, np.uint8)], [*dims, None]
+    return outs, dims
 
 
 call_p.def_impl(lambda *operands, program: [jax.numpy.asarray(r)
@@ -205,13 +211,17 @@ class _Level:
     def __init__(self, base: Program, fn: Function, mask: tuple[bool, ...]) -> None:
         self.fn, self.mask = fn, mask
         n_out = len(fn.outputs)
-        self.forward = Program(fn.outputs + list(fn.plan.extras), fn.inputs, base.build_options,
-                               run=lambda *a: sum(fn.forward_parts(*a), []), policy=base.policy)
+        has_block = bool(fn.plan.extras)  # (the saved values that are not outputs: one block of bytes)
+
+        def forward(*a: Any) -> list:
+            outs, block = fn.forward_block(*a)
+            return outs + [block] * has_block
+        self.forward = Program(fn.outputs, fn.inputs, base.build_options, run=forward, policy=base.policy,
+                               block=fn.layout.nbytes if has_block else 0)
         self.forward.jvp_rule = lambda p, t: self._forward_jvp(base, n_out, p, t)
         tangent = base.jvp_program(mask)
-        n_saved = len(fn.plan.sources)
         self.tangent = Program(tangent.outputs, tangent.free, base.build_options, tangent.linear,
-                               n_saved=n_saved, run=tangent.run, policy=base.policy, frozen=base.frozen)
+                               run=tangent.run, policy=base.policy, frozen=base.frozen)
         self.tangent._derived = tangent._derived  # its derivatives are the recomputing program's
         self.tangent.transpose_rule = self._tangent_transpose
         full = base.transpose_program(mask)
@@ -220,10 +230,14 @@ class _Level:
 
         def backward(*a: Any) -> list:
             given = iter(a[n_in:n_free])  # a head per float output, None for another
-            return list(fn.backward(list(a[n_free:]), *(next(given) if ph is not None else None
-                                                         for ph in fn.heads)))
+            # the residual arrays, then the block, as NumPy views (the backward reads unchecked those
+            # its forward made)
+            saved = [as_array(x, "saved value") for x in a[n_free:]]
+            block = saved.pop() if has_block else None
+            residuals = Residuals.received(fn, saved, block)
+            return list(fn.backward(residuals, *(next(given) if ph is not None else None for ph in fn.heads)))
         self.backward = Program(full.outputs, full.free, base.build_options, full.linear,
-                                n_saved=n_saved, policy=base.policy, run=backward, frozen=base.frozen)
+                                policy=base.policy, run=backward, frozen=base.frozen)
         self.backward._derived = full._derived
 
     def _forward_jvp(self, base: Program, n_out: int, primals: Sequence[Any], tangents: Sequence[Any]):
@@ -277,8 +291,8 @@ class JaxFunction:
             level = self._levels[mask] = _Level(self.base, fn, mask)
         n = len(f.outputs)
         values = _bind(level.forward, *primals)
-        outs, extras = values[:n], values[n:]
-        saved = level.fn.plan.residuals(list(primals), outs, extras)
+        outs, block = values[:n], values[n:]
+        saved = level.fn.residuals_of(primals, outs, None).arrays + block
         ts = [t for t, m in zip(tangents, mask) if m]
         tans = _bind(level.tangent, *primals, *ts, *saved)
         return outs, _tangents_out(self.base, tans)

@@ -27,7 +27,7 @@ from ..codegen import Kernel, LoweredFunc, build, lower
 from ..codegen.lower import as_tensor_list
 from ..codegen.options import Options
 from ..codegen.runtime.blocks import BlockCall, Layout
-from ..codegen.runtime.kernel import as_array, data_address
+from ..codegen.runtime.kernel import data_address
 from ..codegen.strategies.cost import worth_saving
 from ..codegen.target import parse_target
 from ..diffcache import cached
@@ -176,7 +176,7 @@ class Function:
     @cached_property
     def residual_kernel(self) -> Kernel:
         """The forward that also computes the saved tensors that are not outputs (an output
-        that one of them holds is copied from it, not computed again: see ``forward_parts``)."""
+        that one of them holds is copied from it, not computed again: see ``forward_block``)."""
         if not self.plan.extras:
             return self.forward_kernel
         return build(self._residual_outputs(), self.inputs, name="forward_res", **self.build_options)
@@ -256,29 +256,6 @@ class Function:
         ``None``."""
         pool = (*outs, *arrays)
         return Residuals(self, list(map(pool.__getitem__, self._picks)), block)
-
-    def forward_parts(self, *arrays: Any, out: Sequence | None = None) -> tuple[list, list]:
-        """The outputs and the extra saved values as two lists (``out=``: all of them, in place)."""
-        if out is None:
-            outs, block = self.forward_block(*arrays)
-            return outs, self.layout.views(block) if block is not None else []
-        n = len(self.outputs)
-        copied = self._copied
-        out_all = out
-        if copied:
-            if not isinstance(out, (list, tuple)) or len(out) != n + len(self.plan.extras):
-                raise ValueError(f"forward_parts: out= must hold the {n} outputs and the "
-                                 f"{len(self.plan.extras)} saved values")
-            out = [o for k, o in enumerate(out[:n]) if k not in copied] + list(out[n:])
-        res = self.residual_kernel(*arrays, out=out)
-        res = list(res) if isinstance(res, tuple) else [res]
-        m = n - len(copied)
-        outs, extras = res[:m], res[m:]
-        for k in sorted(copied):
-            dst = out_all[k]
-            np.copyto(as_array(dst, "out"), as_array(extras[copied[k]], "saved value"))
-            outs.insert(k, dst)
-        return outs, extras
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
         """One gradient per ``wrt`` tensor (a tuple), from ``forward``'s residuals and one head per output."""

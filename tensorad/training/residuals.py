@@ -111,20 +111,6 @@ class ResidualPlan:
         return (*(("input", i) for i in self.inputs),
                 *(("extra", extras[t]) if t in extras else ("output", outputs[t]) for t in self.saved))
 
-    @cached_property
-    def positions(self) -> tuple[int, ...]:
-        """Each residual's position in ``(*outputs, *extras, *inputs)`` (:meth:`residuals`)."""
-        first = {"output": 0, "extra": len(self.outputs), "input": len(self.outputs) + len(self.extras)}
-        return tuple(first[kind] + k for kind, k in self.sources)
-
-    def residuals(self, arrays: Sequence, outputs: Sequence, extras: Sequence) -> tuple:
-        """The residuals among the function's input ``arrays``, its ``outputs`` and the saved ``extras``."""
-        if len(outputs) != len(self.outputs) or len(extras) != len(self.extras):
-            raise ValueError(f"residuals: expected {len(self.outputs)} outputs and {len(self.extras)} "
-                             f"saved values, got {len(outputs)} and {len(extras)}")
-        pool = (*outputs, *extras, *arrays)
-        return tuple(map(pool.__getitem__, self.positions))
-
 
 def same_values(y: Tensor, w: Tensor) -> bool:
     """Whether ``w`` (one value of a tuple reduction) holds exactly the values of the reduction ``y``: the

@@ -96,6 +96,26 @@ def test_vmap_of_the_function_and_of_its_gradient(layer, rng):
     _close(got, want)
 
 
+def test_the_saved_values_travel_as_one_block(layer, rng):
+    """The forward under ``grad`` handed JAX each saved value as an operand of its own (a callback
+    argument and a check each); it returns one block of bytes, which the backward reads as the
+    PyTorch bridge's does, under ``jit`` as without it."""
+    x, w = _data(rng)
+    f = layer.function
+    assert len(f.plan.extras) >= 2  # (the layer keeps values that are not outputs)
+
+    def loss(x, w):
+        return (layer(x, w) ** 2).sum()
+    jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(x, w).jaxpr
+    calls = [e for e in jaxpr.eqns if e.primitive.name == "tensorad_call"]
+    forward = calls[0].outvars
+    assert len(forward) == len(f.outputs) + 1 and forward[-1].aval.dtype == np.uint8
+    assert forward[-1].aval.shape == (f.layout.nbytes,)  # (wrt: both, as the function's)
+    want = jax.grad(loss, argnums=(0, 1))(x, w)
+    for g, r in zip(jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w), want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(r))
+
+
 def test_inputs_outside_wrt_get_zero_cotangents(rng, x64):
     X, N = ta.placeholder((4,), "float64", "X"), ta.placeholder((4,), "int32", "N")
     S = ta.placeholder((4,), "float64", "S")

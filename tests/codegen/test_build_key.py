@@ -28,7 +28,6 @@ from tensorad.codegen.jit.build_key import describe
 from tensorad.codegen.options import Options
 from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
-from tensorad.codegen.runtime.kernel import ARRAY_DATA_OFFSET
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta
@@ -101,7 +100,7 @@ def _layer(d: _Decisions, kind: str, cur, W, name: str, prefix: str, dtype: str)
 
 def _key(outputs, inputs, target="llvm", **options) -> str | None:
     tgt = parse_target(target)
-    return describe(outputs, inputs, Options.make({**options, "target": tgt}), tgt, True, ARRAY_DATA_OFFSET)
+    return describe(outputs, inputs, Options.make({**options, "target": tgt}), tgt, True)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -142,7 +141,7 @@ def test_target_and_cache_sizes_are_in_the_key():
     import dataclasses
 
     other = dataclasses.replace(host, l2=host.l2 * 2)  # the tiles read cache sizes
-    assert describe(outs, ins, Options.make({"target": other}), other, True, ARRAY_DATA_OFFSET) \
+    assert describe(outs, ins, Options.make({"target": other}), other, True) \
         != _key(outs, ins, host)
 
 
@@ -176,7 +175,7 @@ def test_renamed_program_reuses_the_kernel_and_names_its_own_arguments(tmp_path,
     first = ta.build(outs, ins, cache=False)
     outs2, ins2, _ = _program(3, prefix="other_")
     second = ta.build(outs2, ins2, cache=False)
-    assert second._compiled is first._compiled  # one compiled kernel
+    assert second.compiled is first.compiled  # one compiled kernel
     feed = {t: rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in ins2}
     np.testing.assert_allclose(second(*[feed[t] for t in ins2]), ta.evaluate(outs2, feed)[0], rtol=1e-5,
                                atol=1e-6)
@@ -260,13 +259,13 @@ def test_entry_for_another_key_text_or_signature_is_rebuilt(tmp_path, monkeypatc
     T = ta.compute((6,), lambda i: ta.sum(A[i, k] * 0.5, axis=k), name="T")
     Y = ta.compute((6, 5), lambda i, j: A[i, j] - T[i] + S[i], name="Y")
     kern = ta.build([Y], [A], materialize=[T], fuse=False)
-    key = kern._compiled.key
+    key = kern.compiled.key
     meta, obj, zsrc = _entry(key)
     assert meta["key"].startswith("buildkey") and meta["signature"]["temps"]
     if attack == "key text":  # a colliding digest: the entry of another program under this key
         half, quarter = (f"f{np.float64(c).tobytes().hex()}" for c in (0.5, 0.25))
         meta["key"] = meta["key"].replace(half, quarter)
-        assert meta["key"] != kern._compiled.meta["key"]
+        assert meta["key"] != kern.compiled.meta["key"]
     elif attack == "signature shape":
         meta["signature"]["inputs"][0][0] = [6, 6]
     elif attack == "signature temps":

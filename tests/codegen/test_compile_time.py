@@ -107,7 +107,7 @@ def test_in_process_rebuild_is_a_lookup():
     C = ta.compute((64, 64), lambda i, j: ta.sum(A[i, k] * A[k, j], k), name="C")
     first = ta.build([C], [A], microkernel=True)
     again = ta.build([C], [A], microkernel=True, cache=False)
-    assert again._compiled is first._compiled
+    assert again.compiled is first.compiled
     assert again.origin == "memory"  # nothing compiled, nothing read from disk
 
 
@@ -119,7 +119,7 @@ def test_matrix_product_kernels_are_small():
     Y = ta.topi.nn.dense(X, W, Bv)
     H = ta.placeholder(Y.shape, "float32", "H")
     for outs, ins in (([Y], [X, W, Bv]), (list(ta.JacobianRecursive(Y, [X, W, Bv], H)), [X, W, Bv, H])):
-        text = ta.build(outs, ins)._compiled.llvm_ir_unoptimized
+        text = ta.build(outs, ins).compiled.llvm_ir_unoptimized
         assert re.search(r"tensorad_gemm_f32_\d+x\d+_t[0-9a-f]+_driver", text)  # (MR x NR: the target's)
         assert "shufflevector" not in text and len(text.splitlines()) < 400
 
@@ -137,7 +137,7 @@ out = {}
 def sized(name, outs, ins):
     kern = ta.build(outs, ins)
     out[name] = {"compiled": int(kern.origin == "compiled"),
-                 "lines": len(kern._compiled.llvm_ir_unoptimized.splitlines())}
+                 "lines": len(kern.compiled.llvm_ir_unoptimized.splitlines())}
 p = {"X": ta.placeholder((32, 17, 28, 28), "float32", "X"),
      "W": ta.placeholder((19, 17, 3, 3), "float32", "W")}
 Y = ta.topi.nn.conv2d(p["X"], p["W"], 1, 0)

@@ -36,7 +36,7 @@ def test_scaled_and_exponentiated_a_side_packs_by_transposes(target, m, n, k):
     r = ta.reduce_axis((0, k), name="r")
     C = ta.compute((m, n), lambda i, j: ta.sum(S[i, r] * 0.125 * ta.exp(G[i, r]) * B[r, j], axis=r), name="C")
     kern = ta.build([C], [S, G, B], microkernel=True, parallel_min_work=0, target=_here(target))
-    assert "staged" in kern._compiled.llvm_ir_unoptimized
+    assert "staged" in kern.compiled.llvm_ir_unoptimized
     s, g, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (S, G, B))
     want = (s.astype(np.float64) * 0.125 * np.exp(g.astype(np.float64))) @ b
     _run(kern, (s, g, b), want)
@@ -51,7 +51,7 @@ def test_batched_b_side_over_a_row_factor_packs_by_transposes(target):
     r = ta.reduce_axis((0, 70), name="r")
     C = ta.compute((3, 41, 50), lambda q, i, j: ta.sum(A[q, i, r] * (W[q, j, r] / D[q, j]), axis=r), name="C")
     kern = ta.build([C], [A, W, D], microkernel=True, parallel_min_work=0, target=_here(target))
-    assert "staged" in kern._compiled.llvm_ir_unoptimized
+    assert "staged" in kern.compiled.llvm_ir_unoptimized
     a, w = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, W))
     d = RNG.uniform(1.0, 2.0, D.shape).astype(np.float32)
     want = np.einsum("qir,qjr->qij", a.astype(np.float64), w / d[:, :, None].astype(np.float64))

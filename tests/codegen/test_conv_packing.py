@@ -49,7 +49,7 @@ def test_weight_gradient_packs_unpadded_input_windows_by_masked_transposes(dtype
     (gw,) = ta.JacobianRecursive(Y, [W], H)
     kern = ta.build([gw], [X, H], microkernel=True, parallel_min_work=0, target=target)
     assert "matrix product" in str(kern.lowered) and ".padded" not in str(kern.lowered)
-    assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
+    assert "packB_transpose" in kern.compiled.llvm_ir_unoptimized
     x, h = RNG.standard_normal(X.shape).astype(dtype), RNG.standard_normal(H.shape).astype(dtype)
     w = RNG.standard_normal(W.shape).astype(dtype)
     want = _conv_grads(x.astype(np.float64), w.astype(np.float64), h.astype(np.float64), 1, 1, 1)[1]
@@ -77,7 +77,7 @@ def test_convolution_gradients_on_odd_shapes(n, c, f, size, k, stride, pad, dil)
     gx, gw = ta.JacobianRecursive(Y, [X, W], H)
     kern = ta.build([gx, gw], [X, W, H], microkernel=True, parallel_min_work=0)
     if stride == 2 and dil == 1:
-        assert "packB_transpose2" in kern._compiled.llvm_ir_unoptimized
+        assert "packB_transpose2" in kern.compiled.llvm_ir_unoptimized
     x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
     h = RNG.standard_normal(H.shape).astype(np.float32)
     want = _conv_grads(x.astype(np.float64), w.astype(np.float64), h.astype(np.float64), stride, pad, dil)
@@ -110,13 +110,13 @@ def test_stride_2_weight_gradient_with_short_rows_packs_by_transposes(size, pad)
     # every-other elements per row and the rest element by element -- not run-wise copies
     # of the kernel's 3-wide rows (8 x 128 x 28 x 28 -> 256 channels: 26 ms against 43)
     kern = _check_weight_gradient(size, 2, pad, "llvm -mcpu=haswell")
-    assert "packB_transpose2" in kern._compiled.llvm_ir_unoptimized
+    assert "packB_transpose2" in kern.compiled.llvm_ir_unoptimized
 
 
 def _descriptor_fields(kern) -> list[list[int]]:
     import re
 
-    text = kern._compiled.llvm_ir_unoptimized
+    text = kern.compiled.llvm_ir_unoptimized
     return [[int(v) for v in re.findall(r"i64 (-?\d+)", m)]
             for m in re.findall(r"_desc\" = private constant \[\d+ x i64\] \[([^\]]*)\]", text)]
 
@@ -184,7 +184,7 @@ def test_weight_gradient_with_rows_shorter_than_a_transpose_block(target, size, 
     partly empty (3 channels x 9 taps = 27 columns).  Oracle: the NumPy formula, float64."""
     kern = _check_weight_gradient(size, 1, pad, target)
     assert ".padded" not in str(kern.lowered)
-    assert "packB_transpose" in kern._compiled.llvm_ir_unoptimized
+    assert "packB_transpose" in kern.compiled.llvm_ir_unoptimized
 
 
 def _conv_forward(x, w, stride, pad):
@@ -221,7 +221,7 @@ def test_forward_packs_windows_run_by_run(target, n, c, f, size, pad, stride):
     W = ta.placeholder((f, c, 3, 3), "float32", "W")
     Y = ta.topi.nn.conv2d(X, W, stride, pad)
     kern = ta.build(Y, [X, W], microkernel=True, parallel_min_work=0, target=target)
-    assert f"packB_copy{'2' * (stride == 2)}\"" in kern._compiled.llvm_ir_unoptimized
+    assert f"packB_copy{'2' * (stride == 2)}\"" in kern.compiled.llvm_ir_unoptimized
     x, w = RNG.standard_normal(X.shape).astype(np.float32), RNG.standard_normal(W.shape).astype(np.float32)
     for threads in (1, 2):
         kern.num_threads = threads

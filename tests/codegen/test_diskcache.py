@@ -33,7 +33,7 @@ keys, bad, stats = {}, [], {"compiled": 0, "loaded": 0}
 for c in [float(x) for x in sys.argv[1].split(",")]:
     Y = ta.compute((7,), lambda i: A[i] * c + 1.0, name="Y")
     k = ta.build([Y], [A])
-    keys[str(c)] = k._compiled.key
+    keys[str(c)] = k.compiled.key
     stats[{"compiled": "compiled", "disk": "loaded"}[k.origin]] += 1
     if not np.array_equal(k(a), a * np.float32(c) + np.float32(1)):
         bad.append(c)

@@ -118,7 +118,7 @@ def test_the_c_wrapper_places_temporaries_on_the_targets_cache_line(tmp_path, mo
 
     outs, feed = _mlp_backward()
     kernel = ta.build(outs, list(feed))
-    assert kernel._temps  # (temporaries to place)
+    assert kernel.signature.temps  # (temporaries to place)
     target = kernel.compiled.target or host_target()
     monkeypatch.setattr(kernel.compiled, "target", dataclasses.replace(target, line=line))
     written = []
@@ -126,7 +126,7 @@ def test_the_c_wrapper_places_temporaries_on_the_targets_cache_line(tmp_path, mo
     monkeypatch.setattr(export, "_wrapper", lambda *a: written.append(real(*a)) or written[-1])
     kernel.export(tmp_path / "mlp_grad.so")
     allocs = [ln for ln in written[0].splitlines() if "aligned_alloc" in ln]
-    assert len(allocs) == len(kernel._temps)
+    assert len(allocs) == len(kernel.signature.temps)
     for ln in allocs:
         align, size = map(int, ln.split("aligned_alloc(")[1].rstrip(");").split(","))
         assert align == line and size % line == 0, ln

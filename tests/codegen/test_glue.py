@@ -1,4 +1,4 @@
-"""The glue of a kernel (``P_main``, ``P_call``, each parallel nest's ``P_omp``) is compiled ``optnone``.
+"""The glue of a kernel (``P_main``, each parallel nest's ``P_omp``) is compiled ``optnone``.
 
 Glue loads pointers and calls the nests, once per call or per chunk of a parallel loop; LLVM's
 optimizer and code generator spent 15-25% of a layer module's LLVM time on it (``python -m
@@ -17,7 +17,7 @@ from tensorad.codegen.llvm.emit import GLUE_OPT_LIMIT
 
 import tensorad as ta
 
-GLUE = re.compile(r"_(main|call|omp\d+|glue\d+)\"\(")
+GLUE = re.compile(r"_(main|omp\d+|glue\d+)\"\(")
 
 
 def _definitions(kern) -> dict[str, bool]:
@@ -40,8 +40,8 @@ def test_llvm_optimizes_the_nests_and_not_the_glue():
     grads = ta.gradient(S, [X, W])
     kern = ta.build(list(grads), [X, W], num_threads=2, parallel_min_work=0, cache=False)
     defs = _definitions(kern)
-    glue = {name for name in defs if re.fullmatch(r"main|call|omp\d+", name)}
-    assert {"main", "call"} <= glue and any(n.startswith("omp") for n in glue), defs
+    glue = {name for name in defs if re.fullmatch(r"main|omp\d+", name)}
+    assert "main" in glue and any(n.startswith("omp") for n in glue), defs
     assert all(defs[n] for n in glue)  # no IR passes, the fast code generator
     optimized = {n for n, off in defs.items() if not off}
     assert optimized and all(re.fullmatch(r"(nest|fill)\d+(_\w+)?", n) for n in optimized), optimized
@@ -64,14 +64,14 @@ def test_a_main_that_fills_in_a_loop_stays_optimized():
     assert "fill -inf" in str(ta.lower([Y], [X], num_threads=1))
     kern = ta.build([Y], [X], num_threads=1, cache=False)
     defs = _definitions(kern)
-    assert defs["main"] is False and defs["call"] is True
+    assert defs["main"] is False
     x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
     want = np.concatenate([[-np.inf], np.maximum.accumulate(x)[:-1]])
     np.testing.assert_array_equal(kern(x), want.astype(np.float32))
 
 
 def test_the_glue_of_a_program_with_many_buffers_is_compiled_unoptimized():
-    # P_main and P_call of a long program load thousands of pointers and call hundreds of nests:
+    # P_main of a long program load thousands of pointers and call hundreds of nests:
     # LLVM took superlinear time on them (2.5 + 1.3 of 5.5 CPU-s for a 1,000-step chain)
     X = ta.placeholder((8,), "float32", name="X")
     steps = [X]
@@ -81,7 +81,7 @@ def test_the_glue_of_a_program_with_many_buffers_is_compiled_unoptimized():
     kern = ta.build([Y], [X], num_threads=1, materialize=steps[1:-1], fuse=False)
     defs = _definitions(kern)
     glue = [n for n in defs if GLUE.search(f'_{n}"(')]
-    assert {"main", "call"} <= set(glue) and all(defs[n] for n in glue), defs
+    assert "main" in glue and all(defs[n] for n in glue), defs
     assert not any(off for n, off in defs.items() if n.startswith("nest"))
     x = np.linspace(-2, 2, 8, dtype=np.float32)
     np.testing.assert_allclose(kern(x), ta.evaluate(Y, {X: x.astype(np.float64)}), rtol=1e-5)

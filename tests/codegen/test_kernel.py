@@ -145,16 +145,16 @@ def test_cache_hit_is_fast_and_shared():
     X, W, Y = _dense(6, 4, 3)
     k1 = ta.build([Y], [X, W])
     k2 = ta.build([Y], [X, W])
-    assert k2._compiled is k1._compiled
+    assert k2.compiled is k1.compiled
     assert k2.origin == "memory"  # a lookup: nothing compiled, nothing read from disk
     # a structurally equal program built from fresh tensors hits the compiled-code cache too
     X2, W2, Y2 = _dense(6, 4, 3)
-    assert ta.build([Y2], [X2, W2])._compiled is k1._compiled
+    assert ta.build([Y2], [X2, W2]).compiled is k1.compiled
     # a different constant is a different program
     A = ta.placeholder((3,), "float32", "A")
     c1 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000001, name="c")], [A])
     c2 = ta.build([ta.compute((3,), lambda i: A[i] * 1.0000002, name="c")], [A])
-    assert c1._compiled is not c2._compiled
+    assert c1.compiled is not c2.compiled
 
 
 def test_llvm_ir_and_asm_are_text(dense):
@@ -247,13 +247,21 @@ def test_serial_kernels_without_parallel_loops():
     np.testing.assert_array_equal(kern(a), a * 2)
 
 
-def test_portable_call_path_gives_the_same_results(dense):
+def test_portable_call_path_gives_the_same_results(dense, monkeypatch):
+    from tensorad.codegen.runtime import kernel as kernel_module
+
     kern, x, w = dense
-    fast = kern(x, w)
-    compiled = kern._compiled
-    saved, compiled.call = compiled.call, None  # the path used when the NumPy ABI check fails
-    try:
-        portable = kern(x, w)
-    finally:
-        compiled.call = saved
-    np.testing.assert_array_equal(fast, portable)
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), "float32", "X")
+    rows = ta.build(ta.compute((n, 3), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y"), [X])
+    xs = np.arange(21, dtype=np.float32).reshape(7, 3)
+    fast = kern(x, w), rows(xs)
+    kern.release_workspace()  # (a new address table, of addresses read the portable way)
+    # the path used when the NumPy ABI check fails: addresses through ``ndarray.ctypes``
+    monkeypatch.setattr(kernel_module, "ARRAY_DATA_OFFSET", None)
+    monkeypatch.setattr(kernel_module, "OFFSETS", None)
+    portable = kern(x, w), rows(xs)
+    monkeypatch.undo()
+    for a, b in zip(fast, portable):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(portable[1], xs * 2 + 1)

@@ -225,7 +225,7 @@ def test_kernels_of_one_program_share_code_that_leaves_with_the_last(monkeypatch
     x = np.ones(16, np.float32)
     gc.collect()
     first, second = _build(X, 20_001), _build(X, 20_001)
-    assert first._compiled is second._compiled
+    assert first.compiled is second.compiled
     live = live_kernels()
     del first
     gc.collect()
@@ -247,7 +247,7 @@ def test_a_live_kernel_pickles_after_its_cache_entry_and_other_kernels_are_gone(
     gc.collect()
     compiled_cache.COMPILED.clear()  # (the unpickled copy cannot find it: it links the object code again)
     copy = pickle.loads(pickle.dumps(kernel))
-    assert copy._compiled is not kernel._compiled
+    assert copy.compiled is not kernel.compiled
     del kernel
     gc.collect()
     np.testing.assert_allclose(copy(x), _expect(x, 30_000), rtol=1e-6)
@@ -267,7 +267,7 @@ def test_library_code_stays_for_kernels_built_later():
 
     for scale in (1.0, 2.0, 3.0):
         kernel = ta.build([product(scale)], [A, B], cache=False, microkernel=True)
-        assert kernel._compiled.library  # (it calls the library's pieces)
+        assert kernel.compiled.library  # (it calls the library's pieces)
         np.testing.assert_allclose(kernel(a, b), (a @ b) * scale, rtol=1e-4, atol=1e-4)
         del kernel
         gc.collect()

@@ -1,6 +1,6 @@
 """The matrix-product library (codegen/gemm/library.py) is compiled piece by piece, only what a build links.
 
-A build records, in its compiled code (``kernel._compiled.library``), each library piece it
+A build records, in its compiled code (``kernel.compiled.library``), each library piece it
 links and how it got it: ``compiled``, ``disk`` (a new process reads the disk cache) or
 ``process`` (linked already).  Counted, never timed (compile time is measured by
 ``python -m benchmarks.compile_time``).  Library entries carry the full text of their key and
@@ -32,8 +32,8 @@ def product(name, a_shape, b_shape, fn, want):
     b = rng.standard_normal(b_shape).astype(np.float32)
     got = kern(a, b)
     ok = bool(np.allclose(got, want(a.astype(np.float64), b.astype(np.float64)), rtol=1e-4, atol=1e-4))
-    out[name] = {"library": kern._compiled.library, "ok": ok,
-                 "symbols": kern._compiled.meta["libraries"]}
+    out[name] = {"library": kern.compiled.library, "ok": ok,
+                 "symbols": kern.compiled.meta["libraries"]}
 # A[i, k] B[k, j]: A contiguous along k (transposed into panels), B along j (copied)
 product("first", (29, 37), (37, 53), lambda A, B, i, j, k: A[i, k] * B[k, j], lambda a, b: a @ b)
 # A read along i (copied), B as before: one new piece, the rest linked already

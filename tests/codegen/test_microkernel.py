@@ -382,7 +382,7 @@ def test_library_packing_routines(name, dtype):
     C = ta.compute((37, 45), lambda i, j: ta.sum(body(A, B, i, j, k), k), name="C")
     vw = 16 if dtype == "float32" else 8
     kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(8, 2 * vw, 16, 16))
-    text = kern._compiled.llvm_ir_unoptimized
+    text = kern.compiled.llvm_ir_unoptimized
     for r in routines:
         assert r in text, (r, name)
     assert "shufflevector" not in text and '_packA"' not in text  # no packing code in the kernel
@@ -399,7 +399,7 @@ def test_padded_convolution_side_is_range_checked_by_the_library():
     W = ta.placeholder((5, 3, 3, 3), "float32", "W")
     Y = ta.topi.nn.conv2d(X, W, 1, 1)
     kern = ta.build([Y], [X, W], microkernel=True, parallel_min_work=0, tile=(8, 32, 16, 16))
-    assert "packB_copy" in kern._compiled.llvm_ir_unoptimized
+    assert "packB_copy" in kern.compiled.llvm_ir_unoptimized
     x = RNG.standard_normal((2, 3, 9, 21)).astype(np.float32)
     w = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
     want = ta.evaluate([Y], {X: x, W: w})[0]
@@ -413,7 +413,7 @@ def test_side_that_is_not_a_linear_read_gets_its_own_packer():
     k = ta.reduce_axis((0, 39), "k")
     C = ta.compute((37, 45), lambda i, j: ta.sum(A[i, k] * s[k] * B[k, j], k), name="C")
     kern = ta.build([C], [A, B, s], microkernel=True, tile=(8, 32, 16, 16))
-    text = kern._compiled.llvm_ir_unoptimized
+    text = kern.compiled.llvm_ir_unoptimized
     assert '_packA"' in text and "packB_copy" in text and '_packB"' not in text
     a, b, sv = (RNG.standard_normal(x).astype(np.float32) for x in ((37, 39), (39, 45), (39,)))
     np.testing.assert_allclose(kern(a, b, sv), (a * sv) @ b, rtol=1e-4, atol=1e-4)

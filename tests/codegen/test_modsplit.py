@@ -261,7 +261,7 @@ def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
     want = ta.evaluate(outputs, dict(zip(inputs, feed)))
     with _split_everything():
         kern = ta.build(outputs, inputs, cache=False)
-    assert kern._compiled.obj.startswith(modsplit.BUNDLE_MAGIC)
+    assert kern.compiled.obj.startswith(modsplit.BUNDLE_MAGIC)
     again = pickle.loads(pickle.dumps(kern))
     for k in (kern, again):
         for g, w in zip(k(*feed), want):
@@ -281,7 +281,7 @@ def test_a_bundled_kernel_pickles_and_reads_back_from_the_disk_cache(tmp_path):
         want = ta.evaluate(outputs, dict(zip(inputs, feed)))
         for g, w in zip(k(*feed), want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-        bundled = k._compiled.obj[:8] == modsplit.BUNDLE_MAGIC
+        bundled = k.compiled.obj[:8] == modsplit.BUNDLE_MAGIC
         print(int(k.origin == "compiled"), int(k.origin == "disk"), bundled)
     """)
     env = dict(os.environ, TENSORAD_CACHE_DIR=str(tmp_path))

@@ -44,7 +44,7 @@ def test_transposed_products_on_every_run_length(dtype, kext):
     k = ta.reduce_axis((0, kext), "k")
     C = ta.compute((13, 29), lambda i, j: ta.sum(A[i, k] * B[j, k], k), name="C")
     kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0)
-    text = kern._compiled.llvm_ir_unoptimized
+    text = kern.compiled.llvm_ir_unoptimized
     if kext >= 13:  # (a run of a quarter of a block or more is transposed, a short one masked)
         assert "packA_transpose" in text and "packB_transpose" in text
     a, b = RNG.standard_normal((13, kext)).astype(dtype), RNG.standard_normal((29, kext)).astype(dtype)
@@ -61,7 +61,7 @@ def test_a_side_without_runs_along_k_is_gathered():
     W = ta.placeholder((64, 16, 1, 1), "float32", "W")
     Y = topi.nn.conv2d(X, W, 2, 0)
     for target in ("llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"):  # (compiled, not run)
-        text = ta.build([Y], [X, W], microkernel=True, target=target)._compiled.llvm_ir_unoptimized
+        text = ta.build([Y], [X, W], microkernel=True, target=target).compiled.llvm_ir_unoptimized
         assert "packB_transpose" not in text  # (AVX2's 24-wide panels copy rows of stride 2)
         assert ("packB_gather" in text) is (target.endswith("avx512"))
     kern = ta.build([Y], [X, W], microkernel=True)

@@ -124,7 +124,7 @@ f = ta.build([C], [A, Bm], microkernel=True)
 rng = np.random.default_rng(1)
 a, b = rng.standard_normal((70, 90)).astype("float32"), rng.standard_normal((90, 50)).astype("float32")
 err = float(np.abs(f(a, b) - a.astype("float64") @ b.astype("float64")).max())
-print(json.dumps({"library": f._compiled.library, "err": err}))
+print(json.dumps({"library": f.compiled.library, "err": err}))
 """
 
 

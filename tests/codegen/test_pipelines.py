@@ -87,7 +87,7 @@ def _global_max_backward():
 def test_kernels_run_O3_code(make):
     """The object code a kernel runs is -O3's, where -O2's differs: no nest is sent to a
     pipeline that drops what -O3 gives it."""
-    c = make()._compiled
+    c = make().compiled
     text = c.llvm_ir_unoptimized
     assert _lines(jit.optimized_ir(text, 2, c.target)) != _lines(jit.optimized_ir(text, 3, c.target))
     assert c.obj == jit.compile_object(text, 3, c.target)
@@ -140,7 +140,7 @@ def test_the_optimized_ir_an_export_and_a_recompiled_pickle_use_each_part_s_leve
     restored, (state,) = k.__reduce__()
     monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
     again = restored({**state, "target": "another machine"})
-    assert again._compiled.obj == c.obj
+    assert again.compiled.obj == c.obj
     rng = np.random.default_rng(3)
     x, w, h = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H))
     masked = np.where(x.astype(np.float64) @ w > 0, h, 0)

@@ -56,7 +56,7 @@ def test_triangular_transposed_side_packs_without_branches(tile, target):
     lowered = ta.lower([C], [S, Q], microkernel=True, target="llvm -mcpu=haswell", **opts)
     packed_side = {point: "microkernel" for point, _, _ in lowered.offered}  # (packed, not copied first)
     kern = ta.build([C], [S, Q], microkernel=True, target="llvm -mcpu=haswell", choices=packed_side, **opts)
-    raw = _function(kern._compiled.llvm_ir_unoptimized, "packA")
+    raw = _function(kern.compiled.llvm_ir_unoptimized, "packA")
     assert "ite.then" not in raw  # the triangle is a select, not a branch per element
     assert "pkb.body" in raw  # k in blocks, panel by panel
     packed = _function(kern.llvm_ir, "packA")

@@ -52,7 +52,7 @@ def test_stride_2_forward_packs_windows_by_even_lanes(choice, dtype, target):
     kern = ta.build([Y], [X, W], microkernel=True, parallel_min_work=0, target=target,
                     choices={point: choice})
     assert "matrix product" in str(kern.lowered)
-    assert "packB_copy2" in kern._compiled.llvm_ir_unoptimized
+    assert "packB_copy2" in kern.compiled.llvm_ir_unoptimized
     x, w = rng.standard_normal(X.shape).astype(dtype), rng.standard_normal(W.shape).astype(dtype)
     _check(kern, x, w, _conv(x.astype(np.float64), w.astype(np.float64), 2, 1, 1), dtype)
 

@@ -30,7 +30,7 @@ def _want(x: np.ndarray) -> np.ndarray:
 def test_temporaries_are_reused_and_results_stay_right(rng):
     X, P = _two_step()
     kern = ta.build([P], [X])
-    assert kern._temp_bytes  # (the program has temporaries)
+    assert kern.signature.temps  # (the program has temporaries)
     first = None
     for _ in range(4):
         x = rng.uniform(-1, 1, X.shape).astype(np.float32)

@@ -266,12 +266,9 @@ def test_the_optimizer_asks_isl_about_a_long_chain_gradients_guard_once(monkeypa
 
 
 def test_a_kernel_with_more_buffers_than_ctypes_takes_builds_and_runs():
-    # the direct entry point P_call takes one argument per buffer, and ctypes makes prototypes
-    # of at most 1024 arguments: a 3,000-step chain's gradient (3,024 buffers) raised
-    # ctypes.ArgumentError out of build; such kernels are called through P_main's pointer array
-    from tensorad.codegen.runtime.kernel import CALL_MAX_ARGS
-
-    n = CALL_MAX_ARGS + 2
+    # ctypes makes prototypes of at most 1024 arguments: a 3,000-step chain's gradient (3,024
+    # buffers) once raised ctypes.ArgumentError out of build; a kernel takes one address table
+    n = 1025
     P = [ta.placeholder((2,), F, name=f"p{k}") for k in range(n)]
 
     def body(i):

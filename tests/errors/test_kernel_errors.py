@@ -248,3 +248,29 @@ def test_output_among_the_inputs_of_a_symbolic_program():
     Y = ta.compute((n,), lambda i: A[i] * 2.0, name="Y")
     with pytest.raises(TypeError, match=r"'Y' is both an output and an input"):
         ta.build(Y, [A, Y])
+
+
+def test_a_generic_row_kernel_names_its_outputs_as_a_static_kernel_does():
+    """A generic kernel (a symbolic batch) named an ``out=`` array by its position, "out 0", where
+    a static kernel of the same program names the tensor, "out Y"; it also said only that an
+    output overlapped "another argument".  Both kernels give the same messages."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), "float32", "X")
+    Y = ta.compute((n, 4), lambda i, j: X[i, j] * 2.0, name="Y")
+    generic = ta.build(Y, [X])
+    assert generic.generic
+    Y5, X5 = ta.bind([Y, X], n=5)
+    static = ta.build(Y5, [X5])
+    x = np.ones((5, 4), np.float32)
+    cases = [(np.empty((4, 4), np.float32), r"out Y: expected shape \[5, 4\], got \[4, 4\]"),
+             (np.empty((5, 4), np.float64), r"out Y: expected dtype float32, got float64"),
+             (np.empty((4, 5), np.float32).T, r"out Y: must be a C-contiguous"),
+             (x, r"out Y: overlaps input X"),
+             ((np.empty((5, 4), np.float32),) * 2, r"out= must be 1 array\(s\) \(Y\)")]
+    for out, message in cases:
+        for kernel in (generic, static):
+            with pytest.raises(ta.codegen.KernelArgumentError, match=message):
+                kernel(x, out=out)
+    y = np.empty((5, 4), np.float32)
+    assert generic(x, out=y) is y
+    np.testing.assert_array_equal(y, 2 * x)

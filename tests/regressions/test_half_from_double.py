@@ -56,6 +56,6 @@ def test_float32_to_half_keeps_the_instruction():
     X = ta.placeholder((256,), "float32", name="X")
     Y = ta.compute((256,), lambda i: ta.cast("float16", X[i] * 2.0), name="Y")
     k = ta.build([Y], [X], target="llvm -mcpu=haswell")
-    assert "vcvtps2ph" in k._compiled.asm
+    assert "vcvtps2ph" in k.compiled.asm
     x = np.random.default_rng(4).standard_normal(256).astype(np.float32)
     np.testing.assert_array_equal(k(x).view(np.uint16), (x * 2.0).astype(np.float16).view(np.uint16))
