@@ -22,8 +22,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
-import threading
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait

@@ -22,7 +22,6 @@ import hashlib
 import os
 import threading
 
-
 IDLE_SPIN_CYCLES = 400_000  # ~0.15 ms at 3 GHz: back-to-back kernels find the workers awake
 WAIT_SPIN_CYCLES = 200_000  # a running worker's share is normally done within this
 MAX_TEAM = 0xFFFF  # the ticket's 16-bit fields
