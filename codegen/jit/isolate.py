@@ -37,7 +37,7 @@ except ImportError:  # (not POSIX: this process's CPU time only)
 CPU_LIMIT_SECONDS = 20
 
 #: the wall seconds a job may take before its worker is taken for hung and killed
-HANG_SECONDS = 600
+HANG_SECONDS = 300
 
 #: a job's result that asks the caller to run it in this process
 HERE = object()
