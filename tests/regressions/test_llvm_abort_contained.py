@@ -78,6 +78,16 @@ def test_without_workers_compiles_run_in_the_process(monkeypatch):
     assert jit.compile_object(_LOOP, 3)[:4] == b"\x7fELF" and not workers.live
 
 
+@pytest.mark.parametrize("command", [["/nonexistent/python"], [sys.executable, "-c", "raise SystemExit(1)"]])
+def test_where_no_worker_can_start_jobs_run_here(command):
+    workers = isolate.Workers(command)
+    try:
+        assert workers.run([_job("pid"), _job("pid")]) == [(isolate.HERE, 0.0)] * 2
+        assert workers.broken and not workers.live
+    finally:
+        workers.close()
+
+
 def test_workers_and_the_process_compile_the_same_bytes(monkeypatch):
     tgt = parse_target("llvm -mcpu=skylake-avx512")
     here = isolate.Workers()
