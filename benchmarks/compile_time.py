@@ -17,7 +17,7 @@ another fresh process reading that cache (cached), it times the stages separatel
   first-ever build on the machine); the table also prints the total without it.
 
 Each stage is timed in wall-clock and CPU seconds (``cpu_<stage>``: the process's and those of
-the child processes in which LLVM optimizes, :func:`tensorad.codegen.jit.isolate.cpu_seconds`); the
+the worker processes in which LLVM optimizes, :func:`tensorad.codegen.jit.isolate.cpu_seconds`); the
 table prints CPU time, which a shared machine disturbs less.  A second table splits the cold
 builds by phase (CPU seconds summed over both builds, timed by wrapping the functions in the
 measured process): ``lower`` (all of lowering), ``IR`` (LLVM IR emission) and ``LLVM`` (the
@@ -61,7 +61,7 @@ t = {}
 import importlib
 _build, _emit, _isolate = (importlib.import_module("tensorad.codegen." + m)
                            for m in ("build", "llvm.emit", "jit.isolate"))
-clock = _isolate.cpu_seconds  # (LLVM optimizes in child processes: their CPU counts)
+clock = _isolate.cpu_seconds  # (LLVM optimizes in worker processes: their CPU counts)
 t["cpu_library"] = 0.0  # (the library pieces compiled beside the kernels, summed below)
 def cpu_wrap(owner, attr, stage):  # CPU seconds of one phase of the builds, summed
     fn = getattr(owner, attr)

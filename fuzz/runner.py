@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
@@ -102,16 +103,14 @@ def _exit_with_parent(parent: int) -> None:
             if os.getppid() != parent:
                 os._exit(3)
 
-    from tensorad.codegen.jit.isolate import ForkSafeThread
-
-    ForkSafeThread(target=watch, daemon=True).start()  # (it holds no lock: compiles still fork)
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system, all threads) that process ``pid`` and its descendants have
-    used -- the forked LLVM compile children (:mod:`tensorad.codegen.jit.isolate`) included, those
+    used -- the LLVM compile workers (:mod:`tensorad.codegen.jit.isolate`) included, those
     running now and those already reaped -- or ``None`` where ``/proc`` cannot tell.  (A
-    compile child that looped was invisible to a worker's own time: one child ran
+    compile process that looped was invisible to a worker's own time: one ran
     12 CPU-minutes under a 300 CPU-s limit.)"""
     stats = _proc_stats()
     if pid not in stats:

@@ -6,6 +6,8 @@
   tensorad did not compute (see :func:`numeric_grad`).
 * ``running`` -- whether a process id is a live process (not gone, not a zombie), for the
   tests that kill a process and check that what it forked died with it.
+* ``stand_in_workers`` -- a pool of compile workers running ``tests/stand_in_compile_worker.py``, which
+  aborts, loops, hangs or answers as a job's text says (the tests of LLVM's containment).
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
@@ -23,7 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -109,3 +111,15 @@ def process_running(pid: int) -> bool:
 @pytest.fixture(name="running")
 def running_fixture() -> Callable[[int], bool]:
     return process_running
+
+
+@pytest.fixture
+def stand_in_workers() -> Iterator:
+    """A pool of compile workers (``isolate.Workers``) that run ``tests/stand_in_compile_worker.py``,
+    whose jobs' texts say what the worker does (abort, loop, hang, answer); closed after the test."""
+    from tensorad.codegen.jit import isolate
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand_in_compile_worker.py")
+    workers = isolate.Workers([sys.executable, script, os.path.dirname(os.path.abspath(isolate.__file__))])
+    yield workers
+    workers.close()

@@ -4,7 +4,7 @@ How the cost of a long elementwise chain and its gradient grows with its length,
 ("a 10,000-op chain and its gradient build in seconds", in linear time and memory).
 
 Each length runs in a fresh subprocess (no shared caches, a clean peak RSS).  Phases, in CPU
-seconds of that process (and of the children LLVM compiles in, :func:`.isolate.cpu_seconds`)
+seconds of that process (and of the workers LLVM compiles in, :func:`.isolate.cpu_seconds`)
 and its peak resident memory *during* the phase (the kernel's peak
 counter is reset before each, ``/proc/self/clear_refs``):
 
@@ -74,7 +74,7 @@ def one(n: int, variant: str, profile: str | None) -> dict:
     """Every phase for one length, in this process."""
     os.environ["TENSORAD_NO_DISK_CACHE"] = "1"
     sys.path.insert(0, str(ROOT))  # this checkout's tensorad
-    from tensorad.codegen.jit.isolate import cpu_seconds  # CPU time, LLVM's compile children included
+    from tensorad.codegen.jit.isolate import cpu_seconds  # CPU time, LLVM's compile workers included
 
     import tensorad as ta
     from tensorad.ir import trace

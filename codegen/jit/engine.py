@@ -3,8 +3,8 @@
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager with loop and SLP
 vectorization) and compiles a module for the target; ``optimized_ir`` and ``assembly`` give the texts on
 demand.  A kernel's module is compiled in parts, each at the level its nests ask for (:func:`compile_kernel`;
-:func:`by_level` for its optimized IR, export and a pickled kernel's recompile: the same code).  Each
-module is parsed into an LLVM context of its own, freed with it (:func:`_module`).
+:func:`by_level` for its optimized IR, export and a pickled kernel's recompile: the same code).  The
+pipeline is :mod:`.jit.compile_job`'s, run in compile workers (:mod:`.jit.isolate`).
 
 Object code is linked (fresh, or from the disk cache) in one of two ways:
 
@@ -33,8 +33,9 @@ import llvmlite.binding as llvm
 
 from ..gemm import version as libversion
 from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
+from . import compile_job, isolate
 from . import disk_cache as diskcache
-from . import isolate
+from .compile_job import Job, Machine, Pipeline
 from .module_split import bundle, merge_duplicates, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
@@ -115,7 +116,7 @@ class _Process:
 
     def __init__(self) -> None:
         self.state: _JitState | None = None
-        self.machines: dict[str, llvm.TargetMachine] = {}
+        self.machines: dict[Machine, llvm.TargetMachine] = {}
         self.source_hash: str | None = None
 
 
@@ -124,13 +125,13 @@ _PROCESS = _Process()
 
 def target_machine(target: Target) -> llvm.TargetMachine:
     """The target machine of ``target`` (made on first use)."""
-    tm = _PROCESS.machines.get(target.key)
+    m = Machine(target.triple, target.cpu, target.features)
+    tm = _PROCESS.machines.get(m)
     if tm is None:
         with _LOCK:
-            tm = _PROCESS.machines.get(target.key)
+            tm = _PROCESS.machines.get(m)
             if tm is None:
-                tm = new_target_machine(target.triple, target.cpu, target.features)
-                _PROCESS.machines[target.key] = tm
+                tm = _PROCESS.machines[m] = new_target_machine(target.triple, target.cpu, target.features)
     return tm
 
 
@@ -150,16 +151,6 @@ def state() -> _JitState:
                 engine = llvm.create_mcjit_compiler(empty, tm)
                 _PROCESS.state = _JitState(engine, h.triple, _read_int(MAP_LIMIT_FILE))
     return _PROCESS.state
-
-
-def optimize(mod: llvm.ModuleRef, opt_level: int, target: Target | None = None,
-             slp: bool = True) -> None:
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = slp and opt_level >= 2
-    pto.loop_unrolling = opt_level >= 2
-    pb = llvm.create_pass_builder(target_machine(target or host()), pto)
-    pb.getModulePassManager().run(mod, pb)
 
 
 def toolchain() -> str:
@@ -241,48 +232,10 @@ def _compiler_sources() -> list[str]:
     return [path for *_, path in sorted(dict.fromkeys(files))]
 
 
-def _module(ir_text: str) -> llvm.ModuleRef:
-    """``ir_text`` parsed into an LLVM context of its own, held by the module and disposed of with it."""
-    return llvm.parse_assembly(ir_text, context=llvm.create_context())
-
-
-def _parse(ir_text: str, target: Target, tm: llvm.TargetMachine | None = None) -> llvm.ModuleRef:
-    mod = _module(ir_text)
-    mod.triple = target.triple
-    mod.data_layout = str((tm or target_machine(target)).target_data)
-    return mod
-
-
-def promote(mod: llvm.ModuleRef, target: Target | None = None) -> None:
-    """The light pipeline of hand-written vector code: SROA, instruction combining, CFG simplification."""
-    pb = llvm.create_pass_builder(target_machine(target or host()),
-                                  llvm.create_pipeline_tuning_options(speed_level=0))
-    mpm = llvm.create_new_module_pass_manager()
-    mpm.add_sroa_pass()
-    mpm.add_instruction_combine_pass()
-    mpm.add_simplify_cfg_pass()
-    mpm.run(mod, pb)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """One way to optimize a module: ``-O<level>`` (SLP vectorization on or off) or :func:`promote`'s."""
-
-    level: int
-    slp: bool = True
-    light: bool = False
-
-    def run(self, mod: llvm.ModuleRef, target: Target) -> None:
-        if self.light:
-            promote(mod, target)
-        elif self.level > 0:
-            optimize(mod, self.level, target, slp=self.slp)
-
-
 def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     """The pipelines tried in order when LLVM aborts (:mod:`.jit.isolate`): the one asked for, then
-    without SLP vectorization and VectorCombine's shuffle folds, then ``-O1`` (in a child too), then
-    ``-O0`` in this process.  ``-O0`` and the library's light pipeline are their own only rung."""
+    without SLP vectorization and VectorCombine's shuffle folds, then ``-O1``, then ``-O0`` (in this
+    process when its worker dies too).  ``-O0`` and the library's light pipeline are their own only rung."""
     if light or opt_level < 1:
         return [Pipeline(opt_level, light=light)]
     if opt_level == 1:
@@ -290,56 +243,51 @@ def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
 
 
-def _emit(ir_text: str, pipeline: Pipeline, target: Target, tm: llvm.TargetMachine | None = None) -> bytes:
-    mod = _parse(ir_text, target, tm)
-    mod.verify()
-    pipeline.run(mod, target)
-    return (tm or target_machine(target)).emit_object(mod)
+def _machine_of(m: Machine) -> llvm.TargetMachine:
+    """This process's target machine of ``m`` (made on first use)."""
+    tm = _PROCESS.machines.get(m)
+    if tm is None:
+        with _LOCK:
+            tm = _PROCESS.machines.setdefault(m, m.make())
+    return tm
 
 
-def _contained(rungs: list[Pipeline], step) -> bytes:
-    """``step(pipeline)`` for the first rung whose child survives; the last rung runs here."""
-    for pipeline in rungs[:-1]:
-        obj = isolate.in_child(lambda p=pipeline: step(p))
-        if obj is not None:
-            return obj
-    return step(rungs[-1])
+def _compile(modules: Sequence[tuple[str, list[Pipeline]]], target: Target, pic: bool = False,
+             ir: bool = False) -> list[tuple[bytes, float]]:
+    """Each module (its text and :func:`ladder`) compiled by the first rung whose worker survives (the
+    modules side by side, :mod:`.jit.isolate`), with its CPU seconds; a module whose last rung's worker
+    dies, or that no worker can take, is compiled here."""
+    machine = Machine(target.triple, target.cpu, target.features, pic)
+    target_machine(target)  # (LLVM's complaints about the target are raised here, before any job)
+    rung, done = [0] * len(modules), [(b"", 0.0)] * len(modules)
+    todo = list(range(len(modules)))
+    with _LOCK:
+        while todo:
+            jobs = [Job(modules[i][0], modules[i][1][rung[i]], machine, ir) for i in todo]
+            for i, job, (obj, cpu) in zip(todo, jobs, isolate.WORKERS.run(jobs)):
+                if obj is isolate.HERE or (obj is None and rung[i] == len(modules[i][1]) - 1):
+                    begin = isolate.cpu_seconds()
+                    obj = compile_job.run(job, _machine_of)
+                    cpu = isolate.cpu_seconds() - begin
+                rung[i] += obj is None
+                done[i] = (obj, done[i][1] + cpu)
+            todo = [i for i in todo if done[i][0] is None]
+    return done
 
 
 def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    light: bool = False) -> bytes:
     """Parse, verify, optimize and compile a module to relocatable object code (``light``: the
-    :func:`promote` pipeline), optimizing in a child process: an LLVM abort retries a :func:`ladder` rung."""
-    target = target or host()
-    with _LOCK:
-        target_machine(target)  # (made here, once: the children inherit it)
-        return _contained(ladder(opt_level, light), lambda p: _emit(ir_text, p, target))
+    :func:`promote` pipeline) in a compile worker: an LLVM abort retries a :func:`ladder` rung."""
+    return _compile([(ir_text, ladder(opt_level, light))], target or host())[0][0]
 
 
 def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
                     target: Target | None = None) -> list[tuple[bytes, float]]:
     """:func:`compile_object` of several independent modules (each
-    ``(its IR text, made on demand; opt_level; light)``) with each one's CPU seconds: each in a forked
-    child, as many at a time as there are CPUs; a module whose child dies goes on down its ladder here."""
-    target = target or host()
-    def alone(text, level, light, rungs=None) -> tuple[bytes, float]:
-        begin = isolate.cpu_seconds()
-        if rungs is None:
-            obj = compile_object(text(), level, target, light)
-        else:
-            obj = _contained(rungs, lambda p: _emit(text(), p, target))
-        return obj, isolate.cpu_seconds() - begin
-
-    jobs = min(usable_cpus(), len(modules))
-    if jobs < 2:
-        return [alone(*m) for m in modules]
-    with _LOCK:
-        target_machine(target)  # (made here, once: the children inherit it)
-        rungs = [ladder(level, light) for _, level, light in modules]
-        done = isolate.in_children([lambda t=text, p=r[0]: _emit(t(), p, target)
-                                    for (text, _, _), r in zip(modules, rungs)], jobs)
-        return [(obj, cpu) if obj is not None else alone(*m, rungs=r[1:] or r)
-                for (obj, cpu), m, r in zip(done, modules, rungs)]
+    ``(its IR text, made on demand; opt_level; light)``) with each one's CPU seconds, as many at a time
+    as there are CPUs."""
+    return _compile([(text(), ladder(level, light)) for text, level, light in modules], target or host())
 
 
 DECLINED = re.compile(r"^remark: .*loop not vectorized.*(?:\n|$)", re.M)
@@ -394,11 +342,8 @@ def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:
 def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:
     """Like :func:`compile_object` of each module of ``parts`` (its text and level), but
     position-independent code for a shared library (``cc -shared``)."""
-    target = target or host()
-    with _LOCK:
-        tm = llvm.Target.from_triple(target.triple).create_target_machine(
-            cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
-        return [_contained(ladder(level), lambda p, t=text: _emit(t, p, target, tm)) for text, level in parts]
+    done = _compile([(text, ladder(level)) for text, level in parts], target or host(), pic=True)
+    return [obj for obj, _ in done]
 
 
 def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
@@ -489,20 +434,12 @@ def optimized_ir(ir_text: str, opt_level: int, target: Target | None = None) -> 
 def optimized_parts(parts: list[tuple[str, int]], target: Target | None = None) -> list[str]:
     """The optimized IR of each module of ``parts`` (its text and level), as :func:`compile_object`
     optimizes it (recomputed on demand)."""
-    target = target or host()
-    with _LOCK:
-        target_machine(target)
-
-        def step(text: str, pipeline: Pipeline) -> bytes:
-            mod = _parse(text, target)
-            pipeline.run(mod, target)
-            return str(mod).encode()
-
-        return [_contained(ladder(level), lambda p, t=text: step(t, p)).decode() for text, level in parts]
+    done = _compile([(text, ladder(level)) for text, level in parts], target or host(), ir=True)
+    return [text.decode() for text, _ in done]
 
 
 def assembly(optimized: str, target: Target | None = None) -> str:
     """Machine code text of an optimized module (recompiled on demand, not loaded)."""
-    target = target or host()
+    mod = llvm.parse_assembly(optimized, context=llvm.create_context())
     with _LOCK:
-        return target_machine(target).emit_assembly(_module(optimized))
+        return target_machine(target or host()).emit_assembly(mod)

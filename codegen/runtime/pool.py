@@ -22,8 +22,6 @@ import hashlib
 import os
 import threading
 
-from ..jit.isolate import ForkSafeThread
-
 IDLE_SPIN_CYCLES = 400_000  # ~0.15 ms at 3 GHz: back-to-back kernels find the workers awake
 WAIT_SPIN_CYCLES = 200_000  # a running worker's share is normally done within this
 MAX_TEAM = 0xFFFF  # the ticket's 16-bit fields
@@ -332,7 +330,7 @@ class Pool:
             return
         with self._lock:
             while len(self._workers) < n:
-                t = ForkSafeThread(target=self._work, name=f"tensorad-worker-{len(self._workers)}",
+                t = threading.Thread(target=self._work, name=f"tensorad-worker-{len(self._workers)}",
                                    daemon=True)
                 t.start()
                 self._workers.append(t)

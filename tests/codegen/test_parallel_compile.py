@@ -1,10 +1,12 @@
-"""A first build compiles the library pieces its kernel links beside the kernel, in parallel
-children (codegen/jit/isolate.in_children, jit.compile_objects, gemmlib.LinkPlan).
+"""A first build compiles the library pieces its kernel links beside the kernel, side by side in
+compile workers (codegen/jit/isolate.Workers, jit.compile_objects, gemmlib.LinkPlan).
 
-What is checked here is the mechanism's contract -- every result in order, a dead child's module
-compiled again down its ladder, a Python error raised where it belongs, the pieces stored and
-read back by a new process, the product right (NumPy) -- never its speed: the wall time is
-measured by ``python -m benchmarks.compile_time`` and ``docs/performance_history.md``."""
+What is checked here is the mechanism's contract -- every result in order, a dead worker's module
+compiled again down its ladder, a Python error raised where it belongs, workers reaped at exit and
+never shared with a forked process, the pieces stored and read back by a new process, the product
+right (NumPy) -- never its speed: the wall time is measured by ``python -m benchmarks.compile_time``
+and ``docs/performance_history.md``.  Pool checks use stand-in workers
+(``tests/stand_in_compile_worker.py``)."""
 
 from __future__ import annotations
 
@@ -16,64 +18,79 @@ import sys
 import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import isolate
+from tensorad.codegen.jit.compile_job import Job, Machine
+from tensorad.codegen.target import captured_stderr
 
 
-@pytest.mark.parametrize("jobs", [1, 2, 5])
-def test_every_result_in_order_a_dead_child_none(jobs):
-    steps = [lambda i=i: f"object {i}".encode() for i in range(7)]
-    steps[3] = os.abort  # (LLVM's abort, in its child)
-    done = isolate.in_children(steps, jobs)
-    assert [obj for obj, _ in done] == [f"object {i}".encode() if i != 3 else None for i in range(7)]
-    assert all(cpu >= 0.0 for _, cpu in done)
+def _job(text: str) -> Job:
+    return Job(text, jit.Pipeline(3), Machine("stand-in", "", ""))
 
 
-def test_a_python_error_of_a_step_is_raised_here():
-    def bad() -> bytes:
-        raise ValueError("bad IR")
+@pytest.mark.parametrize("cpus", [1, 2, 5])
+def test_every_result_in_order_a_dead_worker_none(monkeypatch, stand_in_workers, cpus):
+    monkeypatch.setattr(isolate, "usable_cpus", lambda: cpus)
+    texts = ["pid", "say", "big", "abort", "say", "pid", "big"]
+    done = stand_in_workers.run([_job(t) for t in texts])
+    assert done[3] == (None, 0.0)
+    assert [done[i][0] for i in (1, 2, 4)] == [b"said", bytes([7]) * (3 << 20), b"said"]
+    assert len(stand_in_workers.live) <= cpus and all(cpu >= 0.0 for _, cpu in done)
 
-    with pytest.raises(ValueError, match="bad IR"):
-        isolate.in_children([lambda: b"fine", bad], 2)
+
+def test_a_python_error_of_a_module_is_raised_here():
+    with pytest.raises(RuntimeError, match="parsing error"):
+        jit.compile_objects([(lambda: _LOOP, 3, False), (lambda: "not LLVM IR", 3, False)])
 
 
-def _children() -> list[int]:
-    me, out = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                out.append(int(entry))
-    return out
+def test_what_a_worker_writes_on_stderr_comes_back(stand_in_workers):
+    with captured_stderr() as err:
+        assert stand_in_workers.run([_job("say")])[0][0] == b"said"
+    assert err() == "remark: a word from the worker\n"
+
+
+_WORKER_PIDS = r"""
+import numpy as np
+import tensorad as ta
+from tensorad.codegen.jit import isolate
+X = ta.placeholder((8, 11), "float32", name="X")
+kernel = ta.build(ta.compute((8, 11), lambda a, b: X[a, b] * 2.0, name="Y"), [X])
+assert (kernel(np.ones((8, 11), np.float32)) == 2).all()
+print(" ".join(str(w.proc.pid) for w in isolate.WORKERS.live), flush=True)
+"""
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the process table in /proc")
-def test_an_error_leaves_no_child_behind():
-    def bad() -> bytes:
-        raise ValueError("bad IR")
-
-    big = bytes(1 << 22)  # (children blocked writing 4 MB into pipes nobody reads yet)
-    before = set(_children())
-    with pytest.raises(ValueError, match="bad IR"):
-        isolate.in_children([bad, lambda: big, lambda: big], 3)
-    assert set(_children()) <= before
+def test_workers_are_reaped_at_exit(running):
+    env = {**os.environ, "TENSORAD_NO_DISK_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", _WORKER_PIDS], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stderr == "", out.stderr[-3000:]
+    pids = [int(p) for p in out.stdout.split()]
+    assert pids and not any(running(p) for p in pids)
 
 
-def test_without_a_fork_the_steps_run_here(monkeypatch):
-    def no_fork() -> int:
-        raise OSError(12, "Cannot allocate memory")
-
-    monkeypatch.setattr(os, "fork", no_fork)
-    assert [obj for obj, _ in isolate.in_children([lambda: b"a", lambda: b"b"], 2)] == [b"a", b"b"]
-
-
-def test_large_results_from_several_children_at_once():
-    # (more than a pipe holds, from children running together: read as they come, no deadlock)
-    big = [bytes([i]) * (3 << 20) for i in range(3)]
-    done = isolate.in_children([lambda b=b: b for b in big], 3)
-    assert [obj for obj, _ in done] == big
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_process_starts_its_own_workers():
+    jit.compile_object(_LOOP, 3)
+    mine = {w.proc.pid for w in isolate.WORKERS.live}
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # (the child: reports what it found and compiled, then leaves at once)
+        status = 1
+        try:
+            inherited = [w.proc.pid for w in isolate.WORKERS.live]
+            obj = jit.compile_object(_LOOP, 3)
+            os.write(write_end, json.dumps([inherited, [w.proc.pid for w in isolate.WORKERS.live],
+                                            obj[:4] == b"\x7fELF"]).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end) as said:
+        inherited, started, elf = json.loads(said.read())
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert inherited == [] and elf and started and not set(started) & mine
+    assert {w.proc.pid for w in isolate.WORKERS.live} == mine and jit.compile_object(_LOOP, 3)
+    assert {w.proc.pid for w in isolate.WORKERS.live} == mine  # (the parent's still serve it)
 
 
 _LOOP = """
@@ -95,21 +112,10 @@ out:
 """
 
 
-def test_a_module_whose_child_dies_goes_down_its_ladder(monkeypatch):
-    monkeypatch.setattr("tensorad.codegen.target.usable_cpus", lambda: 2)
-    emit = jit._emit
-    o1, o3 = (emit(_LOOP, jit.Pipeline(level), jit.host()) for level in (1, 3))  # (deterministic)
-    plain = emit(_LOOP, jit.Pipeline(0), jit.host())
-    assert o1 != o3  # (-O3 vectorizes the loop)
-
-    def aborting(text, pipeline, target):
-        if pipeline.level == 3:  # (both -O3 rungs die, in their children)
-            os.abort()
-        return emit(text, pipeline, target)
-
-    monkeypatch.setattr(jit, "_emit", aborting)
-    done = jit.compile_objects([(lambda: _LOOP, 3, False), (lambda: _LOOP, 0, False)])
-    assert [obj for obj, _ in done] == [o1, plain]
+def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):
+    monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
+    done = jit.compile_objects([(lambda: "abort when O3", 3, False), (lambda: "abort when O3", 0, False)])
+    assert [obj for obj, _ in done] == [repr(jit.Pipeline(1)).encode(), repr(jit.Pipeline(0)).encode()]
 
 
 _FIRST_BUILD = r"""

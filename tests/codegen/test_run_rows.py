@@ -19,7 +19,9 @@ import pytest
 from tensorad.codegen.gemm import descriptor as gd
 from tensorad.codegen.gemm import library as gemmlib
 from tensorad.codegen.gemm.contraction import register_tile
+from tensorad.codegen.jit import compile_job
 from tensorad.codegen.jit import engine as jit
+from tensorad.codegen.jit.compile_job import Job, Machine
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta
@@ -33,9 +35,10 @@ def _row_loop(spec: str, dtype: str, side: str) -> list[str]:
     as the library compiles it."""
     t = parse_target(spec)
     mr, nr = register_tile(t, dtype)
-    mod = jit._parse(gemmlib.piece_ir(dtype, mr, nr, (side, gd.COPY), t), t)
-    jit.promote(mod, t)
-    blocks = re.findall(r"\n(rk\.[\w.]*):[^\n]*\n(.*?)(?=\n\n|\n[\w.]+:)", str(mod), re.S)
+    job = Job(gemmlib.piece_ir(dtype, mr, nr, (side, gd.COPY), t), jit.Pipeline(0, light=True),
+              Machine(t.triple, t.cpu, t.features), ir=True)
+    text = compile_job.run(job, lambda _: jit.target_machine(t)).decode()
+    blocks = re.findall(r"\n(rk\.[\w.]*):[^\n]*\n(.*?)(?=\n\n|\n[\w.]+:)", text, re.S)
     return [ln.strip() for _, body in blocks for ln in body.splitlines() if ln.strip()]
 
 

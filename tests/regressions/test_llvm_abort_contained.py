@@ -1,10 +1,11 @@
 """LLVM 22.1 aborted the process (an assertion in VectorCombine's
 ``foldShuffleOfShuffles``, on the SLP vector code of a fully unrolled reduction) while compiling
 a grouped convolution's ReLU-masked bias gradient: a sum over a 3x6x2 box in float64, on an AVX2
-target, 2 threads.  Python cannot catch an abort; optimizing now runs in a forked child
-(codegen/jit/isolate.py), and a child that dies is retried on the next rung of ``jit.ladder`` (here:
-the same -O3 without SLP).  The build runs in a subprocess, so that a regression fails instead of
-killing the test run; the oracle is NumPy written in the test."""
+target, 2 threads.  Python cannot catch an abort; optimizing runs in a compile worker process
+(codegen/jit/isolate.py), and a job whose worker dies is retried on the next rung of ``jit.ladder``
+(here: the same -O3 without SLP).  The build runs in a subprocess, so that a regression fails instead
+of killing the test run; the oracle is NumPy written in the test.  The pool's own checks use a
+stand-in worker (``tests/stand_in_compile_worker.py``) that aborts when a job says so."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import isolate
+from tensorad.codegen.jit.compile_job import Job, Machine
+from tensorad.codegen.target import parse_target, usable_cpus
 
 _CHILD = textwrap.dedent("""
     import json
@@ -49,37 +52,82 @@ def test_an_llvm_abort_is_retried_not_fatal():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_in_child_returns_bytes_none_on_a_signal_and_raises_python_errors():
-    assert isolate.in_child(lambda: b"object code") == b"object code"
-    assert isolate.in_child(os.abort) is None
-
-    def bad() -> bytes:
-        raise ValueError("bad IR")
-
-    with pytest.raises(ValueError, match="bad IR"):
-        isolate.in_child(bad)
+def _job(text: str) -> Job:
+    return Job(text, jit.Pipeline(3), Machine("stand-in", "", ""))
 
 
-def test_a_failed_fork_compiles_in_process(monkeypatch):
-    def no_fork() -> int:
-        raise OSError(12, "Cannot allocate memory")
+def test_a_worker_that_aborts_gives_none_and_is_replaced(stand_in_workers):
+    done = stand_in_workers.run([_job("abort"), _job("pid")])
+    assert done[0][0] is None and int(done[1][0]) > 0
+    pids = {int(obj) for obj, _ in stand_in_workers.run([_job("pid")] * 4)}
+    assert pids == {w.proc.pid for w in stand_in_workers.live}  # (its answers come from live workers)
+    assert len(pids) == min(4, max(1, usable_cpus()))
+    assert all(w.proc.poll() is None for w in stand_in_workers.live)
 
-    monkeypatch.setattr(os, "fork", no_fork)
-    assert isolate.in_child(lambda: b"object code") == b"object code"
+
+def test_a_python_error_of_a_job_is_raised_here():
+    with pytest.raises(RuntimeError, match="parsing error"):
+        jit.compile_object("this is not LLVM IR")
 
 
-def test_the_ladder_goes_down_until_a_rung_survives():
-    tried = []
+def test_without_workers_compiles_run_in_the_process(monkeypatch):
+    monkeypatch.setenv("TENSORAD_COMPILE_WORKERS", "0")
+    workers = isolate.Workers()
+    monkeypatch.setattr(isolate, "WORKERS", workers)
+    assert workers.run([_job("abort")]) == [(isolate.HERE, 0.0)]
+    assert jit.compile_object(_LOOP, 3)[:4] == b"\x7fELF" and not workers.live
 
-    def step(pipeline: jit.Pipeline) -> bytes:
-        tried.append(pipeline)
-        if pipeline.slp and pipeline.level == 3:
-            os.abort()  # (in the child)
-        return repr(pipeline).encode()
 
+@pytest.mark.parametrize("command", [["/nonexistent/python"], [sys.executable, "-c", "raise SystemExit(1)"]])
+def test_where_no_worker_can_start_jobs_run_here(command):
+    workers = isolate.Workers(command)
+    try:
+        assert workers.run([_job("pid"), _job("pid")]) == [(isolate.HERE, 0.0)] * 2
+        assert workers.broken and not workers.live
+    finally:
+        workers.close()
+
+
+def test_workers_and_the_process_compile_the_same_bytes(monkeypatch):
+    tgt = parse_target("llvm -mcpu=skylake-avx512")
+    here = isolate.Workers()
+    monkeypatch.setenv("TENSORAD_COMPILE_WORKERS", "0")
+    want = [jit.compile_object(_LOOP, level, tgt) for level in (0, 1, 3)]
+    pic = jit.compile_shared_objects([(_LOOP, 3)], tgt)
+    monkeypatch.delenv("TENSORAD_COMPILE_WORKERS")
+    monkeypatch.setattr(isolate, "WORKERS", here)
+    try:
+        assert [jit.compile_object(_LOOP, level, tgt) for level in (0, 1, 3)] == want
+        assert jit.compile_shared_objects([(_LOOP, 3)], tgt) == pic != want[2:]
+        assert here.live  # (compiled there)
+    finally:
+        here.close()
+
+
+def test_the_ladder_goes_down_until_a_rung_survives(monkeypatch, stand_in_workers):
+    monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
     rungs = jit.ladder(3)
     assert rungs == [jit.Pipeline(3), jit.Pipeline(3, slp=False), jit.Pipeline(1), jit.Pipeline(0)]
-    assert jit._contained(rungs, step) == repr(jit.Pipeline(3, slp=False)).encode()
-    assert tried == []  # every rung but the last ran in a child
-    assert jit.ladder(1) == [jit.Pipeline(1), jit.Pipeline(0)]  # (-O1 in a child: its memory)
+    [(obj, _)] = jit._compile([("abort when slp", rungs)], jit.host())
+    assert obj == repr(jit.Pipeline(3, slp=False)).encode()
+    assert jit.ladder(1) == [jit.Pipeline(1), jit.Pipeline(0)]
     assert jit.ladder(0) == [jit.Pipeline(0)] and jit.ladder(2, light=True) == [jit.Pipeline(2, light=True)]
+
+
+_LOOP = """
+define void @f(ptr %p) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
+  %a = getelementptr float, ptr %p, i64 %i
+  %v = load float, ptr %a
+  %w = fmul float %v, 2.0
+  store float %w, ptr %a
+  %n = add i64 %i, 1
+  %c = icmp eq i64 %n, 64
+  br i1 %c, label %out, label %loop
+out:
+  ret void
+}
+"""

@@ -2,9 +2,9 @@
 build (every access bounds-tested, ``checked=True``) of a gather through a ``take(mode="clip")``
 of a ``take`` index, for an AVX2 target (``-mcpu=haswell`` or ``-mattr=-avx512f``; the AVX-512
 host compiled it in 30 ms).  The build hung forever, and the fuzz runner did not see it: the
-loop ran in a forked compile child, whose CPU a worker's limit did not count.
+loop ran in a compile process, whose CPU a worker's limit did not count.
 
-Now a compile child runs under a CPU-time limit (``isolate.CPU_LIMIT_SECONDS``) and one past it
+Now a compile job runs under a CPU-time limit (``isolate.CPU_LIMIT_SECONDS``) and one past it
 is treated like an aborted one: the next rung of ``jit.ladder`` (-O3 without SLP) compiles the
 module.  The build runs in a subprocess (a regression hangs it, not the test run) with the limit
 lowered to 2 CPU-s; the oracle is ``ta.evaluate``, which compiles nothing."""
@@ -19,6 +19,7 @@ import time
 
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import isolate
+from tensorad.codegen.jit.compile_job import Job, Machine
 
 _CHILD = textwrap.dedent("""
     import numpy as np
@@ -47,52 +48,53 @@ def test_a_looping_llvm_pass_falls_to_the_next_rung():
     assert run.stdout.strip() == "ok"
 
 
-def test_a_child_past_its_cpu_limit_is_stopped():
-    def spin() -> bytes:
-        while True:
-            pass
+def _job(text: str) -> Job:
+    return Job(text, jit.Pipeline(3), Machine("stand-in", "", ""))
 
+
+def test_a_job_past_its_cpu_limit_is_stopped(monkeypatch, stand_in_workers):
+    monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
     begin = isolate.cpu_seconds()
-    assert isolate.in_child(spin, cpu_limit=1) is None
+    assert stand_in_workers.run([_job("spin")], cpu_limit=1) == [(None, 0.0)]
     assert isolate.cpu_seconds() - begin >= 0.9  # (it computed until the limit, then stopped)
-    assert isolate.in_child(lambda: b"object code", cpu_limit=1) == b"object code"
+    assert int(stand_in_workers.run([_job("pid")], cpu_limit=1)[0][0]) > 0
 
 
-def test_the_ladder_goes_past_a_rung_that_loops(monkeypatch):
+def test_the_ladder_goes_past_a_rung_that_loops(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "CPU_LIMIT_SECONDS", 1)
-
-    def step(pipeline: jit.Pipeline) -> bytes:
-        while pipeline.slp:
-            pass
-        return repr(pipeline).encode()
-
-    assert jit._contained(jit.ladder(3), step) == repr(jit.Pipeline(3, slp=False)).encode()
+    monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
+    [(obj, _)] = jit._compile([("spin when slp", jit.ladder(3))], jit.host())
+    assert obj == repr(jit.Pipeline(3, slp=False)).encode()
 
 
-def test_a_child_dies_with_its_parent(tmp_path, running):
-    # the compile child of a killed process does not go on computing as an orphan
-    pid_file = tmp_path / "child.pid"
+def test_a_worker_dies_with_its_parent(tmp_path, running):
+    # the compile worker of a killed process does not go on computing as an orphan
+    pid_file = tmp_path / "worker.pid"
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "stand_in_compile_worker.py")
     code = textwrap.dedent(f"""
-        import os
+        import sys, threading, time
         from tensorad.codegen.jit import isolate
+        from tensorad.codegen.jit.compile_job import Job, Machine, Pipeline
 
-        def spin():
-            open({str(pid_file)!r}, "w").write(str(os.getpid()))
-            while True:
-                pass
-
-        isolate.in_child(spin, cpu_limit=60)
+        workers = isolate.Workers([sys.executable, {script!r}, {os.path.dirname(isolate.__file__)!r}])
+        job = Job("spin", Pipeline(3), Machine("stand-in", "", ""))
+        threading.Thread(target=workers.run, args=([job], 60), daemon=True).start()
+        while not workers.live:
+            time.sleep(0.01)
+        open({str(pid_file)!r}, "w").write(str(workers.live[0].proc.pid))
+        time.sleep(600)
     """)
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 120
         while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        child = int(pid_file.read_text())
+        worker = int(pid_file.read_text())
     finally:
         parent.kill()
         parent.wait()
-    deadline = time.monotonic() + 60
-    while running(child) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while running(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not running(child)
+    assert not running(worker)
