@@ -20,7 +20,9 @@ Other combiners:
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
   when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product takes an exclusive
   running product and a recurrence of the head, two scans (:meth:`AdjointBuilder._line_terms`).
-* any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head.
+* any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
+  components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
+  or max inside a tuple is then a sum or a max).
 
 A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
 
@@ -215,6 +217,14 @@ class AdjointBuilder:
         if not op.is_reduction:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
+        comb = op.body[0].arg.combiner
+        kept = combiners.needed_components(comb, list(heads))
+        if len(kept) < op.num_outputs and combiners.classify(comb)[0] == "generic":
+            # a generic tuple reduction whose heads read some components only: those may form a
+            # sum or a max, whose adjoints need no Jacobian of the tuple
+            sub = compute(op.name, op.axes, [combiners.project(op.body[c], kept) for c in kept],
+                          op.provenance)[0].op
+            return self.contributions(sub, {kept.index(v): h for v, h in heads.items()}, x, p, j, sole)
         body = op.body[0]
         ra: ReduceArg = body.arg
         if any(self.holds(k.extent <= 0) for k in ra.axes):
@@ -496,8 +506,10 @@ class AdjointBuilder:
             m.update({k: z + const(k.lo, z.dtype) if k.lo else z for k, z in kz.items()})
             cond = rename(body.src[0], m)
             value = rename(source, m)
-            if cond is not TRUE:  # out of the domain the source may read out of bounds
-                value = choice(Op.IF_THEN_ELSE, cond, value, body.arg.combiner.identity[0])
+            if cond is not TRUE:  # out of the domain the source may read out of bounds; what is
+                # stored there is never read (each reader reduces where ``cond`` holds): a zero, so
+                # that the copy runs on the domain only
+                value = choice(Op.IF_THEN_ELSE, cond, value, const(0, value.dtype))
             (found,) = compute(f"{op.name}.tie", [m[a] for a in op.axes] + list(kz.values()), [value],
                                provenance=Provenance(Role.SAVED))
         self._saved_values[op] = found

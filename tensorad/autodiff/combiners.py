@@ -14,7 +14,9 @@
   rhs, or ties with a smaller-or-equal index: the first winner in loop order wins (as PyTorch's
   ``max(dim)``) whatever the evaluation order.  The index identity is the largest int32.
 * :func:`recurrence_reducer`: the maps ``s -> a s + b`` composed in order, reverse mode's combiner for a
-  running product; :func:`strong_product_reducer` a product whose zero factors are strong."""
+  running product; :func:`strong_product_reducer` a product whose zero factors are strong.
+* :func:`needed_components` and :func:`project`: a tuple combiner restricted to the components that
+  the wanted ones read (a generic tuple's running sum is a sum)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from ..ir.expr import (
 from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import substitute
+from ..ir.rewrite import free_vars, substitute
 from ..poly.affine import always
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
@@ -153,6 +155,41 @@ def _common_selection(comb: CommReducer) -> Expr | None:
         elif found is not cond:
             return None
     return found
+
+
+# ---- components ------------------------------------------------------------------------------
+
+def needed_components(comb: CommReducer, wanted: Sequence[int]) -> tuple[int, ...]:
+    """The components of ``comb`` that its components ``wanted`` depend on, closed: component ``c``
+    needs ``d`` when ``result[c]`` reads ``lhs[d]`` or ``rhs[d]`` (``triple``'s running sum needs
+    only itself; ``argmax``'s index needs its value too)."""
+    reads = [{d for d in range(comb.arity) if comb.lhs[d] in free or comb.rhs[d] in free}
+             for free in (set(free_vars(r)) for r in comb.result)]
+    kept, todo = set(wanted), list(wanted)
+    while todo:
+        for d in reads[todo.pop()] - kept:
+            kept.add(d)
+            todo.append(d)
+    return tuple(sorted(kept))
+
+
+def project(node: Expr, kept: Sequence[int]) -> Expr:
+    """The ``REDUCE`` ``node`` over the components ``kept`` of its combiner only (closed under
+    :func:`needed_components`; its value among them): the same value, since no kept component's
+    combine reads a dropped one.  A lone ``x + y`` or ``max(x, y)`` left is then a sum or a max
+    to :func:`classify`, whose derivative needs no Jacobian of the whole tuple."""
+    ra: ReduceArg = node.arg
+    comb, kept = ra.combiner, tuple(kept)
+    if len(kept) == comb.arity:
+        return node
+    red = comb.derived.get(("project", kept))
+    if red is None:
+        red = comb.derived[("project", kept)] = CommReducer(
+            f"{comb.name}.{'_'.join(map(str, kept))}", "custom", tuple(comb.lhs[c] for c in kept),
+            tuple(comb.rhs[c] for c in kept), tuple(comb.result[c] for c in kept),
+            tuple(comb.identity[c] for c in kept), comb.order_free)
+    src = (node.src[0],) + tuple(node.src[1 + c] for c in kept)
+    return Expr(Op.REDUCE, node.dtype, src, ReduceArg(red, ra.axes, kept.index(ra.value_index)))
 
 
 # ---- forward mode ---------------------------------------------------------------------------

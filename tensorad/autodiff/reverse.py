@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, cast
+from ..ir.expr import Expr, Op, cast
 from ..ir.rewrite import op_reads, tensor_graph
 from ..ir.tensor import ComputeOp, Tensor
 from .adjoint import AdjointBuilder
@@ -77,8 +77,16 @@ class _Adjoints:
         adj = compute(f"{t.name}.grad", p + j, [cast(t.dtype, body)], adjoint_of(t))[0]
         if self.optimizer is not None:
             adj = self.optimizer(adj)
+            if _is_const_zero(adj):  # (terms that cancel or read an empty head: no adjoint)
+                adj = None
         self.done[t] = adj
         return adj
+
+
+def _is_const_zero(t: Tensor) -> bool:
+    """Whether ``t`` is a compute whose body is the constant 0."""
+    body = t.op.body[t.value_index] if isinstance(t.op, ComputeOp) else None
+    return body is not None and body.op is Op.CONST and body.arg == 0
 
 
 def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: Tensor | None = None,

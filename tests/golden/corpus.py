@@ -5,7 +5,7 @@
   (``tvm_forms.py``);
 * ``bench-<name>``: every benchmark workload of every suite (``benchmarks/workloads.py``), at
   its full shapes, differentiated with respect to the inputs it names;
-* ``family-<name>``: the workloads, families and hand-gap classes of
+* ``family-<name>``: the workloads, families, hand-gap classes and the holdout of
   ``tests/simplify/workloads.py``;
 * ``fuzz-<seed>``: the fuzz generator's programs of seeds ``0 .. FUZZ_SEEDS - 1`` (float64,
   with respect to their float inputs), those that have a float input and a float output.
@@ -88,7 +88,7 @@ def bench_entries() -> Iterator[Entry]:
 
 def family_entries() -> Iterator[Entry]:
     W = _load("simplify_workloads", os.path.join(ROOT, "tests", "simplify", "workloads.py"))
-    for group in (W.all_workloads, W.family_workloads, W.gap_workloads):
+    for group in (W.all_workloads, W.family_workloads, W.gap_workloads, W.holdout_workloads):
         for wl in group():
             yield Entry(f"family-{wl.name}", lambda wl=wl: (wl.output, wl.inputs), fast=True)
 

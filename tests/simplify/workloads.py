@@ -340,3 +340,186 @@ def gap_workloads() -> list[Workload]:
     return [min_middle_axis(), gram(), causal_attention_where(), softmax_channels(),
             avg_pool_excluding_padding(), log_softmax_nll_onehot(), max_pool_1x1(1), max_pool_1x1(2),
             _prefix("sum"), _prefix("max"), _prefix("prod")]
+
+
+# ---- a holdout: operators as a user writes them, each with an expert's backward -------------
+# Written with ``ta.compute`` and reductions, not with the operator library.  Each formula counts
+# the passes an expert's backward runs (reading the inputs and the head, recomputing what the
+# forward computed): a pass over n elements is n, a per-row scalar R.
+
+def _rows(*names: str, r: int = 6, d: int = 7) -> list:
+    return [ta.placeholder((r, d), name=n) for n in names]
+
+
+def middle_variance() -> Workload:
+    b, n, d = 3, 7, 5
+    X = ta.placeholder((b, n, d), name="X")
+    k, k2 = ta.reduce_axis((0, n), "k"), ta.reduce_axis((0, n), "k2")
+    mean = ta.compute((b, d), lambda i, j: ta.sum(X[i, k, j], k) / float(n), name="mean")
+    V = ta.compute((b, d), lambda i, j: ta.sum((X[i, k2, j] - mean[i, j]) ** 2, k2) / float(n), name="var")
+    # mean (B*N*D); dX = H 2 (X - mean) / N (B*N*D)
+    return Workload("holdout_var_middle", V, [X], "mean, dX: 2*B*N*D", 2 * b * n * d)
+
+
+def _sumsq(X: ta.Tensor, name: str) -> ta.Tensor:
+    k = ta.reduce_axis((0, X.shape[1]), "k")
+    return ta.compute((X.shape[0],), lambda i: ta.sum(X[i, k] * X[i, k], k), name=name)
+
+
+def l2_normalize() -> Workload:
+    (X,) = _rows("X")
+    r, d = X.shape
+    ss = _sumsq(X, "ss")
+    Y = ta.compute((r, d), lambda i, j: X[i, j] / ta.sqrt(ss[i] + 1e-6), name="Y")
+    # s = sum X^2, c = sum H X (2 R*D, R), dX = H / n - X c / n^3 (R*D)
+    return Workload("holdout_l2_normalize", Y, [X], "s, c, dX: 3*R*D + R", 3 * r * d + r)
+
+
+def cosine_similarity() -> Workload:
+    A, B = _rows("A", "B")
+    r, d = A.shape
+    k = ta.reduce_axis((0, d), "k")
+    dot = ta.compute((r,), lambda i: ta.sum(A[i, k] * B[i, k], k), name="dot")
+    na, nb = _sumsq(A, "na"), _sumsq(B, "nb")
+    Y = ta.compute((r,), lambda i: dot[i] / ta.sqrt(na[i] * nb[i] + 1e-8), name="cos")
+    # dot, |A|^2, |B|^2 (3 R*D, R), dA = H (B - y A |b|/|a|) / (|a||b|), dB alike (2 R*D)
+    return Workload("holdout_cosine_similarity", Y, [A, B], "three row sums, dA, dB: 5*R*D + R",
+                    5 * r * d + r)
+
+
+def grouped_conv() -> Workload:
+    n, c, h, w, f, g, kk = 2, 4, 7, 6, 4, 2, 3
+    cg, fg = c // g, f // g
+    X, Wt = ta.placeholder((n, c, h, w), name="X"), ta.placeholder((f, cg, kk, kk), name="W")
+    oh, ow = h - kk + 1, w - kk + 1
+    rc, ry, rx = ta.reduce_axis((0, cg), "rc"), ta.reduce_axis((0, kk), "ry"), ta.reduce_axis((0, kk), "rx")
+    Y = ta.compute((n, f, oh, ow), lambda b, o, i, j: ta.sum(
+        X[b, o // fg * cg + rc, i + ry, j + rx] * Wt[o, rc, ry, rx], [rc, ry, rx]), name="Y")
+    # dX, dW: one multiply-add per (output, channel of its group, tap) each
+    return Workload("holdout_grouped_conv", Y, [X, Wt], "dX, dW: 2*N*F*Cg*OH*OW*K*K",
+                    2 * n * f * cg * oh * ow * kk * kk)
+
+
+def depthwise_separable_conv() -> Workload:
+    n, c, h, w, f, kk = 2, 3, 7, 6, 4, 3
+    X, Wd, Wp = ta.placeholder((n, c, h, w), name="X"), ta.placeholder((c, kk, kk), name="Wd"), \
+        ta.placeholder((f, c), name="Wp")
+    oh, ow = h - kk + 1, w - kk + 1
+    ry, rx, rc = ta.reduce_axis((0, kk), "ry"), ta.reduce_axis((0, kk), "rx"), ta.reduce_axis((0, c), "rc")
+    D = ta.compute((n, c, oh, ow), lambda b, ch, i, j: ta.sum(X[b, ch, i + ry, j + rx] * Wd[ch, ry, rx],
+                                                             [ry, rx]), name="D")
+    Y = ta.compute((n, f, oh, ow), lambda b, o, i, j: ta.sum(Wp[o, rc] * D[b, rc, i, j], rc), name="Y")
+    p = n * c * oh * ow
+    # D again (9 P), dD = Wp^T H (F P), dWp = H D^T (F P), dX, dWd over the taps (2 * 9 P)
+    return Workload("holdout_depthwise_separable_conv", Y, [X, Wd, Wp],
+                    "D, dD, dWp, dX, dWd: 2*F*P + 3*K*K*P", 2 * f * p + 3 * kk * kk * p)
+
+
+def avg_pool_ceil() -> Workload:
+    n, c, h, w = 2, 3, 7, 5
+    X = ta.placeholder((n, c, h, w), name="X")
+    oh, ow = (h + 1) // 2, (w + 1) // 2
+    ry, rx = ta.reduce_axis((0, 2), "ry"), ta.reduce_axis((0, 2), "rx")
+
+    def count(i, j):  # the window's elements inside X (ceil mode clips the last window)
+        return ta.cast("float32", (ta.minimum(2 * i + 2, h) - 2 * i) * (ta.minimum(2 * j + 2, w) - 2 * j))
+
+    S = ta.compute((n, c, oh, ow), lambda b, ch, i, j: ta.sum(
+        X[b, ch, 2 * i + ry, 2 * j + rx], [ry, rx], where=(2 * i + ry < h) & (2 * j + rx < w)), name="S")
+    Y = ta.compute((n, c, oh, ow), lambda b, ch, i, j: S[b, ch, i, j] / count(i, j), name="Y")
+    # dX[y, x] = H[y // 2, x // 2] / count: one read per input element
+    return Workload("holdout_avg_pool_ceil", Y, [X], "dX: N*C*H*W", n * c * h * w)
+
+
+def glu() -> Workload:
+    r, d = 6, 5
+    X = ta.placeholder((r, 2 * d), name="X")
+    Y = ta.compute((r, d), lambda i, j: X[i, j] * ta.sigmoid(X[i, j + d]), name="Y")
+    # dX[:, :D] = H s, dX[:, D:] = H a s (1 - s): one pass over dX
+    return Workload("holdout_glu", Y, [X], "dX: 2*R*D", 2 * r * d)
+
+
+def rms_norm() -> Workload:
+    (X,) = _rows("X")
+    r, d = X.shape
+    g = ta.placeholder((d,), name="g")
+    ss = _sumsq(X, "ss")
+    Y = ta.compute((r, d), lambda i, j: X[i, j] / ta.sqrt(ss[i] / float(d) + 1e-6) * g[j], name="Y")
+    # ms (R*D, R), c = sum H g X (R*D), dX = rs (H g - X c rs^2 / D) (R*D), dg = sum_r H X rs (R*D)
+    return Workload("holdout_rms_norm", Y, [X, g], "ms, c, dX, dg: 4*R*D + R", 4 * r * d + r)
+
+
+def swish() -> Workload:
+    X = ta.placeholder((4, 9), name="X")
+    Y = ta.compute(X.shape, lambda i, j: X[i, j] * ta.sigmoid(X[i, j]), name="Y")
+    # dX = H (s + x s (1 - s))
+    return Workload("holdout_swish", Y, [X], "dX: N", 4 * 9)
+
+
+def batched_matmul_broadcast() -> Workload:
+    b, m, k, n = 3, 4, 5, 6
+    A, Wt = ta.placeholder((b, m, k), name="A"), ta.placeholder((k, n), name="W")
+    r = ta.reduce_axis((0, k), "r")
+    Y = ta.compute((b, m, n), lambda p, i, j: ta.sum(A[p, i, r] * Wt[r, j], r), name="Y")
+    # dA = H W^T (B*M*N*K), dW = sum over the batch of A^T H (B*M*K*N)
+    return Workload("holdout_bmm_broadcast", Y, [A, Wt], "dA, dW: 2*B*M*N*K", 2 * b * m * n * k)
+
+
+def embedding_bag_sum() -> Workload:
+    v, d, b, length = 10, 4, 3, 5
+    E, idx = ta.placeholder((v, d), name="E"), ta.placeholder((b, length), "int32", name="idx")
+    t = ta.reduce_axis((0, length), "t")
+    Y = ta.compute((b, d), lambda i, j: ta.sum(E[idx[i, t], j], t), name="Y")
+    # dE: zeros (a fill, no loop body), then one scatter-add per (bag, item, column)
+    return Workload("holdout_embedding_bag_sum", Y, [E], "scatter: B*L*D", b * length * d)
+
+
+def triplet_loss() -> Workload:
+    A, P, N = _rows("A", "P", "N", d=5)
+    r, d = A.shape
+    k, k2 = ta.reduce_axis((0, d), "k"), ta.reduce_axis((0, d), "k2")
+    dp = ta.compute((r,), lambda i: ta.sum((A[i, k] - P[i, k]) ** 2, k), name="dp")
+    dn = ta.compute((r,), lambda i: ta.sum((A[i, k2] - N[i, k2]) ** 2, k2), name="dn")
+    q = ta.reduce_axis((0, r), "q")
+    L = ta.compute((), lambda: ta.sum(ta.maximum(dp[q] - dn[q] + 1.0, 0.0), q), name="L")
+    # dp, dn (2 R*D, R for the hinge), dA = 2 m (N - P), dP = -2 m (A - P), dN = 2 m (A - N)
+    return Workload("holdout_triplet_loss", L, [A, P, N], "dp, dn, dA, dP, dN: 5*R*D + R",
+                    5 * r * d + r)
+
+
+def huber_loss() -> Workload:
+    X, T = _rows("X", "T")
+    r, d = X.shape
+    i, j = ta.reduce_axis((0, r), "i"), ta.reduce_axis((0, d), "j")
+    e = ta.compute((r, d), lambda a, c: X[a, c] - T[a, c], name="e")
+    L = ta.compute((), lambda: ta.sum(ta.select(ta.abs(e[i, j]) <= 1.0, 0.5 * e[i, j] * e[i, j],
+                                                ta.abs(e[i, j]) - 0.5), [i, j]), name="L")
+    # dX = H clip(X - T, -1, 1)
+    return Workload("holdout_huber_loss", L, [X], "dX: R*D", r * d)
+
+
+def causal_conv1d() -> Workload:
+    b, c, length, f, kk = 2, 3, 12, 4, 3
+    X, Wt = ta.placeholder((b, c, length), name="X"), ta.placeholder((f, c, kk), name="W")
+    rc, rk = ta.reduce_axis((0, c), "rc"), ta.reduce_axis((0, kk), "rk")
+    Y = ta.compute((b, f, length), lambda p, o, t: ta.sum(
+        ta.if_then_else(t - rk >= 0, X[p, rc, t - rk], 0.0) * Wt[o, rc, rk], [rc, rk]), name="Y")
+    pairs = sum(min(t + 1, kk) for t in range(length))  # (t, k) with t - k inside X
+    # dX, dW over the valid (output, tap) pairs
+    return Workload("holdout_causal_conv1d", Y, [X, Wt], "dX, dW: 2*B*F*C*pairs", 2 * b * f * c * pairs)
+
+
+def pixel_shuffle() -> Workload:
+    n, c, s, h, w = 2, 2, 2, 3, 4
+    X = ta.placeholder((n, c * s * s, h, w), name="X")
+    Y = ta.compute((n, c, h * s, w * s),
+                   lambda p, ch, y, x: X[p, ch * s * s + y % s * s + x % s, y // s, x // s], name="Y")
+    # dX is a permutation of H
+    return Workload("holdout_pixel_shuffle", Y, [X], "dX: |X|", n * c * s * s * h * w)
+
+
+def holdout_workloads() -> list[Workload]:
+    return [middle_variance(), l2_normalize(), cosine_similarity(), grouped_conv(),
+            depthwise_separable_conv(), avg_pool_ceil(), glu(), rms_norm(), swish(),
+            batched_matmul_broadcast(), embedding_bag_sum(), triplet_loss(), huber_loss(),
+            causal_conv1d(), pixel_shuffle()]
