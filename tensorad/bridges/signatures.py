@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..ir.tensor import Tensor
@@ -196,7 +196,7 @@ class SignatureOp:
     def _traced(self, pattern: tuple, static: dict[str, Any]) -> Family:
         """A family, ``fn`` traced and compiled over its sizes, or why it cannot be."""
         sizes = {d: size_var(d) for dims, _ in pattern for d in dims if isinstance(d, str)}
-        spec = tuple((tuple(sizes[d] if isinstance(d, str) else d for d in dims), dtype) for dims, dtype in pattern)
+        spec = tuple((tuple(sizes.get(d, d) for d in dims), dtype) for dims, dtype in pattern)
         try:
             return Family(pattern, self.make(spec, static))
         except Exception as e:  # noqa: BLE001  (fn needs static sizes: it is built per signature)

@@ -28,7 +28,8 @@ def _dense_tanh(X, W, B):
 
 
 def _batch(n, gen):
-    return [torch.randn(*s, dtype=torch.float64, generator=gen, requires_grad=True) for s in ((n, 5), (4, 5), (4,))]
+    return [torch.randn(*s, dtype=torch.float64, generator=gen, requires_grad=True)
+            for s in ((n, 5), (4, 5), (4,))]
 
 
 @pytest.mark.parametrize("dynamic, traces", [(None, 2), (True, 1), (False, 4)])
@@ -67,7 +68,8 @@ def test_equal_dimensions_share_a_size_and_a_broken_equality_is_a_new_family():
     loss = ta.torch.op(_counted(_row_loss, calls))
     gen = torch.Generator().manual_seed(1)
     for n in (3, 6, 11):
-        L, T = torch.randn(n, 5, dtype=torch.float64, generator=gen), torch.randn(n, dtype=torch.float64, generator=gen)
+        L = torch.randn(n, 5, dtype=torch.float64, generator=gen)
+        T = torch.randn(n, dtype=torch.float64, generator=gen)
         torch.testing.assert_close(loss(L, T), L.exp().sum(1) - T)
     (pattern, _), = [k for k, _ in loss.families.items()]
     assert pattern == ((("s0", 5), "float64"), (("s0",), "float64"))  # one batch size for both
