@@ -346,12 +346,9 @@ class JaxOp(SignatureOp):
         signature = self.signature(arrays)
         key = (signature, static_key(static))
         arrays = tuple(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature))
-        if key not in self.signatures and self.dynamic is not False:
-            family = self.family(signature, static)
-            if family is not None and family.function is not None:
-                out = self.run_family(family, *arrays)
-                if out is not NotImplemented:
-                    return out
+        out = self.call_family(key, static, *arrays)
+        if out is not NotImplemented:
+            return out
         return self.signatures.get(key, lambda: self.make(signature, static))(*arrays)
 
     def signature(self, arrays: Sequence[Any]) -> tuple:
@@ -359,7 +356,7 @@ class JaxOp(SignatureOp):
         return tuple((tuple(a.shape), str(jax.dtypes.canonicalize_dtype(a.dtype))) for a in arrays)
 
 
-JaxOp.compile = staticmethod(function)
+JaxOp.build_function = staticmethod(function)
 
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,

@@ -134,7 +134,7 @@ def family_pattern(signature: tuple, varies: Callable[[int, int], bool], named: 
 
 
 class SignatureOp:
-    """``fn`` (tensorad over placeholders) compiled per signature by ``compile`` (the bridge's function
+    """``fn`` (tensorad over placeholders) compiled per signature by ``build_function`` (the bridge's function
     of a program, symbolic or not), kept in :attr:`signatures`; ``bridge`` names the decorator in
     messages.  ``dynamic`` (``False``, ``None``, ``True``) chooses when signatures share a :class:`Family`
     traced over size variables (kept in :attr:`families`): never; once a signature of the same ranks,
@@ -142,7 +142,7 @@ class SignatureOp:
     (every dimension of at least 2)."""
 
     bridge: str
-    compile: Callable[..., Any]
+    build_function: Callable[..., Any]
 
     def __init__(self, fn: Callable[..., Tensor | Sequence[Tensor]], *,
                  max_signatures: int = DEFAULT_MAX_SIGNATURES, dynamic: bool | None = None,
@@ -162,7 +162,7 @@ class SignatureOp:
         """The function of ``signature`` (shapes, dtypes; a shape may hold size variables) and the static
         keyword values."""
         outputs, inputs = trace(self.fn, signature, static, f"{self.bridge} {self.__name__}")
-        return type(self).compile(outputs, inputs, policy=self.policy, **self.build_options)
+        return type(self).build_function(outputs, inputs, policy=self.policy, **self.build_options)
 
     def family(self, signature: tuple, static: dict[str, Any]) -> Family | None:
         """The family of a signature not cached itself, made where ``dynamic`` asks for one (``None``:
@@ -203,9 +203,15 @@ class SignatureOp:
             return Family(pattern, why=f"{self.__name__} is not traceable over sizes "
                                         f"{', '.join(sizes)}: {type(e).__name__}: {e}")
 
-    def run_family(self, family: Family, *args: Any) -> Any:
-        """``family.function`` on ``args``; where its first call raises, the family is built per
-        signature from then on (``NotImplemented`` returned: the caller builds this one alone)."""
+    def call_family(self, key: tuple, static: dict[str, Any], *args: Any) -> Any:
+        """The call of signature ``key`` through its family's function, or ``NotImplemented`` where the
+        signature is built alone (cached itself, no family, or the family's first call raised: the
+        family is then built per signature from then on)."""
+        if key in self.signatures or self.dynamic is False:
+            return NotImplemented
+        family = self.family(key[0], static)
+        if family is None or family.function is None:
+            return NotImplemented
         if family.proven:
             return family.function(*args)
         try:

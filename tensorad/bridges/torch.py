@@ -342,12 +342,9 @@ class TorchOp(SignatureOp):
         key = (self.signature(tensors), static_key(static))
         if torch.compiler.is_compiling():
             return self._traced_call(key, static, tensors)
-        if key not in self.signatures and self.dynamic is not False:
-            family = self.family(key[0], static)
-            if family is not None and family.function is not None:
-                out = self.run_family(family, *tensors)
-                if out is not NotImplemented:
-                    return out
+        out = self.call_family(key, static, *tensors)
+        if out is not NotImplemented:
+            return out
         return self.function(key, static)(*tensors)
 
     def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
@@ -405,7 +402,7 @@ def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options
     return TorchOp(fn, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
 
 
-TorchOp.compile = staticmethod(function)
+TorchOp.build_function = staticmethod(function)
 
 
 def tensorad_dtype(dtype: torch.dtype) -> str:
