@@ -353,25 +353,33 @@ class JaxOp(SignatureOp):
     (or trace), kept in a bounded LRU cache (``signatures``).  A 64-bit program needs ``jax_enable_x64``."""
 
     bridge = "ta.jax.op"
-    function_type = JaxFunction
     signatures: SignatureCache[JaxFunction]
 
     def __call__(self, *arrays: Any, **static: Any) -> Any:
         arrays = tuple(a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a) for a in arrays)
         signature = self.signature(arrays)
         key = (signature, static_key(static))
-        function = self.signatures.get(key, lambda: self.make(signature, static))
-        return function(*(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature)))
+        arrays = tuple(jax.numpy.asarray(a, dtype) for a, (_, dtype) in zip(arrays, signature))
+        out = self.call_family(key, static, *arrays)
+        if out is not NotImplemented:
+            return out
+        return self.signatures.get(key, lambda: self.make(signature, static))(*arrays)
 
     def signature(self, arrays: Sequence[Any]) -> tuple:
         """The shapes and dtypes (as JAX holds them: float64 is float32 without 64-bit mode)."""
         return tuple((tuple(a.shape), str(jax.dtypes.canonicalize_dtype(a.dtype))) for a in arrays)
 
 
+JaxOp.build_function = staticmethod(function)
+
+
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
-       policy: Policy = "default", **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
+       dynamic: bool | None = None, policy: Policy = "default",
+       **build_options: Any) -> JaxOp | Callable[[Callable], JaxOp]:
     """``@ta.jax.op`` or ``@ta.jax.op(num_threads=2, ...)``: ``fn`` receives placeholders with the arrays'
-    shapes and dtypes (keyword arguments as static values) and returns tensors; see :class:`JaxOp`."""
+    shapes and dtypes (keyword arguments as static values) and returns tensors; see :class:`JaxOp`.
+    ``dynamic`` is ``ta.torch.op``'s: which signatures share one trace over size variables (``jax.jit``
+    still traces each shape)."""
     def wrap(f: Callable) -> JaxOp:
-        return JaxOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+        return JaxOp(f, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

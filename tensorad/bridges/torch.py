@@ -336,13 +336,15 @@ class TorchOp(SignatureOp):
     cached when it runs (else a clear error; ``max_signatures`` bounds how many a model alternates among)."""
 
     bridge = "ta.torch.op"
-    function_type = TorchFunction
     signatures: SignatureCache[TorchFunction]
 
     def __call__(self, *tensors: torch.Tensor, **static: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
         key = (self.signature(tensors), static_key(static))
         if torch.compiler.is_compiling():
             return self._traced_call(key, static, tensors)
+        out = self.call_family(key, static, *tensors)
+        if out is not NotImplemented:
+            return out
         return self.function(key, static)(*tensors)
 
     def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
@@ -376,7 +378,7 @@ class TorchOp(SignatureOp):
         module = sys.modules.get(self.__module__)
         if module is not None and getattr(module, self.__qualname__, None) is self:
             return self.__qualname__
-        return _rebuild_op, (self.fn, self.signatures.maxsize, self.policy, self.build_options)
+        return _rebuild_op, (self.fn, self.signatures.maxsize, self.policy, self.build_options, self.dynamic)
 
     def __deepcopy__(self, memo: dict) -> TorchOp:
         return self
@@ -395,8 +397,12 @@ def _traced_output_count(op: TorchOp, key: tuple, static: dict[str, Any]) -> int
     return len(op.function(key, static).function.outputs)
 
 
-def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options: dict) -> TorchOp:
-    return TorchOp(fn, max_signatures=max_signatures, policy=policy, **build_options)
+def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options: dict,
+                dynamic: bool | None = None) -> TorchOp:
+    return TorchOp(fn, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
+
+
+TorchOp.build_function = staticmethod(function)
 
 
 def tensorad_dtype(dtype: torch.dtype) -> str:
@@ -407,10 +413,20 @@ def tensorad_dtype(dtype: torch.dtype) -> str:
 
 
 def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATURES,
-       policy: Policy = "default", **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
+       dynamic: bool | None = None, policy: Policy = "default",
+       **build_options: Any) -> TorchOp | Callable[[Callable], TorchOp]:
     """``@ta.torch.op`` or ``@ta.torch.op(num_threads=2, ...)``: ``fn`` receives placeholders of the
     tensors' shapes and dtypes (keyword arguments as static values) and returns tensorad tensors
-    (:class:`TorchOp`).  Options are ``ta.function``'s and ``ta.build``'s."""
+    (:class:`TorchOp`).  Options are ``ta.function``'s and ``ta.build``'s.
+
+    ``dynamic`` as ``torch.compile``'s, for eager calls: ``False`` traces and compiles ``fn`` once per
+    shape signature; ``None`` (default) does so for a signature's first shapes, and once a call differs
+    from a cached signature only in some dimensions (not 0; same ranks, dtypes and static values), traces
+    ``fn`` once more with those dimensions as size variables (equal ones share one) and serves every
+    later call of that family from it; ``True`` traces over every dimension of at least 2 from the first
+    call.  A family's function (``ta.torch.function`` of a symbolic program) compiles its kernels per size
+    (``tensorad.symbolic``).  Where ``fn`` cannot be traced over sizes (it needs Python ints), the family
+    is built per signature, and ``op.why`` says so.  Under ``torch.compile`` sizes stay static."""
     def wrap(f: Callable) -> TorchOp:
-        return TorchOp(f, max_signatures=max_signatures, policy=policy, **build_options)
+        return TorchOp(f, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)
