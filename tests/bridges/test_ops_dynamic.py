@@ -130,3 +130,15 @@ def test_jax_op_shares_a_trace_across_batch_sizes():
         got = jax.jit(layer)(x, w, b)
         np.testing.assert_allclose(np.asarray(got), np.tanh(x @ w.T + b), rtol=1e-5, atol=1e-6)
     assert len(calls) == 2
+
+
+def test_a_family_keeps_as_many_sizes_as_the_op_keeps_signatures():
+    """A family's function keeps one static function per size; it kept 8 where the op keeps
+    ``max_signatures`` (32), so a model cycling through more batch sizes compiled each again."""
+    layer = ta.torch.op(_dense_tanh)
+    gen = torch.Generator().manual_seed(2)
+    sizes = range(1, 13)
+    for n in sizes:
+        layer(*_batch(n, gen))
+    (family,) = [f for _, f in layer.families.items()]
+    assert len(family.function.static) == len(sizes) - 1  # (the first size was built alone)
