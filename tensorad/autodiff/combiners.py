@@ -41,7 +41,7 @@ from ..ir.expr import (
 from ..ir.reducer import CommReducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import free_vars, substitute
+from ..ir.rewrite import substitute, walk
 from ..poly.affine import always
 from .emptiness import empty_where
 from .zero import ZERO, Tangent, materialize
@@ -163,8 +163,8 @@ def needed_components(comb: CommReducer, wanted: Sequence[int]) -> tuple[int, ..
     """The components of ``comb`` that its components ``wanted`` depend on, closed: component ``c``
     needs ``d`` when ``result[c]`` reads ``lhs[d]`` or ``rhs[d]`` (``triple``'s running sum needs
     only itself; ``argmax``'s index needs its value too)."""
-    reads = [{d for d in range(comb.arity) if comb.lhs[d] in free or comb.rhs[d] in free}
-             for free in (set(free_vars(r)) for r in comb.result)]
+    reads = [{d for d in range(comb.arity) if comb.lhs[d] in used or comb.rhs[d] in used}
+             for used in ({n for n in walk(r) if n.op is Op.VAR} for r in comb.result)]
     kept, todo = set(wanted), list(wanted)
     while todo:
         for d in reads[todo.pop()] - kept:

@@ -197,13 +197,8 @@ class SignatureOp:
         """A family, ``fn`` traced and compiled over its sizes, or why it cannot be."""
         sizes = {d: size_var(d) for dims, _ in pattern for d in dims if isinstance(d, str)}
         spec = tuple((tuple(sizes.get(d, d) for d in dims), dtype) for dims, dtype in pattern)
-        from ..symbolic import SizedCallable
-
         try:
-            function = self.make(spec, static)
-            if isinstance(function, SizedCallable):  # (as many sizes kept as the op keeps signatures)
-                function.static.maxsize = self.signatures.maxsize
-            return Family(pattern, function)
+            return Family(pattern, self.make(spec, static))
         except Exception as e:  # noqa: BLE001  (fn needs static sizes: it is built per signature)
             return Family(pattern, why=f"{self.__name__} is not traceable over sizes "
                                         f"{', '.join(sizes)}: {type(e).__name__}: {e}")

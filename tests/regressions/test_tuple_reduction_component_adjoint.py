@@ -46,3 +46,26 @@ def test_component_gradient_is_linear_and_right(which):
         want = (sq == sq.max(axis=1, keepdims=True)) * 2 * x * h[:, None]
     got = ta.build([dX], [X, H], target="llvm")(x, h)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_component_that_reads_another_keeps_it():
+    """The transpose of a max pool's tangent: forward mode's ``(tangent, value, ties)`` combiner,
+    differentiated in the tangent only, whose combine picks the winner by the values.  Finding what
+    each component reads missed the combiner's own variables (they have no bounds), so the values
+    were dropped and the build failed on an unbound ``y``.  The result is the max pool's gradient:
+    each head routed to its window's maximum."""
+    X = ta.placeholder((1, 1, 5, 5), "float64", "X")
+    U = ta.placeholder((1, 1, 5, 5), "float64", "U")
+    T = ta.jvp(ta.topi.nn.pool(X, 3, 2, 1, "max"), [X], [U])
+    H = ta.placeholder(T.shape, "float64", "H")
+    (dU,) = ta.JacobianRecursive(T, [U], H)
+    rng = np.random.default_rng(2)
+    x, h = rng.permutation(25).reshape(1, 1, 5, 5).astype("float64"), rng.standard_normal((1, 1, 3, 3))
+    want = np.zeros((5, 5))
+    padded = np.pad(x[0, 0], 1, constant_values=-np.inf)
+    for i in range(3):
+        for j in range(3):
+            r, c = np.unravel_index(np.argmax(padded[2 * i:2 * i + 3, 2 * j:2 * j + 3]), (3, 3))
+            want[2 * i + r - 1, 2 * j + c - 1] += h[0, 0, i, j]
+    got = ta.build([dU], [X, U, H])(x, np.zeros_like(x), h)
+    np.testing.assert_allclose(got[0, 0], want, rtol=1e-12, atol=1e-12)
