@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .bridges.signatures import SignatureCache
+from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
 from .codegen import ExportError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
@@ -336,12 +336,13 @@ def raises(outputs: list[Tensor], inputs: list[Tensor]) -> bool:
 
 def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
     """``make(outputs, inputs, wrt)`` (a function of a program, ``ta.function``'s or a bridge's); for a
-    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size."""
+    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size,
+    keeping as many sizes as an op keeps signatures."""
     if not symbolic(outputs, inputs):
         return make(outputs, inputs, wrt)
     roots = listed(outputs) + listed(inputs) + listed(wrt)
     return SizedCallable(lambda new: make(_like(outputs, new), _like(inputs, new), _like(wrt, new)), roots,
-                         listed(inputs), name)
+                         listed(inputs), name, max_sizes=DEFAULT_MAX_SIGNATURES)
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",

@@ -132,9 +132,9 @@ def test_jax_op_shares_a_trace_across_batch_sizes():
     assert len(calls) == 2
 
 
-def test_a_family_keeps_as_many_sizes_as_the_op_keeps_signatures():
-    """A family's function keeps one static function per size; it kept 8 where the op keeps
-    ``max_signatures`` (32), so a model cycling through more batch sizes compiled each again."""
+def test_a_family_keeps_as_many_sizes_as_an_op_keeps_signatures():
+    """A family's function keeps one static function per size; it kept 8 where an op keeps 32
+    signatures, so a model cycling through more batch sizes compiled each again."""
     layer = ta.torch.op(_dense_tanh)
     gen = torch.Generator().manual_seed(2)
     sizes = range(1, 13)
