@@ -107,6 +107,7 @@ def recompiled(kernel, pipe: str, compiles: int):
     """``kernel`` with its module text compiled by ``pipe``; the LLVM CPU seconds (median);
     the optimized IR."""
     import llvmlite.binding as llvm
+    from tensorad.codegen.jit import compile_job
     from tensorad.codegen.jit import engine as jit
     from tensorad.codegen.runtime.kernel import Kernel
     from tensorad.codegen.runtime.linking import link
@@ -118,11 +119,13 @@ def recompiled(kernel, pipe: str, compiles: int):
     spent, obj, ir = [], b"", ""
     for _ in range(compiles):
         c0 = time.process_time()
-        mod = jit._parse(text, c.target)
+        t = c.target
+        tm = jit.target_machine(t)
+        mod = compile_job.parse(text, compile_job.Machine(t.triple, t.cpu, t.features), tm)
         for name, value, _ in options:
             llvm.set_option("opt_compare", f"-{name}={value}")
         try:
-            jit.Pipeline(level).run(mod, c.target)
+            compile_job.Pipeline(level).run(mod, tm)
         finally:
             for name, _, default in options:
                 llvm.set_option("opt_compare", f"-{name}={default}")

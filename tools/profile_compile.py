@@ -124,15 +124,14 @@ def _optnone(define_line: str, text: str) -> bool:
 def cost(text: str, level: int, light: bool, target=None) -> tuple[float, float, int]:
     """CPU seconds of LLVM's passes and of code generation for one module, and the number of
     machine instructions it became."""
+    from tensorad.codegen.jit import compile_job
     from tensorad.codegen.jit import engine as jit
 
     target = target or jit.host()
-    mod = jit._parse(text, target)
+    tm = jit.target_machine(target)
+    mod = compile_job.parse(text, compile_job.Machine(target.triple, target.cpu, target.features), tm)
     c0 = time.process_time()
-    if light:
-        jit.promote(mod, target)
-    elif level > 0:
-        jit.optimize(mod, level, target)
+    compile_job.Pipeline(level, light=light).run(mod, tm)
     c1 = time.process_time()
     jit.target_machine(target).emit_object(mod)
     c2 = time.process_time()

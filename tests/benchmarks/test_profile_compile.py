@@ -39,7 +39,7 @@ def test_every_function_of_a_kernel_is_compiled_alone():
     assert len(kernels) == 1  # (library pieces, if any, may be linked already in this process)
     defined = re.findall(r"^define [^@]*@\"?([\w.$]+)\"?\(", kernels[0].text, re.M)
     rows = [r for r in pc.profile(compiled) if r.module == compiled.index(kernels[0])]
-    assert [r.name for r in rows] == defined and len(defined) >= 3  # nests, glue: main, call
+    assert [r.name for r in rows] == defined and len(defined) >= 2  # nests, the glue main
     assert not any(r.error for r in rows)
     assert all(r.instructions > 0 and r.passes >= 0 and r.codegen >= 0 for r in rows)
     glue = {r.name for r in rows if r.optnone}
