@@ -218,13 +218,15 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         comb = op.body[0].arg.combiner
-        kept = combiners.needed_components(comb, list(heads))
-        if len(kept) < op.num_outputs and combiners.classify(comb)[0] == "generic":
+        read = {v: op.body[v].arg.value_index for v in heads}  # (an output is one component)
+        kept = combiners.needed_components(comb, list(read.values()))
+        if len(kept) < comb.arity and len(set(read.values())) == len(read) \
+                and combiners.classify(comb)[0] == "generic":
             # a generic tuple reduction whose heads read some components only: those may form a
             # sum or a max, whose adjoints need no Jacobian of the tuple
-            sub = compute(op.name, op.axes, [combiners.project(op.body[c], kept) for c in kept],
+            sub = compute(op.name, op.axes, [combiners.project(op.body[0], kept, c) for c in kept],
                           op.provenance)[0].op
-            return self.contributions(sub, {kept.index(v): h for v, h in heads.items()}, x, p, j, sole)
+            return self.contributions(sub, {kept.index(c): heads[v] for v, c in read.items()}, x, p, j, sole)
         body = op.body[0]
         ra: ReduceArg = body.arg
         if any(self.holds(k.extent <= 0) for k in ra.axes):

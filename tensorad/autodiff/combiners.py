@@ -173,15 +173,14 @@ def needed_components(comb: CommReducer, wanted: Sequence[int]) -> tuple[int, ..
     return tuple(sorted(kept))
 
 
-def project(node: Expr, kept: Sequence[int]) -> Expr:
-    """The ``REDUCE`` ``node`` over the components ``kept`` of its combiner only (closed under
-    :func:`needed_components`; its value among them): the same value, since no kept component's
-    combine reads a dropped one.  A lone ``x + y`` or ``max(x, y)`` left is then a sum or a max
-    to :func:`classify`, whose derivative needs no Jacobian of the whole tuple."""
+def project(node: Expr, kept: Sequence[int], value: int) -> Expr:
+    """The ``REDUCE`` ``node``'s tuple over the components ``kept`` of its combiner only (closed under
+    :func:`needed_components`), giving component ``value`` (one of them): its value in the whole
+    tuple, since no kept component's combine reads a dropped one.  A lone ``x + y`` or
+    ``max(x, y)`` left is then a sum or a max to :func:`classify`, whose derivative needs no
+    Jacobian of the whole tuple."""
     ra: ReduceArg = node.arg
     comb, kept = ra.combiner, tuple(kept)
-    if len(kept) == comb.arity:
-        return node
     red = comb.derived.get(("project", kept))
     if red is None:
         red = comb.derived[("project", kept)] = CommReducer(
@@ -189,7 +188,7 @@ def project(node: Expr, kept: Sequence[int]) -> Expr:
             tuple(comb.rhs[c] for c in kept), tuple(comb.result[c] for c in kept),
             tuple(comb.identity[c] for c in kept), comb.order_free)
     src = (node.src[0],) + tuple(node.src[1 + c] for c in kept)
-    return Expr(Op.REDUCE, node.dtype, src, ReduceArg(red, ra.axes, kept.index(ra.value_index)))
+    return Expr(Op.REDUCE, comb.lhs[value].dtype, src, ReduceArg(red, ra.axes, kept.index(value)))
 
 
 # ---- forward mode ---------------------------------------------------------------------------
