@@ -119,7 +119,7 @@ def test_dynamic_is_kept_by_pickling_and_checked():
 
 
 def test_jax_op_shares_a_trace_across_batch_sizes():
-    jax = pytest.importorskip("jax")
+    jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
     import numpy as np
     calls = []
     layer = ta.jax.op(_counted(_dense_tanh, calls))
