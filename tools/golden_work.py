@@ -12,6 +12,7 @@ a violation not allowed.  stderr gets each program's CPU seconds.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
@@ -31,10 +32,13 @@ def _corpus():
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Regenerate or check tests/golden/work.json.")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; report rises, falls and cheap-gradient violations")
+    check = parser.parse_args(argv).check
     from fuzz.cheap import violation
 
     C = _corpus()
-    check = "--check" in argv
     golden = C.read_golden() if check else {}
     counts, bad = {}, 0
     for entry in C.entries():
