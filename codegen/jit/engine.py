@@ -125,13 +125,17 @@ _PROCESS = _Process()
 
 def target_machine(target: Target) -> llvm.TargetMachine:
     """The target machine of ``target`` (made on first use)."""
-    m = Machine(target.triple, target.cpu, target.features)
+    return _machine_of(Machine(target.triple, target.cpu, target.features))
+
+
+def _machine_of(m: Machine) -> llvm.TargetMachine:
+    """This process's target machine of ``m`` (made on first use; a JIT one checked by
+    :func:`.target.new_target_machine`)."""
     tm = _PROCESS.machines.get(m)
     if tm is None:
         with _LOCK:
-            tm = _PROCESS.machines.get(m)
-            if tm is None:
-                tm = _PROCESS.machines[m] = new_target_machine(target.triple, target.cpu, target.features)
+            tm = _PROCESS.machines.get(m) or _PROCESS.machines.setdefault(
+                m, m.make() if m.pic else new_target_machine(m.triple, m.cpu, m.features))
     return tm
 
 
@@ -241,15 +245,6 @@ def ladder(opt_level: int, light: bool = False) -> list[Pipeline]:
     if opt_level == 1:
         return [Pipeline(1), Pipeline(0)]
     return [Pipeline(opt_level), Pipeline(opt_level, slp=False), Pipeline(1), Pipeline(0)]
-
-
-def _machine_of(m: Machine) -> llvm.TargetMachine:
-    """This process's target machine of ``m`` (made on first use)."""
-    tm = _PROCESS.machines.get(m)
-    if tm is None:
-        with _LOCK:
-            tm = _PROCESS.machines.setdefault(m, m.make())
-    return tm
 
 
 def _compile(modules: Sequence[tuple[str, list[Pipeline]]], target: Target, pic: bool = False,

@@ -20,6 +20,7 @@ import operator
 
 import numpy as np
 
+from tensorad.evaluate.numpy_eval import ARRAY_RULES
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
 from tensorad.poly.linear import var_coefficients
@@ -50,28 +51,12 @@ def exact_mul(a, b) -> np.ndarray:
 def exact_add(a, b) -> np.ndarray:
     return np.asarray(a) + np.asarray(b) if _magnitude(a) + _magnitude(b) < _SAFE else _exact(a) + _exact(b)
 
-_RULES = {
-    Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg),
-    Op.ADD: lambda n, a, b: a + b,
-    Op.SUB: lambda n, a, b: a - b,
-    Op.MUL: lambda n, a, b: a * b,
-    Op.NEG: lambda n, a: -a,
-    Op.FLOORDIV: lambda n, a, b: np.floor_divide(a, b),
-    Op.MOD: lambda n, a, b: np.mod(a, b),
-    Op.MAXIMUM: lambda n, a, b: np.maximum(a, b),
-    Op.MINIMUM: lambda n, a, b: np.minimum(a, b),
-    Op.LT: lambda n, a, b: a < b,
-    Op.LE: lambda n, a, b: a <= b,
-    Op.GT: lambda n, a, b: a > b,
-    Op.GE: lambda n, a, b: a >= b,
-    Op.EQ: lambda n, a, b: np.equal(a, b),
-    Op.NE: lambda n, a, b: np.not_equal(a, b),
-    Op.AND: lambda n, a, b: np.logical_and(a, b),
-    Op.OR: lambda n, a, b: np.logical_or(a, b),
-    Op.NOT: lambda n, a: np.logical_not(a),
-    Op.SELECT: lambda n, c, a, b: np.where(c, a, b),
-    Op.CAST: lambda n, a: a,
-}
+
+# index arithmetic as ``ta.evaluate`` computes it, on int64 (or exact object) arrays
+_RULES = {op: ARRAY_RULES[op] for op in (
+    Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.FLOORDIV, Op.MOD, Op.MAXIMUM, Op.MINIMUM, Op.LT, Op.LE, Op.GT, Op.GE,
+    Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT, Op.SELECT)}
+_RULES |= {Op.CONST: lambda n: np.int64(n.arg) if n.dtype != "bool" else bool(n.arg), Op.CAST: lambda n, a: a}
 
 
 def evaluate_index(e: Expr, env: dict[Expr, np.ndarray], n: int) -> np.ndarray:
