@@ -196,7 +196,7 @@ class RowsKernel:
                  kinds: Sequence[RowKind], names: Sequence[str], zeroed: int | None = None,
                  why: str = "") -> None:
         self.size, self.names, self.parts, self.zeroed, self.why = size, list(names), parts, zeroed, why
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed, why)  # (pickling keeps)
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed, why)  # (pickled)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
