@@ -4,7 +4,8 @@ it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its ar
 
 The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
 outputs) are row buffers; so is any buffer a loop over rows stores along its leading axis.  A loop is over
-rows when its variable indexes a row buffer along its leading axis; its upper bound becomes
+rows when its variable ``v`` (or ``v // c``, rows and another axis scanned as one) indexes a row buffer
+along its leading axis; its upper bound becomes
 ``min(hi, count)``, the count read from the program's last temporary (``int64[1]``, which the row driver
 writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
 by the constant.  Where rows are reached otherwise (an index
@@ -34,7 +35,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...]) -> Program:
     rows = {id(args[k]): args[k] for k in carriers}
     extent = args[carriers[0]].shape[0]
     steps = list(program.steps)
-    row_vars: set[Expr] = set()
+    row_vars: dict[Expr, int] = {}  # a loop over rows: its steps per row
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
         known = (len(rows), len(row_vars))
         steps = [_filled(s) if isinstance(s, Fill) and id(s.buffer) in rows else s for s in steps]
@@ -65,7 +66,7 @@ def _filled(fill: Fill) -> Nest:
     return Nest(f"fill_{buf.name}", body, (buf,))
 
 
-def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: set[Expr], extent: int) -> None:
+def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], extent: int) -> None:
     """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
     reached otherwise."""
     loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
@@ -79,17 +80,30 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: set[Expr], extent: in
         if buf is not None and id(buf) in rows:
             if index and _is_zero(index[0]):  # (a block runs at least one row)
                 continue
-            if not index or index[0] not in loops:
+            found = _row_var(index[0], loops) if index else None
+            if found is None or row_vars.get(found[0], found[1]) != found[1]:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by "
                                     f"{index[0] if index else 'nothing'}, not by one loop")
-            row_vars.add(index[0])
+            row_vars[found[0]] = found[1]
     for buf, index in stores:
         along = [k for k, i in enumerate(index) if any(n in row_vars for n in walk(i))]
         if along and id(buf) not in rows:
-            if along != [0] or index[0] not in loops or buf.shape[0] != extent:
+            found = _row_var(index[0], loops)
+            if along != [0] or found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
                                     f"{along}")
             rows[id(buf)] = buf
+
+
+def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:
+    """``(v, c)`` where ``index`` is the loop variable ``v`` (``c`` 1) or ``v // c`` (a loop over rows and
+    another axis as one, :mod:`..loops.coalesce`)."""
+    if index in loops:
+        return index, 1
+    if index.op is Op.FLOORDIV and index.src[0] in loops and index.src[1].op is Op.CONST \
+            and index.src[1].arg > 0:
+        return index.src[0], int(index.src[1].arg)
+    return None
 
 
 def _product_tensors(s) -> list[Tensor]:
@@ -102,15 +116,17 @@ def _product_tensors(s) -> list[Tensor]:
     return out + [n.arg for e in exprs for n in walk(e) if n.op is Op.READ]
 
 
-def _bounded_nest(nest: Nest, row_vars: set[Expr], bound: Expr) -> Nest:
+def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr) -> Nest:
     return replace(nest, body=_bounded(nest.body, row_vars, bound))
 
 
-def _bounded(stmts: tuple, row_vars: set[Expr], bound: Expr) -> tuple:
+def _bounded(stmts: tuple, row_vars: dict[Expr, int], bound: Expr) -> tuple:
     out = []
     for s in stmts:
         if isinstance(s, Loop):
-            hi = binary(Op.MINIMUM, s.hi, bound) if s.var in row_vars else s.hi
+            scale = row_vars.get(s.var)
+            hi = s.hi if scale is None else binary(Op.MINIMUM, s.hi, bound if scale == 1 else
+                                                   binary(Op.MUL, bound, const(scale, bound.dtype)))
             out.append(replace(s, hi=hi, body=_bounded(s.body, row_vars, bound)))
         elif isinstance(s, If):
             out.append(replace(s, then=_bounded(s.then, row_vars, bound),
