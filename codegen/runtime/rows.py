@@ -266,10 +266,11 @@ class RowsKernel:
     def tail_part(self, n: int) -> int:
         """The part that runs the rows the others leave of ``n`` (as one short block, or more), in a
         kernel whose parts take any count of rows: of the ways that stop at some part, the one of least
-        cost, a short block's work counted in proportion to its rows (``-1``: no rows are left)."""
+        cost, a short block's work counted in proportion to its rows (none, past the last part, where no
+        rows are left)."""
         tail = n % self.parts[0][0]
         if not tail:
-            return -1
+            return len(self.parts)
         if tail not in self.plans:
             options = []
             for p, (rows, kernel) in enumerate(self.parts):
@@ -306,7 +307,7 @@ class RowsKernel:
     def blocks(self, n: int) -> list[int]:
         """How many blocks of each part a call of ``n`` rows runs, its padded block counted."""
         covered, padded = self.plan(n)
-        if self.bounded and (p := self.tail_part(n)) >= 0:
+        if self.bounded and (p := self.tail_part(n)) < len(self.parts):
             left = self._left(n, p)
             counts = self._counts(n - left)
             counts[p] += -(-left // self.parts[p][0])
@@ -342,7 +343,7 @@ class RowsKernel:
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
-            temps = [np.empty(d.itemsize * math.prod(s) + self.line, np.uint8)
+            temps = [np.zeros(d.itemsize * math.prod(s) + self.line, np.uint8)  # (a count of rows 0)
                      for s, d in kernel.signature.temps]
             addrs = np.array([data_address(t) for t in temps], np.uint64)
             addrs += -addrs % np.uint64(self.line)

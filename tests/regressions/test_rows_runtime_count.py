@@ -1,7 +1,8 @@
 """A generic kernel's blocks run exactly the rows they are given: a call of ``n`` rows reads and writes
 rows ``[0, n)`` of its arrays only, with no padded block (``kernel.why`` is empty), at every size, its
 outputs written into views of larger arrays whose rows past ``n`` must keep their sentinel values.
-A parallel loop over rows once ran the whole block's rows past the count, writing beyond the arrays."""
+A parallel loop over rows once ran the whole block's rows past the count, writing beyond the arrays,
+and a call of whole blocks only (512 rows) once ran them without writing their count."""
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ def test_rows_past_the_count_are_neither_read_nor_written(threads):
     forward, backward = ta.build(Y, [X], num_threads=threads), ta.build(dX, [X, H], num_threads=threads)
     assert forward.why == "" and backward.why == ""  # (every block takes a runtime count of rows)
     rng = np.random.default_rng(0)
-    for size in (1, 2, 7, 17, 64, 1000):
+    for size in (1, 2, 7, 17, 64, 512, 1000):
         big_x = np.full((size + 8, 24), np.nan, np.float32)
         big_x[:size] = rng.standard_normal((size, 24))
         big_h = np.full((size + 8, 24), np.nan, np.float32)
