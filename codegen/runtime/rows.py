@@ -49,8 +49,9 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, sums, nsums, tailp}: given holds the
-# arrays' data pointers (:func:`.kernel.put_addresses`); for each part of desc (main, temps, ntemps, rows,
+# tensorad_rows(given, threads) (called as a kernel's main is, by :func:`.kernel.put_addresses`), the frame
+# {desc, parts, n, given, moves, m, width, sums, nsums, tailp} just before given, which holds the
+# arrays' data pointers; for each part of desc (main, temps, ntemps, rows,
 # threads), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
 # for part tailp (-1: none), on the rows left below n too, the block's count of rows written first to the
@@ -58,8 +59,9 @@ def _add_loop(bits: int, ty: str) -> str:
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
-define void @tensorad_rows(ptr %frame) {
+define void @tensorad_rows(ptr %table, i32 %threads.unused) {
 entry:
+  %frame = getelementptr i8, ptr %table, i64 -80
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
                    "ptr sums, i64 nsums, i64 tailp") + """\
   %bounded = icmp sge i64 %tailp, 0
@@ -151,7 +153,7 @@ done:
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 # A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
 # reads again (its inputs without rows) or adds into (its sums over the rows); a padded block's copies,
 # made in Python.  A block of a 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
@@ -160,24 +162,30 @@ PADDED_WORK = 1 << 21
 
 
 class _Process:
-    """The driver, compiled and linked into the resident engine on first use."""
+    """The driver, compiled and linked into the resident engine on first use: its address and a callable
+    (as :func:`.kernel.put_addresses` calls a kernel's main)."""
 
     def __init__(self) -> None:
         self.run: Any = None
+        self.main_address = 0
         self.lock = threading.Lock()
+
+    def main(self, table: int, threads: int) -> None:
+        self.run(table, threads)
 
 
 _PROCESS = _Process()
 
 
-def driver() -> Any:
+def driver() -> _Process:
     """The process's driver (``tensorad_rows``), compiled on first use."""
     if _PROCESS.run is None:
         with _PROCESS.lock:
             if _PROCESS.run is None:
                 address = load_object(compile_object(_DRIVER, 2), ["tensorad_rows"])["tensorad_rows"]
+                _PROCESS.main_address = address
                 _PROCESS.run = _RUN(address)
-    return _PROCESS.run
+    return _PROCESS
 
 
 class RowsKernel:
@@ -355,11 +363,11 @@ class RowsKernel:
         for k, ((slot, _, d), a) in enumerate(zip(self.sums, scratch)):
             sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
         held += [scratch, sums]
-        given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 10)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                      data_address(self.moves), len(self.moves), self.width,
-                                      ctypes.addressof(sums), len(self.sums), -1)
-        return given, frame, held, {}
+        frame = (ctypes.c_int64 * (10 + len(self.moves)))()  # (the arrays' pointers after the frame)
+        frame[:10] = [ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(frame) + 80,
+                      data_address(self.moves), len(self.moves), self.width, ctypes.addressof(sums),
+                      len(self.sums), -1]
+        return frame, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
@@ -449,7 +457,6 @@ class RowsKernel:
 
     def _drive(self, frame: Any, arrays: list[np.ndarray], n: int) -> None:
         """The driver on the first ``n`` rows of ``arrays`` (the inputs, then the outputs)."""
-        put_addresses(frame[3], self.slots, arrays)
         frame[2] = n
         frame[9] = self.tail_part(n) if self.bounded else -1
-        driver()(frame)
+        put_addresses(frame[3], self.slots, arrays, driver())  # (then the driver, one call)

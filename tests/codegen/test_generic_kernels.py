@@ -368,8 +368,9 @@ def test_rows_that_fit_one_padded_block_run_that_block_alone(monkeypatch):
     from tensorad.codegen.runtime import rows
     monkeypatch.setattr(rows, "PADDED_WORK", 0)  # (a padded block is the cheapest plan here)
     calls = []
-    made = rows.driver()
-    monkeypatch.setattr(rows, "driver", lambda: lambda frame: (calls.append(frame[2]), made(frame)))
+    drive = rows.RowsKernel._drive
+    monkeypatch.setattr(rows.RowsKernel, "_drive",
+                        lambda self, frame, arrays, n: (calls.append(n), drive(self, frame, arrays, n)))
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 24), "float64", name="X"), ta.placeholder((16, 24), "float64", name="W")
     k = ta.reduce_axis((0, 24), "k")
