@@ -89,7 +89,7 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], exte
         along = [k for k, i in enumerate(index) if any(n in row_vars for n in walk(i))]
         if along and id(buf) not in rows:
             found = _row_var(index[0], loops)
-            if along != [0] or found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
+            if found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
                                     f"{along}")
             rows[id(buf)] = buf

@@ -53,3 +53,24 @@ def test_a_product_over_rows_keeps_the_padded_block_and_says_why():
     x = np.random.default_rng(1).standard_normal((7, 64)).astype(np.float32)
     w = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
     np.testing.assert_allclose(kernel(x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_the_count():
+    """A block of few rows scans rows and the next axis as one loop (``v // c``, ``v % c``); the max
+    pool's gradient stores a temporary so, along its rows and its second axis: it is a buffer of rows
+    whose loop takes the count, and the kernel has no padded block."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3, 7, 7), name="X")
+    Y = ta.topi.nn.pool(X, [3, 3], [2, 2], [1, 1, 1, 1], "max")
+    H = ta.placeholder(Y.shape, name="H")
+    (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [X])
+    kernel = ta.build(dX, [X, H])
+    assert kernel.why == ""
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 7, 17):
+        x = rng.standard_normal((size, 3, 7, 7)).astype(np.float32)
+        h = rng.standard_normal((size, 3, 4, 4)).astype(np.float32)
+        out = np.full((size + 4, 3, 7, 7), 7.0, np.float32)
+        kernel(x, h, out=out[:size])
+        np.testing.assert_allclose(out[:size], ta.evaluate(dX, {X: x, H: h}), rtol=1e-5, atol=1e-6)
+        assert (out[size:] == 7.0).all()
