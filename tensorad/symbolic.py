@@ -295,9 +295,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                              roots, ins, "ta.build", why=why, free=size)
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on)}
-    try:  # (each block runs any count of rows up to its own: lowered first, so a refusal compiles nothing)
-        for rows in blocks:
-            _lower(*bound(rows), **{k: v for k, v in bounded.items() if k != "cache"})
+    try:  # (each block runs any count of rows up to its own; a refusal comes from lowering, before LLVM)
         parts = [(rows, _build(*bound(rows), *args, **bounded)) for rows in blocks]
         why = ""
     except RowBoundError as e:  # (else the last rows run as one padded block)

@@ -77,13 +77,15 @@ def _central_gradient(f, values, h, eps=1e-6):
 
 @pytest.fixture
 def builds(monkeypatch):
-    """The static kernels ``ta.build`` compiles for a symbolic program, counted."""
+    """The static kernels ``ta.build`` makes for a symbolic program, counted (not a block refused a
+    runtime count of rows, :mod:`tensorad.codegen.passes.row_bound`, which compiles nothing)."""
     made = []
     real = symbolic._build
 
     def counting(*args, **kwargs):
+        kernel = real(*args, **kwargs)
         made.append(args[0])
-        return real(*args, **kwargs)
+        return kernel
     monkeypatch.setattr(symbolic, "_build", counting)
     return made
 
