@@ -41,6 +41,7 @@ from .passes.chains import contract_sums
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
+from .passes.row_bound import bound_rows
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
@@ -174,7 +175,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     full = Options.make(options)
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
-        result = LoweredFunc(*_lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts))
+        program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
+        result = LoweredFunc(bound_rows(program, opts.rows) if opts.rows else program, *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))

@@ -94,7 +94,10 @@ class Options:
     * ``tune``: measure the candidate strategies of every op that has several and keep the winners per
       target (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies (``lower(...).offered`` lists
       them; a label not offered is ignored); ``variants=True`` offers every variant of each strategy, as
-      ``tune`` does."""
+      ``tune`` does.
+    * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a
+      block's rows: the kernel runs any count of rows up to that axis's extent, read when it runs
+      (:mod:`.passes.row_bound`; a generic kernel's blocks, :mod:`.runtime.rows`)."""
 
     parallel: bool = True
     microkernel: bool | None = None
@@ -112,6 +115,7 @@ class Options:
     tune: bool = False
     choices: tuple = ()
     variants: bool = False
+    rows: tuple = ()
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -154,6 +158,8 @@ class Options:
             kw["vector_width"] = vw
         if "choices" in kw:
             kw["choices"] = choices(kw["choices"])
+        if "rows" in kw:
+            kw["rows"] = tuple(integer("rows", k, 0, what="argument positions") for k in kw["rows"])
         kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
@@ -164,4 +170,4 @@ class Options:
         return Options(self.parallel, False if plain else self.microkernel, self.tile,
                        self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
-                       choices=self.choices, variants=self.variants)
+                       choices=self.choices, variants=self.variants, rows=self.rows)

@@ -22,6 +22,7 @@ from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
 from .codegen import ExportError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
+from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
@@ -281,6 +282,10 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     def make(new: dict[Tensor, Tensor]) -> Any:
         return _build(_like(outputs, new), _like(inputs, new), *args, **options)
 
+    def bound(rows: int) -> tuple[Any, Any]:
+        new = bind_all(roots, {size.name: rows})
+        return _like(outputs, new), _like(inputs, new)
+
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
         return SizedCallable(make, roots, ins, "ta.build", why=why)
@@ -288,10 +293,16 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     if why:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
                              roots, ins, "ta.build", why=why, free=size)
-    parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
-    return RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins],
-                      [kinds[t] for t in listed(outputs)], [t.name for t in ins],
-                      zeroing_input(listed(outputs), ins, kinds))
+    carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
+    bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on)}
+    try:  # (each block runs any count of rows up to its own; a refusal comes from lowering, before LLVM)
+        parts = [(rows, _build(*bound(rows), *args, **bounded)) for rows in blocks]
+        why = ""
+    except RowBoundError as e:  # (else the last rows run as one padded block)
+        parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
+        why = f"the last rows run as one padded block: {e}"
+    return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
+                      [t.name for t in ins], zeroing_input(listed(outputs), ins, kinds), why)
 
 
 def other_sizes(size: Any, roots: list[Tensor]) -> str:

@@ -308,6 +308,8 @@ class ModuleEmitter:
         b = em.b
         if s.kind == "parallel" and range_override is not None:
             lo, hi = range_override
+            if s.hi.op is not Op.CONST:  # (a bound read when it runs: .passes.row_bound)
+                hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [hi, em.index(s.hi)])
         else:
             lo, hi = em.index(s.lo), em.index(s.hi)
         pre = b.block

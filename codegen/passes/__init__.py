@@ -12,4 +12,6 @@ where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
 * ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1
 * ``stacked_sums``     short products summed, or products sharing a side, as one product over one more axis
 * ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
-* ``shared_windows``   a compound operand read through windows, computed once as a tensor"""
+* ``shared_windows``   a compound operand read through windows, computed once as a tensor
+* ``row_bound``        after lowering, a generic kernel's block: its loops over rows bounded by a count read
+                       when it runs (the ``rows`` option)"""

@@ -49,17 +49,22 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(frame), frame = {desc, parts, n, given, moves, m, width, sums, nsums}: given holds the
-# arrays' data pointers (:func:`.kernel.put_addresses`); for each part of desc (main, temps, ntemps, rows,
+# tensorad_rows(given, threads) (called as a kernel's main is, by :func:`.kernel.put_addresses`), the frame
+# {desc, parts, n, given, moves, m, width, sums, nsums, tailp} just before given, which holds the
+# arrays' data pointers; for each part of desc (main, temps, ntemps, rows,
 # threads), largest blocks first,
-# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n,
+# main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
+# for part tailp (-1: none), on the rows left below n too, the block's count of rows written first to the
+# int64 its last temporary points to (:mod:`..passes.row_bound`),
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
-define void @tensorad_rows(ptr %frame) {
+define void @tensorad_rows(ptr %table, i32 %threads.unused) {
 entry:
+  %frame = getelementptr i8, ptr %table, i64 -80
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
-                   "ptr sums, i64 nsums") + """\
+                   "ptr sums, i64 nsums, i64 tailp") + """\
+  %bounded = icmp sge i64 %tailp, 0
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   br label %part
@@ -77,9 +82,23 @@ test:
   %end = add i64 %r, %rows
   %later = icmp sgt i64 %r, 0
   %fits = icmp sle i64 %end, %n
-  br i1 %fits, label %arg, label %next
+  %istail = icmp eq i64 %p, %tailp
+  %left = icmp slt i64 %r, %n
+  %tailrun = and i1 %istail, %left
+  %go = or i1 %fits, %tailrun
+  br i1 %go, label %rowcount, label %next
+rowcount:
+  %short = sub i64 %n, %r
+  %cnt = select i1 %fits, i64 %rows, i64 %short
+  br i1 %bounded, label %setcount, label %arg
+setcount:
+  %lastt = add i64 %ntemps, -1
+  %pcell = getelementptr ptr, ptr %temps, i64 %lastt
+  %cell = load ptr, ptr %pcell
+  store i64 %cnt, ptr %cell
+  br label %arg
 arg:
-  %k = phi i64 [0, %test], [%kn, %arg]
+  %k = phi i64 [0, %rowcount], [0, %setcount], [%kn, %arg]
   %pa = getelementptr ptr, ptr %given, i64 %k
   %a = load ptr, ptr %pa
   %pm = getelementptr i64, ptr %moves, i64 %k
@@ -134,7 +153,7 @@ done:
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 # A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
 # reads again (its inputs without rows) or adds into (its sums over the rows); a padded block's copies,
 # made in Python.  A block of a 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
@@ -143,24 +162,30 @@ PADDED_WORK = 1 << 21
 
 
 class _Process:
-    """The driver, compiled and linked into the resident engine on first use."""
+    """The driver, compiled and linked into the resident engine on first use: its address and a callable
+    (as :func:`.kernel.put_addresses` calls a kernel's main)."""
 
     def __init__(self) -> None:
         self.run: Any = None
+        self.main_address = 0
         self.lock = threading.Lock()
+
+    def main(self, table: int, threads: int) -> None:
+        self.run(table, threads)
 
 
 _PROCESS = _Process()
 
 
-def driver() -> Any:
+def driver() -> _Process:
     """The process's driver (``tensorad_rows``), compiled on first use."""
     if _PROCESS.run is None:
         with _PROCESS.lock:
             if _PROCESS.run is None:
                 address = load_object(compile_object(_DRIVER, 2), ["tensorad_rows"])["tensorad_rows"]
+                _PROCESS.main_address = address
                 _PROCESS.run = _RUN(address)
-    return _PROCESS.run
+    return _PROCESS
 
 
 class RowsKernel:
@@ -176,9 +201,10 @@ class RowsKernel:
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
-                 kinds: Sequence[RowKind], names: Sequence[str], zeroed: int | None = None) -> None:
-        self.size, self.names, self.parts, self.zeroed = size, list(names), parts, zeroed
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed)  # (pickling keeps)
+                 kinds: Sequence[RowKind], names: Sequence[str], zeroed: int | None = None,
+                 why: str = "") -> None:
+        self.size, self.names, self.parts, self.zeroed, self.why = size, list(names), parts, zeroed, why
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, zeroed, why)  # (pickled)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs, strict=True)]
@@ -194,6 +220,7 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
         self.kept: list = []  # a finished call's workspace, for the next
         self.padding = not self.sums or zeroed is not None  # (else a padded row would add to a sum)
+        self.bounded = not why  # (each part runs any count of rows up to its own: no padded block)
         whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
             [(shape, d) for _, shape, d in self.sums]
         self.reread = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for shape, d in whole)
@@ -231,6 +258,8 @@ class RowsKernel:
         ways that stop the driver's parts at some part and pad what is left, the one of least cost
         (:meth:`_cost`)."""
         whole, tail = divmod(n, self.parts[0][0])
+        if self.bounded:
+            return n, None
         if tail not in self.plans:  # (the blocks of the largest part before the tail: every plan's)
             options = [(self._cost(tail, None), tail, None)]
             for last in range(1, len(self.parts) if self.padding else 0):
@@ -241,6 +270,25 @@ class RowsKernel:
             self.plans[tail] = min(options, key=lambda o: o[0])[1:]
         covered, padded = self.plans[tail]
         return whole * self.parts[0][0] + covered, padded
+
+    def tail_part(self, n: int) -> int:
+        """The part that runs the rows the others leave of ``n`` (as one short block, or more), in a
+        kernel whose parts take any count of rows: of the ways that stop at some part, the one of least
+        cost, a short block's work counted in proportion to its rows (none, past the last part, where no
+        rows are left)."""
+        tail = n % self.parts[0][0]
+        if not tail:
+            return len(self.parts)
+        if tail not in self.plans:
+            options = []
+            for p, (rows, kernel) in enumerate(self.parts):
+                left = self._left(tail, p)
+                full, short = divmod(left, rows)
+                cost = self._cost(tail - left, None) + full * (kernel.work + self.reread) + \
+                    (short and kernel.work * short // rows + self.reread)
+                options.append((cost, p))
+            self.plans[tail] = (0, min(options)[1])
+        return self.plans[tail][1]
 
     def _left(self, n: int, parts: int) -> int:
         """The rows the driver leaves of ``n`` with its first ``parts`` parts."""
@@ -267,6 +315,11 @@ class RowsKernel:
     def blocks(self, n: int) -> list[int]:
         """How many blocks of each part a call of ``n`` rows runs, its padded block counted."""
         covered, padded = self.plan(n)
+        if self.bounded and (p := self.tail_part(n)) < len(self.parts):
+            left = self._left(n, p)
+            counts = self._counts(n - left)
+            counts[p] += -(-left // self.parts[p][0])
+            return counts
         counts = self._counts(covered)
         if padded is not None:
             counts[padded] += 1
@@ -298,7 +351,7 @@ class RowsKernel:
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
-            temps = [np.empty(d.itemsize * math.prod(s) + self.line, np.uint8)
+            temps = [np.zeros(d.itemsize * math.prod(s) + self.line, np.uint8)  # (a count of rows 0)
                      for s, d in kernel.signature.temps]
             addrs = np.array([data_address(t) for t in temps], np.uint64)
             addrs += -addrs % np.uint64(self.line)
@@ -310,11 +363,11 @@ class RowsKernel:
         for k, ((slot, _, d), a) in enumerate(zip(self.sums, scratch)):
             sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
         held += [scratch, sums]
-        given = (ctypes.c_void_p * len(self.moves))()
-        frame = (ctypes.c_int64 * 9)(ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(given),
-                                     data_address(self.moves), len(self.moves), self.width,
-                                     ctypes.addressof(sums), len(self.sums))
-        return given, frame, held, {}
+        frame = (ctypes.c_int64 * (10 + len(self.moves)))()  # (the arrays' pointers after the frame)
+        frame[:10] = [ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(frame) + 80,
+                      data_address(self.moves), len(self.moves), self.width, ctypes.addressof(sums),
+                      len(self.sums), -1]
+        return frame, frame, held, {}
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
@@ -404,6 +457,6 @@ class RowsKernel:
 
     def _drive(self, frame: Any, arrays: list[np.ndarray], n: int) -> None:
         """The driver on the first ``n`` rows of ``arrays`` (the inputs, then the outputs)."""
-        put_addresses(frame[3], self.slots, arrays)
         frame[2] = n
-        driver()(frame)
+        frame[9] = self.tail_part(n) if self.bounded else -1
+        put_addresses(frame[3], self.slots, arrays, driver())  # (then the driver, one call)

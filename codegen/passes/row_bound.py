@@ -1,0 +1,136 @@
+"""A block of rows run at any count up to its own: the loop program of a generic kernel's block
+(:class:`~tensorad.codegen.runtime.rows.RowsKernel`) with every loop over its rows bounded by a row count
+it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its arrays only.
+
+The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
+outputs) are row buffers; so is any buffer a loop over rows stores along its leading axis.  A loop is over
+rows when its variable ``v`` (or ``v // c``, rows and another axis scanned as one) indexes a row buffer
+along its leading axis; its upper bound becomes
+``min(hi, count)``, the count read from the program's last temporary (``int64[1]``, which the row driver
+writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
+by the constant.  Where rows are reached otherwise (an index
+that is not one loop variable, a matrix product, a loop over rows storing across another buffer's
+other axes), :class:`RowBoundError` says where."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tensorad.ir.expr import Expr, Op, binary, const, data_index, var
+from tensorad.ir.rewrite import walk
+from tensorad.ir.tensor import Tensor
+from tensorad.lang import placeholder
+
+from ..program import Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
+
+
+class RowBoundError(ValueError):
+    """A loop program whose rows do not all take a runtime count (the message says where)."""
+
+
+def bound_rows(program: Program, carriers: tuple[int, ...]) -> Program:
+    """``program`` with its loops over rows bounded by a runtime count (see the module docstring); the
+    count's buffer is its last temporary."""
+    args = program.inputs + program.outputs
+    rows = {id(args[k]): args[k] for k in carriers}
+    extent = args[carriers[0]].shape[0]
+    steps = list(program.steps)
+    row_vars: dict[Expr, int] = {}  # a loop over rows: its steps per row
+    while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
+        known = (len(rows), len(row_vars))
+        steps = [_filled(s) if isinstance(s, Fill) and id(s.buffer) in rows else s for s in steps]
+        for step in steps:
+            if isinstance(step, Nest):
+                _scan(step, program.buffers, rows, row_vars, extent)
+        if (len(rows), len(row_vars)) == known:
+            break
+    count_tensor = placeholder((1,), "int64", name="rows")
+    count = Buffer("rows", (1,), "int64", "temp", count_tensor)
+    bound = data_index(count_tensor(0), extent + 1, "clip")
+    steps = [s if isinstance(s, Fill) else _bounded_nest(s, row_vars, bound) for s in steps]
+    return replace(program, temps=[*program.temps, count], steps=steps,
+                   buffers={**program.buffers, count_tensor: count})
+
+
+def _is_zero(e: Expr) -> bool:
+    return e.op is Op.CONST and e.arg == 0
+
+
+def _filled(fill: Fill) -> Nest:
+    """A fill of a row buffer as a loop nest (whose loop over rows can then be bounded)."""
+    buf = fill.buffer
+    index = tuple(var(f"f{d}", 0, n) for d, n in enumerate(buf.shape))
+    body: tuple = (Store(buf, index, fill.value, counted=False),)
+    for v, n in reversed(list(zip(index, buf.shape))):
+        body = (Loop(v, const(0), const(n), body),)
+    return Nest(f"fill_{buf.name}", body, (buf,))
+
+
+def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], extent: int) -> None:
+    """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
+    reached otherwise."""
+    loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
+    if "gemm" in nest.attrs:
+        if any(id(buffers.get(t)) in rows for t in _product_tensors(nest.attrs["gemm"])):
+            raise RowBoundError(f"nest {nest.name}: a matrix product over the rows")
+        return
+    reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]
+    stores = [(s.buffer, s.index) for s in walk_stmts(nest.body) if isinstance(s, Store)]
+    for buf, index in reads + stores:
+        if buf is not None and id(buf) in rows:
+            if index and _is_zero(index[0]):  # (a block runs at least one row)
+                continue
+            found = _row_var(index[0], loops) if index else None
+            if found is None or row_vars.get(found[0], found[1]) != found[1]:
+                raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by "
+                                    f"{index[0] if index else 'nothing'}, not by one loop")
+            row_vars[found[0]] = found[1]
+    for buf, index in stores:
+        along = [k for k, i in enumerate(index) if any(n in row_vars for n in walk(i))]
+        if along and id(buf) not in rows:
+            found = _row_var(index[0], loops)
+            if found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
+                raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
+                                    f"{along}")
+            rows[id(buf)] = buf
+
+
+def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:
+    """``(v, c)`` where ``index`` is the loop variable ``v`` (``c`` 1) or ``v // c`` (a loop over rows and
+    another axis as one, :mod:`..loops.coalesce`)."""
+    if index in loops:
+        return index, 1
+    if index.op is Op.FLOORDIV and index.src[0] in loops and index.src[1].op is Op.CONST \
+            and index.src[1].arg > 0:
+        return index.src[0], int(index.src[1].arg)
+    return None
+
+
+def _product_tensors(s) -> list[Tensor]:
+    """The tensors a matrix product's code reads or writes (as its emitter's ``tensors``)."""
+    exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
+    out = [s.c]
+    if s.epilogue is not None:
+        exprs.append(s.epilogue.apply(s.c_at, var("value", dtype=s.dtype)))
+        out.append(Tensor(s.epilogue.consumer, 0))
+    return out + [n.arg for e in exprs for n in walk(e) if n.op is Op.READ]
+
+
+def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr) -> Nest:
+    return replace(nest, body=_bounded(nest.body, row_vars, bound))
+
+
+def _bounded(stmts: tuple, row_vars: dict[Expr, int], bound: Expr) -> tuple:
+    out = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            scale = row_vars.get(s.var)
+            hi = s.hi if scale is None else binary(Op.MINIMUM, s.hi, bound if scale == 1 else
+                                                   binary(Op.MUL, bound, const(scale, bound.dtype)))
+            out.append(replace(s, hi=hi, body=_bounded(s.body, row_vars, bound)))
+        elif isinstance(s, If):
+            out.append(replace(s, then=_bounded(s.then, row_vars, bound),
+                               orelse=_bounded(s.orelse, row_vars, bound)))
+        else:
+            out.append(s)
+    return tuple(out)

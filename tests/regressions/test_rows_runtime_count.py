@@ -1,0 +1,76 @@
+"""A generic kernel's blocks run exactly the rows they are given: a call of ``n`` rows reads and writes
+rows ``[0, n)`` of its arrays only, with no padded block (``kernel.why`` is empty), at every size, its
+outputs written into views of larger arrays whose rows past ``n`` must keep their sentinel values.
+A parallel loop over rows once ran the whole block's rows past the count, writing beyond the arrays,
+and a call of whole blocks only (512 rows) once ran them without writing their count."""
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_past_the_count_are_neither_read_nor_written(threads):
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 24), name="X")
+    Y = ta.topi.nn.softmax(X)
+    H = ta.placeholder(Y.shape, name="H")
+    (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [X])
+    forward, backward = ta.build(Y, [X], num_threads=threads), ta.build(dX, [X, H], num_threads=threads)
+    assert forward.why == "" and backward.why == ""  # (every block takes a runtime count of rows)
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 7, 17, 64, 512, 1000):
+        big_x = np.full((size + 8, 24), np.nan, np.float32)
+        big_x[:size] = rng.standard_normal((size, 24))
+        big_h = np.full((size + 8, 24), np.nan, np.float32)
+        big_h[:size] = rng.standard_normal((size, 24))
+        x, h = big_x[:size], big_h[:size]  # (rows past n are NaN: reading one shows in no result)
+        y_out = np.full((size + 8, 24), 7.0, np.float32)
+        g_out = np.full((size + 8, 24), 7.0, np.float32)
+        forward(x, out=y_out[:size])
+        backward(x, h, out=g_out[:size])
+        y = _softmax(x.astype(np.float64))
+        want = y * (h - (y * h).sum(1, keepdims=True))
+        np.testing.assert_allclose(y_out[:size], y, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g_out[:size], want, rtol=1e-4, atol=1e-5)
+        assert (y_out[size:] == 7.0).all() and (g_out[size:] == 7.0).all()
+
+
+def test_a_product_over_rows_keeps_the_padded_block_and_says_why():
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 64), name="X")
+    W = ta.placeholder((64, 64), name="W")
+    k = ta.reduce_axis((0, 64), "k")
+    Y = ta.compute((n, 64), lambda i, j: ta.sum(X[i, k] * W[k, j], axis=k), name="Y")
+    kernel = ta.build(Y, [X, W], microkernel=True)
+    assert kernel.generic and "padded block" in kernel.why and "matrix product" in kernel.why
+    x = np.random.default_rng(1).standard_normal((7, 64)).astype(np.float32)
+    w = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    np.testing.assert_allclose(kernel(x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_the_count():
+    """A block of few rows scans rows and the next axis as one loop (``v // c``, ``v % c``); the max
+    pool's gradient stores a temporary so, along its rows and its second axis: it is a buffer of rows
+    whose loop takes the count, and the kernel has no padded block."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3, 7, 7), name="X")
+    Y = ta.topi.nn.pool(X, [3, 3], [2, 2], [1, 1, 1, 1], "max")
+    H = ta.placeholder(Y.shape, name="H")
+    (dX,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [X])
+    kernel = ta.build(dX, [X, H])
+    assert kernel.why == ""
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 7, 17):
+        x = rng.standard_normal((size, 3, 7, 7)).astype(np.float32)
+        h = rng.standard_normal((size, 3, 4, 4)).astype(np.float32)
+        out = np.full((size + 4, 3, 7, 7), 7.0, np.float32)
+        kernel(x, h, out=out[:size])
+        np.testing.assert_allclose(out[:size], ta.evaluate(dX, {X: x, H: h}), rtol=1e-5, atol=1e-6)
+        assert (out[size:] == 7.0).all()
