@@ -24,6 +24,8 @@ Other combiners:
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
 
+A max, min, product or other combiner whose value is copied along output axes it never reads differentiates
+once per distinct value, each head summed over the copies first (:meth:`AdjointBuilder._uncopied`).
 A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
 
 from __future__ import annotations
@@ -209,6 +211,7 @@ class AdjointBuilder:
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
+        self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                       p: Sequence[Expr], j: Sequence[Expr], sole: bool = False) -> list[Expr]:
@@ -233,6 +236,10 @@ class AdjointBuilder:
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
+        # (a sum's terms and a selecting reduction's one routed point per output cost no more than
+        # the head's sum over the copies would)
+        if kind not in ("sum", "select") and (narrow := self._uncopied(op, heads)) is not None:
+            return self.contributions(*narrow, x, p, j, sole)
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
@@ -286,6 +293,36 @@ class AdjointBuilder:
 
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
         return self._generic_terms(op, heads, x, p, j)
+
+    def _uncopied(self, op: ComputeOp,
+                  heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
+        """A reduction that no output axis ``c`` of some reads (its value is copied along them) as the
+        reduction over the other axes ``i``, with each head summed over ``c`` first:
+        ``sum_{i, c} H[i, c] dY[i]/dX = sum_i (sum_c H[i, c]) dY[i]/dX``, so that the winner, tie and
+        product passes run once per distinct value; ``None`` when the reduction reads every output axis."""
+        key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
+        if key in self._narrowed:
+            return self._narrowed[key]
+        read = {v for b in op.body for v in free_vars(b)}
+        copied = [a for a in op.axes if a not in read]
+        found = None
+        # (over an empty copied axis the head is empty: the plain terms are proven zero)
+        if copied and all(self.holds(a.extent >= 1) for a in copied):
+            kept = [a for a in op.axes if a in read]
+            m = copy_vars([*kept, *op.body[0].arg.axes])
+            sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in op.body], op.provenance)[0].op
+            summed = {}
+            for v, h in heads.items():
+                out = copy_vars(op.axes)
+                prefix = axis_vars(h.shape[:h.ndim - len(op.axes)])
+                value = h[tuple(prefix) + tuple(out[a] for a in op.axes)]  # (summed at the
+                value = cast(dt.compute_dtype(op.body[v].dtype), value)  # precision its terms take)
+                total = head_sum(value, [out[a] for a in copied], TRUE)
+                summed[v] = compute(f"{h.name}.summed", prefix + [out[a] for a in kept], [total],
+                                    Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
+            found = sub, summed
+        self._narrowed[key] = found
+        return found
 
     # ---- one term per read site ---------------------------------------------------------
     def _site_terms(self, axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, source: Expr,
