@@ -304,11 +304,12 @@ class AdjointBuilder:
         if key in self._narrowed:
             return self._narrowed[key]
         read = {v for b in op.body for v in free_vars(b)}
-        copied = [a for a in op.axes if a not in read]
+        # (a copy of one element sums nothing; over an empty one the head is empty, and the plain
+        # terms are proven zero)
+        copied = [a for a in op.axes if a not in read and self.holds(a.extent >= 2)]
         found = None
-        # (over an empty copied axis the head is empty: the plain terms are proven zero)
-        if copied and all(self.holds(a.extent >= 1) for a in copied):
-            kept = [a for a in op.axes if a in read]
+        if copied:
+            kept = [a for a in op.axes if a not in copied]
             m = copy_vars([*kept, *op.body[0].arg.axes])
             sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in op.body], op.provenance)[0].op
             summed = {}

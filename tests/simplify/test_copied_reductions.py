@@ -59,3 +59,51 @@ def test_a_copied_reduction_gradient_matches_numpy(name):
         want = hs * (x == x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_axis_of_one_element_is_not_a_copy():
+    """A kept dimension (``keepdims=True``) is an axis of extent 1 the reduction never reads.
+    Summing the head over one element saves nothing, and the reduction taken apart over it is
+    a new one, computed again beside the forward's value that ``maximum`` reads.  Hand count:
+    the min and its hit count (a pass over X each), the scatter per output, and one copy of
+    the gradient the kept axis makes."""
+    X = ta.placeholder((R, K), "float64", "X")
+    T = ta.topi.min(X, axis=0, keepdims=True)
+    Z = ta.compute((K,), lambda j: ta.maximum(T[0, j], ta.const(0.0, "float64")), name="Z")
+    H = ta.placeholder((K,), "float64", "H")
+    (g,) = ta.JacobianRecursive(Z, [X], H)
+    work = ta.lower([g], [X, H], target=pinned()).work
+    assert work <= 3 * R * K + K, f"work {work}: the min computed twice"
+    x = np.random.default_rng(2).standard_normal((R, K))
+    h = np.random.default_rng(3).standard_normal(K)
+    m = x.min(axis=0)
+    want = (x == m) * np.where(m > 0, h, 0.0)
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+def test_copies_beside_an_axis_of_one_element():
+    """``Y[c, o, i] = prod_k X[i, k]`` with ``o`` of extent 1: the head is summed over ``c``
+    alone and the narrowed reduction keeps ``o`` (a narrowed head that dropped ``o`` read a
+    variable of no axis and failed to build)."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, 1, R), lambda c, o, i: ta.prod(X[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((C, 1, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    rng = np.random.default_rng(1)
+    x, h = rng.uniform(0.5, 1.5, (R, K)), rng.standard_normal((C, 1, R))
+    others = np.array([[np.prod(np.delete(row, k)) for k in range(K)] for row in x])
+    want = h.sum(axis=(0, 1))[:, None] * others
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_empty_copied_axis_gives_a_zero_gradient_without_passes():
+    """Copied along an axis of extent 0 the head is empty: the gradient is a zero fill, with
+    no product passes over the distinct values (a summed empty head was not proven zero)."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((0, R), lambda c, i: ta.prod(X[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((0, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([g], [X, H], target=pinned()).work == R * K
+    np.testing.assert_array_equal(ta.build([g], [X, H])(np.ones((R, K)), np.ones((0, R))), 0.0)
