@@ -24,6 +24,10 @@ Other combiners:
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
 
+A max, min, product or other combiner whose value is copied along output axes it never reads, or (max, min,
+product) whose terms repeat along reduction axes they never read, differentiates once per distinct value
+and term: each head summed over the copies first, a product's scaled by ``n Y'^(n-1)``
+(:meth:`AdjointBuilder._uncopied`).
 A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
 
 from __future__ import annotations
@@ -189,6 +193,14 @@ def _running(op: ComputeOp) -> int | None:
     return order
 
 
+def _any_of(conds: Sequence[Expr]) -> Expr:
+    """The disjunction of ``conds`` (at least one)."""
+    out = conds[0]
+    for c in conds[1:]:
+        out = logical(Op.OR, out, c)
+    return out
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -209,6 +221,7 @@ class AdjointBuilder:
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
+        self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                       p: Sequence[Expr], j: Sequence[Expr], sole: bool = False) -> list[Expr]:
@@ -233,6 +246,10 @@ class AdjointBuilder:
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
+        # (a sum's terms and a selecting reduction's one routed point per output cost no more than
+        # the head's sum over the copies would)
+        if kind not in ("sum", "select") and (narrow := self._uncopied(op, heads, kind)) is not None:
+            return self.contributions(*narrow, x, p, j, sole)
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
@@ -286,6 +303,61 @@ class AdjointBuilder:
 
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
         return self._generic_terms(op, heads, x, p, j)
+
+    def _uncopied(self, op: ComputeOp, heads: dict[int, Tensor],
+                  kind: str) -> tuple[ComputeOp, dict[int, Tensor]] | None:
+        """A reduction whose value repeats, as one over the distinct values, with heads to match
+        (``None`` when nothing repeats):
+
+        * output axes ``c`` it never reads (its value is copied along them) are dropped and each
+          head summed over them first: ``sum_{i, c} H[i, c] dY[i]/dX = sum_i (sum_c H[i, c]) dY[i]/dX``;
+        * for a max, min or product, reduction axes ``u`` of ``n`` points in all that its terms never
+          read shrink to one point: ``max_{k, u} f(k) = max_k f(k)``, each of the ``n`` copies of a
+          tied term getting ``H / (n T)``, ``H / T`` in all; ``prod_{k, u} f(k) = Y'^n`` with
+          ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``.
+
+        The winner, tie and product passes then run once per distinct value."""
+        key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
+        if key in self._narrowed:
+            return self._narrowed[key]
+        read = {v for b in op.body for e in b.src for v in free_vars(e)}
+        # (a copy of one element sums nothing; over an empty one the head is empty, and the plain
+        # terms are proven zero)
+        copied = [a for a in op.axes if a not in read and self.holds(a.extent >= 2)]
+        raxes = op.body[0].arg.axes
+        unread = [k for k in raxes if kind in ("max", "min", "prod") and k not in read
+                  and self.holds(k.extent >= 2)]
+        found = None
+        if copied or unread:
+            kept = [a for a in op.axes if a not in copied]
+            m = {**copy_vars([*kept, *raxes]), **{k: var(k.name, k.lo, k.lo + 1) for k in unread}}
+            sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in op.body], op.provenance)[0].op
+            narrowed = {}
+            for v, h in heads.items():
+                out = copy_vars(op.axes)
+                prefix = axis_vars(h.shape[:h.ndim - len(op.axes)])
+                dtype = dt.compute_dtype(op.body[v].dtype)  # (summed at the precision its terms take)
+                if copied:
+                    value = cast(dtype, h[tuple(prefix) + tuple(out[a] for a in op.axes)])
+                    total = head_sum(value, [out[a] for a in copied], TRUE)
+                    h = compute(f"{h.name}.summed", prefix + [out[a] for a in kept], [total],
+                                Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
+                if kind == "prod" and unread:  # H n Y'^(n-1): Y' over the n points but the first
+                    axes = prefix + [out[a] for a in kept]
+                    w = copy_vars(unread)
+                    later = [compare(Op.NE, w[k], as_expr(k.lo, dt.INDEX)) for k in unread]
+                    y = cast(dtype, Tensor(sub, v)[tuple(out[a] for a in kept)])
+                    (power,) = compute(f"{h.name}.power", axes,
+                                       [prod_reducer(y, list(w.values()), where=_any_of(later))])
+                    extents = [as_expr(k.extent, dt.INDEX) for k in unread]
+                    n = math.prod(extents[1:], start=extents[0])
+                    value = cast(dtype, h[tuple(axes)]) * cast(dtype, n) * power[tuple(axes)]
+                    h = compute(f"{h.name}.scaled", axes, [value],
+                                Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
+                narrowed[v] = h
+            found = sub, narrowed
+        self._narrowed[key] = found
+        return found
 
     # ---- one term per read site ---------------------------------------------------------
     def _site_terms(self, axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, source: Expr,

@@ -71,7 +71,7 @@ def test_adjoint_sum_read_by_two_inputs_merges_without_more_work():
     np.testing.assert_allclose(got_b, h @ w.T, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("stride", [1, 2, 3])
 def test_max_pool_1x1_gradient_routes_the_head_alone(stride):
     wl = W.max_pool_1x1(stride)
     H = ta.placeholder(wl.output.shape, name="H")

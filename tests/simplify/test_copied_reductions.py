@@ -1,0 +1,177 @@
+"""A product or a max whose value is copied along an output axis it never reads (a broadcast)
+differentiates once per distinct value: the head is summed over the copied axis first, so the
+zero count, the nonzero product, the winner and its routing run over the distinct outputs, not
+over every copy.  Without that, the gradient of ``Y[c, i] = prod_k X[i, k]`` did each of those
+passes ``C`` times (10x the forward's work here).
+
+Oracles: NumPy formulas of the gradients written here; work counted by hand on a pinned target."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from fuzz.cheap import pinned  # noqa: E402
+
+C, R, K = 8, 6, 10  # copies, distinct rows, window
+
+
+def _copied(reducer):
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, R), lambda c, i: reducer(X[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((C, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    return X, H, g
+
+
+@pytest.mark.parametrize("name, hand", [
+    # the zero count and the nonzero product (one pass each), the head summed over c, the routing
+    ("prod", 2 * R * K + C * R + R * K),
+    # the winner, the head summed over c, one scatter per distinct output
+    ("max", R * K + C * R + R),
+])
+def test_a_copied_reduction_differentiates_once_per_distinct_value(name, hand):
+    X, H, g = _copied(getattr(ta, name))
+    work = ta.lower([g], [X, H], target=pinned()).work
+    assert work <= 1.1 * hand, f"{name}: gradient work {work} > 1.1 x hand {hand}"
+
+
+@pytest.mark.parametrize("name", ["prod", "max"])
+def test_a_copied_reduction_gradient_matches_numpy(name):
+    X, H, g = _copied(getattr(ta, name))
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 1.5, (R, K))
+    x[0, 3] = 0.0  # a row with one zero: only that factor has a nonzero derivative
+    x[1, 2] = x[1, 7] = 0.0  # two zeros: no derivative at all
+    h = rng.standard_normal((C, R))
+    hs = h.sum(axis=0)[:, None]
+    if name == "prod":
+        others = np.array([[np.prod(np.delete(row, k)) for k in range(K)] for row in x])
+        want = hs * others
+    else:
+        want = hs * (x == x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_axis_of_one_element_is_not_a_copy():
+    """A kept dimension (``keepdims=True``) is an axis of extent 1 the reduction never reads.
+    Summing the head over one element saves nothing, and the reduction taken apart over it is
+    a new one, computed again beside the forward's value that ``maximum`` reads.  Hand count:
+    the min and its hit count (a pass over X each), the scatter per output, and one copy of
+    the gradient the kept axis makes."""
+    X = ta.placeholder((R, K), "float64", "X")
+    T = ta.topi.min(X, axis=0, keepdims=True)
+    Z = ta.compute((K,), lambda j: ta.maximum(T[0, j], ta.const(0.0, "float64")), name="Z")
+    H = ta.placeholder((K,), "float64", "H")
+    (g,) = ta.JacobianRecursive(Z, [X], H)
+    work = ta.lower([g], [X, H], target=pinned()).work
+    assert work <= 3 * R * K + K, f"work {work}: the min computed twice"
+    x = np.random.default_rng(2).standard_normal((R, K))
+    h = np.random.default_rng(3).standard_normal(K)
+    m = x.min(axis=0)
+    want = (x == m) * np.where(m > 0, h, 0.0)
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+def test_copies_beside_an_axis_of_one_element():
+    """``Y[c, o, i] = prod_k X[i, k]`` with ``o`` of extent 1: the head is summed over ``c``
+    alone and the narrowed reduction keeps ``o`` (a narrowed head that dropped ``o`` read a
+    variable of no axis and failed to build)."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, 1, R), lambda c, o, i: ta.prod(X[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((C, 1, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    rng = np.random.default_rng(1)
+    x, h = rng.uniform(0.5, 1.5, (R, K)), rng.standard_normal((C, 1, R))
+    others = np.array([[np.prod(np.delete(row, k)) for k in range(K)] for row in x])
+    want = h.sum(axis=(0, 1))[:, None] * others
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_empty_copied_axis_gives_a_zero_gradient_without_passes():
+    """Copied along an axis of extent 0 the head is empty: the gradient is a zero fill, with
+    no product passes over the distinct values (a summed empty head was not proven zero)."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((0, R), lambda c, i: ta.prod(X[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((0, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([g], [X, H], target=pinned()).work == R * K
+    np.testing.assert_array_equal(ta.build([g], [X, H])(np.ones((R, K)), np.ones((0, R))), 0.0)
+
+
+U = 5  # points of a reduction axis the terms never read
+
+
+def _repeated(reducer):
+    """``Y[i] = reducer over (k, u) of X[i, k]``: every term repeats ``U`` times."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k, u = ta.reduce_axis((0, K), "k"), ta.reduce_axis((0, U), "u")
+    Y = ta.compute((R,), lambda i: reducer(X[i, k], axis=[k, u]), name="Y")
+    H = ta.placeholder((R,), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    return X, H, g
+
+
+@pytest.mark.parametrize("name, hand", [
+    # the zero count, the shrunk product Y' and its power Y'^(U-1) (the head's factor U Y'^(U-1)),
+    # the nonzero product, the routing
+    ("prod", 4 * R * K + R * (U - 1)),
+    # the winner and where it landed, one scatter per output
+    ("max", R * K + 2 * R),
+    ("min", R * K + 2 * R),
+])
+def test_a_reduction_axis_no_term_reads_shrinks_to_one_point(name, hand):
+    """Without the shrink each pass ran over the ``U`` repeats of every term (2.75x to 4.3x)."""
+    X, H, g = _repeated(getattr(ta, name))
+    work = ta.lower([g], [X, H], target=pinned()).work
+    assert work <= hand, f"{name}: gradient work {work} > hand {hand}"
+
+
+@pytest.mark.parametrize("name", ["prod", "max", "min"])
+def test_a_repeated_reduction_gradient_matches_numpy(name):
+    """``prod`` is ``prod_k(x)^U``: ``U p^(U-1)`` times the other factors' product, zero in a row
+    with a zero (``U >= 2``); a max or min splits its head evenly among the tied terms."""
+    X, H, g = _repeated(getattr(ta, name))
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1.5, 1.5, (R, K))
+    x[0, 3] = 0.0
+    x[1, 2] = x[1, 7] = 0.0
+    x[2, 1] = x[2, 4] = 9.0  # a tied max
+    x[3, 5] = x[3, 8] = -9.0  # a tied min
+    h = rng.standard_normal(R)
+    if name == "prod":
+        p = x.prod(axis=1, keepdims=True)
+        others = np.array([[np.prod(np.delete(row, k)) for k in range(K)] for row in x])
+        want = h[:, None] * U * p ** (U - 1) * others
+    else:
+        best = getattr(x, name)(axis=1, keepdims=True)
+        tied = x == best
+        want = h[:, None] * tied / tied.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_repeat_count_that_is_a_size_variable_shrinks_as_a_static_one():
+    """A product over an unread axis of ``n`` points, ``n`` a size variable: its gradient bound
+    at ``n = U`` does the work of the program written with ``U`` (the power ``Y'^(n-1)`` is a
+    product over the points but one, at any ``n``; a static-only shrink made them differ)."""
+    def program(extent):
+        X = ta.placeholder((R, K), "float64", "X")
+        k, u = ta.reduce_axis((0, K), "k"), ta.reduce_axis((0, extent), "u")
+        Y = ta.compute((R,), lambda i: ta.prod(X[i, k], axis=[k, u]), name="Y")
+        H = ta.placeholder((R,), "float64", "H")
+        return list(ta.JacobianRecursive(Y, [X], H)), [X, H]
+
+    n = ta.size_var("n", min=2)
+    bound = ta.lower(*program(n), target=pinned(), sizes={"n": U}).work
+    assert bound == ta.lower(*program(U), target=pinned()).work
