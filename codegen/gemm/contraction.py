@@ -469,18 +469,20 @@ def register_tile(target: Target, dtype: str) -> tuple[int, int]:
     return best[1], best[2]
 
 
-BUSY_ACCUMULATORS = 8  # vector multiply-adds in flight to keep x86's FMA units busy (4 cycles x 2 units)
-NARROW_GAIN = 0.9  # a narrower tile must save more than this much of the default's modeled time
+# the fewest slots a micro-kernel ``k`` step takes: x86's FMA units need 8 multiply-adds in flight (2 units x
+# 4 cycles), and a tile of exactly 8 accumulators also waits on its loads and loop (4 x 16 on AVX2 runs
+# 4-7% slower per multiply-add than 4 x 24)
+BUSY_ACCUMULATORS = 8.5
 
 
 def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool = False) -> int:
     """``NR`` for a product of ``n`` columns over ``batches`` batch points: the register tile's ``nr``, or
     a narrower one (the same ``MR``) whose panels pad fewer columns.  An edge panel is computed whole, and
-    a ``k`` step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots.  A
-    narrower tile is taken when its ``ceil(n / NR)`` panels cost under ``NARROW_GAIN`` of the default's
-    and it cuts the columns into no more blocks (:func:`column_block`: each packs A again), unless A is
-    packed once per call anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`)."""
-    def cost(nv: int) -> int:
+    a ``k`` step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots.  The
+    width whose ``ceil(n / NR)`` panels take the fewest slots wins (ties: the widest), unless it cuts the
+    columns into more blocks (:func:`column_block`: each packs A again) and A is not packed once per call
+    anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`)."""
+    def cost(nv: int) -> float:
         return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
 
     def blocks(width: int) -> int:
@@ -488,7 +490,7 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool
 
     default = nr // lanes
     best = min(range(default, 0, -1), key=cost)  # ties: the widest
-    narrow = cost(best) < NARROW_GAIN * cost(default) and (a_once or blocks(best * lanes) <= blocks(nr))
+    narrow = cost(best) < cost(default) and (a_once or blocks(best * lanes) <= blocks(nr))
     return best * lanes if narrow else nr
 
 

@@ -27,10 +27,22 @@ def test_avx2_columns(n, nr):
     assert column_tile(n, 8, 4, 24, 8) == nr
 
 
-@pytest.mark.parametrize("n, nr", [(32, 32), (64, 32), (16, 16), (48, 48), (96, 48), (1024, 48)])
+@pytest.mark.parametrize("n, nr", [(32, 32), (64, 32), (16, 16), (48, 48), (96, 48), (480, 48), (512, 32),
+                                   (1024, 32)])
 def test_avx512_columns(n, nr):
     # 8 rows: 8 accumulators even at one vector, so only the padded columns count
     assert column_tile(n, 8, 8, 48, 16) == nr
+
+
+@pytest.mark.parametrize("target, want", [(AVX512, (8, 32)), (AVX2, (4, 24))])
+def test_512_columns_take_the_tile_that_pads_none(target, want):
+    """The bug: 512 columns ran 11 panels of 48 on AVX-512 (528 columns multiply-added, the last panel
+    through a temporary tile), because a narrower tile had to save 10% of the model's slots; 16 panels
+    of 32 take fewer slots and run 5-10% faster.  On AVX2 the 24-wide tile stays: a 16-wide one holds
+    only 8 accumulators, the least that keeps the FMA units busy."""
+    X = ta.placeholder((128, 784), name="X")
+    W = ta.placeholder((512, 784), name="W")
+    assert _tile(str(ta.lower([ta.topi.nn.dense(X, W)], [X, W], target=target))) == want
 
 
 @pytest.mark.parametrize("n, nr", [(32, 16), (64, 24), (128, 24), (16, 16)])
