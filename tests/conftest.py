@@ -47,10 +47,18 @@ _register("blocks")
 _register("simplify_workloads", "simplify/workloads.py")
 _register("golden_corpus", "golden/corpus.py")
 
-# compiled code is cached in a temporary directory of this test run, never in the user's home
-_CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
+# Compiled code and differentiated programs are cached in a temporary directory of this test run,
+# never in the user's home.  The process that starts the run owns it (makes it, removes it at exit);
+# pytest-xdist's workers start from its environment and share it, so a kernel that tests on both
+# workers build is compiled once (entries are written to a temporary file renamed into place).
+_RUN_CACHE = "TENSORAD_TEST_RUN_CACHE"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(os.environ.get(_RUN_CACHE, "")):
+    _CACHE_DIR = os.environ[_RUN_CACHE]
+else:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
+    os.environ[_RUN_CACHE] = _CACHE_DIR
+    atexit.register(shutil.rmtree, _CACHE_DIR, True)
 os.environ["TENSORAD_CACHE_DIR"] = _CACHE_DIR
-atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 
 def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
