@@ -27,8 +27,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
-import pytest
+# NumPy's BLAS computes the tests' references on one thread: OpenBLAS's idle threads spin for about
+# 0.1 s after each call, on the core where pytest-xdist's other worker runs.  (Set before NumPy loads
+# it; the tests of BLAS beside compiling set their own in the processes they start.)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 
 def _register(name: str, path: str | None = None) -> None:
