@@ -27,8 +27,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
-import pytest
+# NumPy's BLAS computes the tests' references on one thread: OpenBLAS's idle threads spin for about
+# 0.1 s after each call, on the core where pytest-xdist's other worker runs.  (Set before NumPy loads
+# it; the tests of BLAS beside compiling set their own in the processes they start.)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 
 def _register(name: str, path: str | None = None) -> None:
@@ -47,10 +52,18 @@ _register("blocks")
 _register("simplify_workloads", "simplify/workloads.py")
 _register("golden_corpus", "golden/corpus.py")
 
-# compiled code is cached in a temporary directory of this test run, never in the user's home
-_CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
+# Compiled code and differentiated programs are cached in a temporary directory of this test run,
+# never in the user's home.  The process that starts the run owns it (makes it, removes it at exit);
+# pytest-xdist's workers start from its environment and share it, so a kernel that tests on both
+# workers build is compiled once (entries are written to a temporary file renamed into place).
+_RUN_CACHE = "TENSORAD_TEST_RUN_CACHE"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(os.environ.get(_RUN_CACHE, "")):
+    _CACHE_DIR = os.environ[_RUN_CACHE]
+else:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="tensorad-test-cache-")
+    os.environ[_RUN_CACHE] = _CACHE_DIR
+    atexit.register(shutil.rmtree, _CACHE_DIR, True)
 os.environ["TENSORAD_CACHE_DIR"] = _CACHE_DIR
-atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 
 def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],

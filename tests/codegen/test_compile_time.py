@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -60,19 +61,29 @@ def _entries(cache_dir):
     return sorted(p for p in cache_dir.iterdir()) if cache_dir.exists() else []
 
 
-def test_new_process_links_cached_object_code(tmp_path):
-    first = _run(tmp_path)
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory):
+    """A first process's run with an empty disk cache: its directory and result (read, never changed,
+    by the tests that use it)."""
+    cache_dir = tmp_path_factory.mktemp("cold")
+    return cache_dir, _run(cache_dir)
+
+
+def test_new_process_links_cached_object_code(cold_run):
+    cache_dir, first = cold_run
     assert first["stats"]["compiled"] == 1 and first["stats"]["loaded"] == 0
-    files = _entries(tmp_path)
+    files = _entries(cache_dir)
     assert files and all(p.suffix == ".bin" for p in files)  # no temporary files left
-    second = _run(tmp_path)
+    second = _run(cache_dir)
     assert second["stats"] == {"compiled": 0, "loaded": 1}
     assert second["sum"] == first["sum"]
-    assert _entries(tmp_path) == files
+    assert _entries(cache_dir) == files
 
 
-def test_corrupted_entries_are_ignored_and_rewritten(tmp_path):
-    first = _run(tmp_path)
+def test_corrupted_entries_are_ignored_and_rewritten(cold_run, tmp_path):
+    cache_dir, first = cold_run
+    assert first["stats"]["compiled"] == 1
+    shutil.copytree(cache_dir, tmp_path, dirs_exist_ok=True)
     for p in _entries(tmp_path):
         data = bytearray(p.read_bytes())
         data[len(data) // 2] ^= 0xFF  # a flipped byte: the checksum no longer matches
