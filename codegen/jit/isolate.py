@@ -42,6 +42,11 @@ HANG_SECONDS = 300
 #: a job's result that asks the caller to run it in this process
 HERE = object()
 
+#: the IR bytes waiting to be compiled that start another worker while one is live: about what LLVM
+#: compiles (~2 us a byte) in the CPU time a worker's start costs (~0.1 s: Python and llvmlite's
+#: library loaded); less waits for the live workers
+START_BYTES = 64_000
+
 
 class _Worker:
     """One worker process; ``cpu``: its CPU seconds when it last answered."""
@@ -86,7 +91,8 @@ class Workers:
     def run(self, jobs: Sequence[Job], cpu_limit: float | None = None
             ) -> list[tuple[bytes | None | object, float]]:
         """Each job's bytes (``None``: its worker died; :data:`HERE`: run it here) and CPU seconds, the
-        jobs run side by side, the next sent as soon as a worker is free."""
+        jobs run side by side, the next sent as soon as a worker is free; a worker starts beside live
+        ones only for :data:`START_BYTES` of IR waiting."""
         command = self._command()
         if command is None or self.broken or not jobs:
             return [(HERE, 0.0)] * len(jobs)
@@ -105,6 +111,9 @@ class Workers:
             try:
                 while queue or busy:
                     while queue and len(busy) < width and not self.broken:
+                        waiting = sum(len(jobs[j].text) for j in queue)
+                        if len(busy) == len(self.live) > 0 and waiting < START_BYTES:
+                            break  # (a start would cost more than the wait for a live worker)
                         i = queue.pop()
                         try:
                             worker = self._free(command, busy)
