@@ -97,10 +97,26 @@ class Workers:
         if command is None or self.broken or not jobs:
             return [(HERE, 0.0)] * len(jobs)
         with self.lock:
-            if not self.closes_at_exit:
-                atexit.register(self.close)
-                self.closes_at_exit = True
+            self._close_at_exit()
             return self._run(command, jobs, CPU_LIMIT_SECONDS if cpu_limit is None else cpu_limit)
+
+    def prestart(self) -> None:
+        """Start a worker now where none is live, its start beside the caller's work (a build's
+        lowering) rather than before the first job."""
+        command = self._command()
+        with self.lock:
+            if command is None or self.broken or self.live:
+                return
+            self._close_at_exit()
+            try:
+                self.live.append(_Worker(command))
+            except OSError:
+                self.broken = True
+
+    def _close_at_exit(self) -> None:
+        if not self.closes_at_exit:
+            atexit.register(self.close)
+            self.closes_at_exit = True
 
     def _run(self, command: list[str], jobs: Sequence[Job], cpu_limit: float) -> list:
         results: list = [(HERE, 0.0)] * len(jobs)

@@ -48,6 +48,16 @@ def test_small_jobs_wait_for_the_live_worker_large_ones_start_another(monkeypatc
     assert len(stand_in_workers.live) == 2
 
 
+def test_a_prestarted_worker_takes_the_first_job(stand_in_workers):
+    """A build starts a worker before lowering (its start beside lowering, not before the first
+    job): the next job runs on it, and a second prestart starts none."""
+    stand_in_workers.prestart()
+    stand_in_workers.prestart()
+    assert len(stand_in_workers.live) == 1
+    pid = stand_in_workers.live[0].proc.pid
+    assert stand_in_workers.run([_job("pid")])[0][0] == str(pid).encode()
+
+
 def test_a_python_error_of_a_module_is_raised_here():
     with pytest.raises(RuntimeError, match="parsing error"):
         jit.compile_objects([(lambda: _LOOP, 3, False), (lambda: "not LLVM IR", 3, False)])
