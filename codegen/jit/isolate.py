@@ -1,15 +1,16 @@
 """LLVM's internal failures, contained: compile jobs run in worker processes started clean.
 
 :data:`WORKERS` owns this process's compile workers: at most :func:`.target.usable_cpus` fresh
-interpreters running :mod:`.jit.compile_job` (llvmlite only), started on the first compile that needs
-them and closed at interpreter exit; a process forked from this one starts its own.  :meth:`Workers.run`
-gives each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
+interpreters running :mod:`.jit.compile_job` (llvmlite only), closed at interpreter exit; a process forked
+from this one starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
+(:meth:`Workers.prestart`), another only for :data:`START_BYTES` of IR waiting.  :meth:`Workers.run` gives
+each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
 :data:`CPU_LIMIT_SECONDS` of CPU, or no answer in :data:`HANG_SECONDS`): the caller retries a safer
 pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces the dead one.  :data:`HERE` asks
 the caller to run the job in this process: where no worker can start (no ``sys.executable``, a frozen
 application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error the job raised in its worker.
-What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
-succeeds; a dead worker's is dropped."""
+What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job succeeds;
+a dead worker's is dropped."""
 
 from __future__ import annotations
 
