@@ -30,6 +30,7 @@ from tensorad.ir.tensor import Tensor
 
 from .gemm import library as gemmlib
 from .jit import disk_cache as diskcache
+from .jit import isolate
 from .jit.build_key import describe, digest
 from .jit.engine import compile_kernel, fingerprint
 from .jit.object_check import object_is_sound
@@ -103,6 +104,7 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
                     trace.record("cache hit" if compiled else "cache miss", 0.0,
                                  f"{name} (disk)" if compiled else name)
                     if compiled is None:
+                        isolate.WORKERS.prestart()  # (a worker's start beside lowering)
                         lowered = lowered or lowering()
                         compiled, origin = _compile(lowered, key, opts, gomp, tgt, key_text), "compiled"
                 compiled_cache.COMPILED.put(key, compiled)

@@ -1,15 +1,16 @@
 """LLVM's internal failures, contained: compile jobs run in worker processes started clean.
 
 :data:`WORKERS` owns this process's compile workers: at most :func:`.target.usable_cpus` fresh
-interpreters running :mod:`.jit.compile_job` (llvmlite only), started on the first compile that needs
-them and closed at interpreter exit; a process forked from this one starts its own.  :meth:`Workers.run`
-gives each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
+interpreters running :mod:`.jit.compile_job` (llvmlite only), closed at interpreter exit; a process forked
+from this one starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
+(:meth:`Workers.prestart`), another only for :data:`START_BYTES` of IR waiting.  :meth:`Workers.run` gives
+each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
 :data:`CPU_LIMIT_SECONDS` of CPU, or no answer in :data:`HANG_SECONDS`): the caller retries a safer
 pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces the dead one.  :data:`HERE` asks
 the caller to run the job in this process: where no worker can start (no ``sys.executable``, a frozen
 application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error the job raised in its worker.
-What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
-succeeds; a dead worker's is dropped."""
+What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job succeeds;
+a dead worker's is dropped."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ HANG_SECONDS = 300
 
 #: a job's result that asks the caller to run it in this process
 HERE = object()
+
+#: the IR bytes waiting to be compiled that start another worker while one is live: about what LLVM
+#: compiles (~2 us a byte) in the CPU time a worker's start costs (~0.1 s: Python and llvmlite's
+#: library loaded); less waits for the live workers
+START_BYTES = 64_000
 
 
 class _Worker:
@@ -86,15 +92,32 @@ class Workers:
     def run(self, jobs: Sequence[Job], cpu_limit: float | None = None
             ) -> list[tuple[bytes | None | object, float]]:
         """Each job's bytes (``None``: its worker died; :data:`HERE`: run it here) and CPU seconds, the
-        jobs run side by side, the next sent as soon as a worker is free."""
+        jobs run side by side, the next sent as soon as a worker is free; a worker starts beside live
+        ones only for :data:`START_BYTES` of IR waiting."""
         command = self._command()
         if command is None or self.broken or not jobs:
             return [(HERE, 0.0)] * len(jobs)
         with self.lock:
-            if not self.closes_at_exit:
-                atexit.register(self.close)
-                self.closes_at_exit = True
+            self._close_at_exit()
             return self._run(command, jobs, CPU_LIMIT_SECONDS if cpu_limit is None else cpu_limit)
+
+    def prestart(self) -> None:
+        """Start a worker now where none is live, its start beside the caller's work (a build's
+        lowering) rather than before the first job."""
+        command = self._command()
+        with self.lock:
+            if command is None or self.broken or self.live:
+                return
+            self._close_at_exit()
+            try:
+                self.live.append(_Worker(command))
+            except OSError:
+                self.broken = True
+
+    def _close_at_exit(self) -> None:
+        if not self.closes_at_exit:
+            atexit.register(self.close)
+            self.closes_at_exit = True
 
     def _run(self, command: list[str], jobs: Sequence[Job], cpu_limit: float) -> list:
         results: list = [(HERE, 0.0)] * len(jobs)
@@ -105,6 +128,9 @@ class Workers:
             try:
                 while queue or busy:
                     while queue and len(busy) < width and not self.broken:
+                        waiting = sum(len(jobs[j].text) for j in queue)
+                        if len(busy) == len(self.live) > 0 and waiting < START_BYTES:
+                            break  # (a start would cost more than the wait for a live worker)
                         i = queue.pop()
                         try:
                             worker = self._free(command, busy)

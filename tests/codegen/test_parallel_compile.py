@@ -36,6 +36,28 @@ def test_every_result_in_order_a_dead_worker_none(monkeypatch, stand_in_workers,
     assert len(stand_in_workers.live) <= cpus and all(cpu >= 0.0 for _, cpu in done)
 
 
+def test_small_jobs_wait_for_the_live_worker_large_ones_start_another(monkeypatch, stand_in_workers):
+    """Every compile started a worker per CPU, each paying Python's and llvmlite's start (~0.1 s of
+    CPU), though a layer's few small modules compile in less: a cold layer spent a third of its
+    compile starting a second worker.  Another worker starts only for START_BYTES of IR waiting."""
+    monkeypatch.setattr(isolate, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(isolate, "START_BYTES", 10)
+    assert len({obj for obj, _ in stand_in_workers.run([_job("pid")] * 4)}) == 1  # (4 x 3 bytes)
+    assert len(stand_in_workers.live) == 1
+    assert len({obj for obj, _ in stand_in_workers.run([_job("pid")] * 8)}) == 2  # (8 x 3 bytes)
+    assert len(stand_in_workers.live) == 2
+
+
+def test_a_prestarted_worker_takes_the_first_job(stand_in_workers):
+    """A build starts a worker before lowering (its start beside lowering, not before the first
+    job): the next job runs on it, and a second prestart starts none."""
+    stand_in_workers.prestart()
+    stand_in_workers.prestart()
+    assert len(stand_in_workers.live) == 1
+    pid = stand_in_workers.live[0].proc.pid
+    assert stand_in_workers.run([_job("pid")])[0][0] == str(pid).encode()
+
+
 def test_a_python_error_of_a_module_is_raised_here():
     with pytest.raises(RuntimeError, match="parsing error"):
         jit.compile_objects([(lambda: _LOOP, 3, False), (lambda: "not LLVM IR", 3, False)])
