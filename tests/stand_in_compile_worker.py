@@ -4,7 +4,8 @@ speaks :mod:`compile_job`'s protocol (``serve``) and does what a job's text says
 A job's text is ``ACTION`` or ``ACTION when slp`` / ``ACTION when O3`` (only on such a pipeline; on
 another it answers the pipeline's ``repr``).  ``pid``: this worker's process id; ``abort``: die of
 ``SIGABRT``; ``spin``: compute for ever; ``sleep``: wait for ever, using no CPU; ``raise``: a Python error;
-``big``: 3 MB; ``say``: write a line on stderr.  Run as ``python stand_in_compile_worker.py JIT_FOLDER``."""
+``big``: 3 MB; ``say``: write a line on stderr.  Run as ``python stand_in_compile_worker.py JIT_FOLDER``;
+``STAND_IN_START_SECONDS`` in its environment makes it wait that long before it is ready (a slow start)."""
 
 import os
 import sys
@@ -43,4 +44,5 @@ def answer(wire: tuple) -> bytes:
 
 
 if __name__ == "__main__":
+    time.sleep(float(os.environ.get("STAND_IN_START_SECONDS", 0)))
     compile_job.serve(answer)

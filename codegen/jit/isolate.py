@@ -5,10 +5,11 @@ interpreters running :mod:`.jit.compile_job` (llvmlite only), closed at interpre
 from this one starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
 (:meth:`Workers.prestart`), another only for :data:`START_BYTES` of IR waiting.  :meth:`Workers.run` gives
 each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
-:data:`CPU_LIMIT_SECONDS` of CPU, or no answer in :data:`HANG_SECONDS`): the caller retries a safer
-pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces the dead one.  :data:`HERE` asks
-the caller to run the job in this process: where no worker can start (no ``sys.executable``, a frozen
-application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error the job raised in its worker.
+:data:`CPU_LIMIT_SECONDS` of CPU, or no answer in :data:`HANG_SECONDS` from when it is ready): the caller
+retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces the dead one.
+:data:`HERE` asks the caller to run the job in this process: where no worker can start (no
+``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
+the job raised in its worker.
 What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job succeeds;
 a dead worker's is dropped."""
 
@@ -37,8 +38,13 @@ except ImportError:  # (not POSIX: this process's CPU time only)
 #: the CPU seconds one compile job may use: far past any module's optimization time
 CPU_LIMIT_SECONDS = 20
 
-#: the wall seconds a job may take before its worker is taken for hung and killed
+#: the wall seconds a job may take, from its worker being ready, before the worker is taken for hung and
+#: killed
 HANG_SECONDS = 300
+
+#: the wall seconds a new worker may take to be ready (an interpreter and llvmlite: ~0.1 s of CPU, far
+#: longer on a loaded machine) before it is taken for hung
+START_SECONDS = 60
 
 #: a job's result that asks the caller to run it in this process
 HERE = object()
@@ -138,7 +144,8 @@ class Workers:
                         except OSError:  # (a worker died idle, or none can start: the job waits)
                             queue.append(i)
                             continue
-                        busy[worker.answers] = (i, worker, time.monotonic() + HANG_SECONDS)
+                        limit = HANG_SECONDS if worker.ready else START_SECONDS
+                        busy[worker.answers] = (i, worker, time.monotonic() + limit)
                         sel.register(worker.answers, selectors.EVENT_READ)
                     if not busy:
                         break
@@ -146,8 +153,9 @@ class Workers:
                     for key, _ in sel.select(max(0.0, wait)):
                         i, worker, _ = busy[key.fd]
                         answer = compile_job.receive(worker.answers)
-                        if answer is not None and answer[0] == "ready":
+                        if answer is not None and answer[0] == "ready":  # (its job's clock starts now)
                             worker.ready, worker.cpu = True, answer[4]
+                            busy[key.fd] = (i, worker, time.monotonic() + HANG_SECONDS)
                             continue
                         sel.unregister(key.fd)
                         del busy[key.fd]

@@ -29,6 +29,15 @@ def test_a_hung_worker_is_killed_and_replaced(monkeypatch, stand_in_workers):
     assert {int(obj) for obj, _ in stand_in_workers.run([_job("pid")])} <= live
 
 
+def test_a_worker_slow_to_start_is_not_taken_for_hung(monkeypatch, stand_in_workers):
+    """A job's wait for its answer counted from when it was sent, so a worker slower to start than
+    ``HANG_SECONDS`` (a loaded machine) was killed as hung before it had read the job."""
+    monkeypatch.setattr(isolate, "HANG_SECONDS", 1)
+    monkeypatch.setenv("STAND_IN_START_SECONDS", "1.5")
+    [(obj, _)] = stand_in_workers.run([_job("pid")])
+    assert obj is not None and int(obj) == stand_in_workers.live[0].proc.pid
+
+
 def test_the_ladder_goes_past_a_hung_rung(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "HANG_SECONDS", 1)
     monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
