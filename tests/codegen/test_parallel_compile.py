@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from tensorad.codegen.jit import engine as jit
@@ -91,6 +92,21 @@ def test_a_forked_process_starts_its_own_workers():
     assert inherited == [] and elf and started and not set(started) & mine
     assert {w.proc.pid for w in isolate.WORKERS.live} == mine and jit.compile_object(_LOOP, 3)
     assert {w.proc.pid for w in isolate.WORKERS.live} == mine  # (the parent's still serve it)
+
+
+
+def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
+    """A worker hung before reading its job (stuck starting, stopped) left the job larger than the pipe
+    unsent: the parent waited in the write for ever, where the hang limit ends a worker that does not
+    answer.  Sending counts against the limit: the worker is ended and its job given back as dead."""
+    monkeypatch.setattr(isolate, "HANG_SECONDS", 1)
+    workers = isolate.Workers([sys.executable, "-c", "import time; time.sleep(120)"])
+    done = []
+    runner = threading.Thread(target=lambda: done.append(workers.run([_job("x" * (4 << 20))])), daemon=True)
+    runner.start()
+    runner.join(timeout=100)
+    workers.close()
+    assert done == [[(None, 0.0)]] and not workers.live
 
 
 _LOOP = """
