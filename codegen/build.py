@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-import threading
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from tensorad.ir import trace
 from tensorad.ir.collect import fewer_collections
 from tensorad.ir.dtype import ALL_DTYPES as DTYPES
+from tensorad.ir.locks import process_lock
 from tensorad.ir.rewrite import kept_walks
 from tensorad.ir.tensor import Tensor
 
@@ -46,7 +46,7 @@ from .runtime.linking import link
 from .runtime.threads import parallel_runtime
 from .target import Target, default_num_threads, host_target, parse_target
 
-_LOCK = threading.Lock()  # one build compiles or links at a time (a second of one key finds it)
+_LOCK = process_lock()  # one build compiles or links at a time (a second of one key finds it)
 _LIBRARY_SYMBOL = re.compile(r"^declare [^@]*@\"?(tensorad_gemm_\w+)", re.M)
 
 

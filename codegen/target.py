@@ -24,11 +24,12 @@ import os
 import re
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import llvmlite.binding as llvm
+
+from tensorad.ir.locks import process_lock
 
 DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # L1d, L2, L3 of a named CPU
 DEFAULT_LINE, DEFAULT_PAGE = 64, 4096  # cache line and page bytes of a named CPU
@@ -40,9 +41,9 @@ class _Process:
     and the targets made by spec (a memo that never changes a result)."""
 
     def __init__(self) -> None:
-        self.llvm_lock = threading.RLock()  # LLVM's initialization and target machines
+        self.llvm_lock = process_lock(reentrant=True)  # LLVM's initialization and target machines
         self.initialized = False
-        self.lock = threading.Lock()
+        self.lock = process_lock()
         self.made: dict[str, Target] = {}
 
 

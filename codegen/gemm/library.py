@@ -24,10 +24,11 @@ tile of fewer rows runs a shorter micro-kernel (:func:`heights`); edge tiles go 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Iterable
 
 import llvmlite.ir as ir
+
+from tensorad.ir.locks import process_lock
 
 from ..jit import disk_cache as diskcache
 from ..jit import engine as jit
@@ -44,7 +45,7 @@ class _Resident:
     """The pieces (:func:`piece_name`) linked into the JIT's resident engine, one per piece and target."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = process_lock()
         self.linked: set[str] = set()
 
 

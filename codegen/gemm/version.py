@@ -13,15 +13,16 @@ import hashlib
 import os
 import re
 import sys
-import threading
 from collections.abc import Callable
+
+from tensorad.ir.locks import process_lock
 
 
 class _Process:
     """The versions computed in this process (root module -> its version), one per root asked for."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = process_lock()
         self.versions: dict[str, str] = {}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import select
 import struct
 import sys
 import tempfile
@@ -118,11 +119,17 @@ def run(job: Job, machine_of: Callable[[Machine], llvm.TargetMachine]) -> bytes:
 _HEADER = struct.Struct("<Q")
 
 
-def send(fd: int, message: object) -> None:
+def send(fd: int, message: object, deadline: float | None = None) -> None:
+    """``message`` framed on ``fd``; on a non-blocking ``fd``, a ``TimeoutError`` where its reader has not
+    taken it by ``deadline`` (``time.monotonic``)."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            if not select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
+                raise TimeoutError("the reader took no more of the message") from None
 
 
 def receive(fd: int) -> object | None:
@@ -173,8 +180,6 @@ def serve(answer: Callable[[tuple], bytes]) -> None:
 
 def _leave_with_parent(jobs: int) -> None:
     """End this worker once nothing can write to its stdin (its parent closed it, or died)."""
-    import select
-
     poller = select.poll()
     poller.register(jobs, 0)  # (only its hang-up)
     while not poller.poll():

@@ -23,13 +23,14 @@ import json
 import os
 import re
 import sys
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from tensorad.ir.locks import process_lock
 
 from ..gemm import version as libversion
 from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
@@ -39,7 +40,7 @@ from .compile_job import Job, Machine, Pipeline
 from .module_split import bundle, merge_duplicates, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
-_LOCK = threading.RLock()
+_LOCK = process_lock(reentrant=True)
 
 
 @dataclass

@@ -5,13 +5,13 @@ interpreters running :mod:`.jit.compile_job` (llvmlite only), closed at interpre
 from this one starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
 (:meth:`Workers.prestart`), another only for :data:`START_BYTES` of IR waiting.  :meth:`Workers.run` gives
 each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
-:data:`CPU_LIMIT_SECONDS` of CPU, or no answer in :data:`HANG_SECONDS` from when it is ready): the caller
-retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces the dead one.
-:data:`HERE` asks the caller to run the job in this process: where no worker can start (no
+:data:`CPU_LIMIT_SECONDS` of CPU, or its job not read and answered in :data:`HANG_SECONDS` from when it is
+ready): the caller retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces
+the dead one.  :data:`HERE` asks the caller to run the job in this process: where no worker can start (no
 ``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
 the job raised in its worker.
-What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job succeeds;
-a dead worker's is dropped."""
+What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
+succeeds; a dead worker's is dropped."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ class _Worker:
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, bufsize=0)
         self.jobs, self.answers = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self.jobs, False)  # (a job it does not read in time is a hang, see send)
         self.ready, self.cpu = False, 0.0
 
     def close(self, kill: bool = False) -> int:
@@ -140,12 +141,16 @@ class Workers:
                         i = queue.pop()
                         try:
                             worker = self._free(command, busy)
-                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit))
+                            deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
+                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit), deadline)
+                        except TimeoutError:  # (it never read its job: hung)
+                            self._drop(worker, kill=True)
+                            results[i] = (None, 0.0)
+                            continue
                         except OSError:  # (a worker died idle, or none can start: the job waits)
                             queue.append(i)
                             continue
-                        limit = HANG_SECONDS if worker.ready else START_SECONDS
-                        busy[worker.answers] = (i, worker, time.monotonic() + limit)
+                        busy[worker.answers] = (i, worker, deadline)
                         sel.register(worker.answers, selectors.EVENT_READ)
                     if not busy:
                         break

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
+from tensorad.ir.locks import process_lock
 
 from ..jit.engine import compile_object, load_object
 from ..options import MAX_THREADS, integer
@@ -92,7 +92,7 @@ class _Process:
 
     def __init__(self) -> None:
         self.call: Any = None
-        self.lock = threading.Lock()
+        self.lock = process_lock()
 
     def get(self) -> Any:
         if self.call is None:

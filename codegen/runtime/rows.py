@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tensorad.ir.expr import Expr
+from tensorad.ir.locks import process_lock
 from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import compile_object, load_object
@@ -168,7 +168,7 @@ class _Process:
     def __init__(self) -> None:
         self.run: Any = None
         self.main_address = 0
-        self.lock = threading.Lock()
+        self.lock = process_lock()
 
     def main(self, table: int, threads: int) -> None:
         self.run(table, threads)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 import llvmlite.binding as llvm
+
+from tensorad.ir.locks import process_lock
 
 
 class _Runtime:
@@ -19,7 +20,7 @@ class _Runtime:
     life of the process: which one it is, and tensorad's pool when it is that one."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = process_lock()
         self.loaded: str | None | bool = False  # False: not tried yet; None: unavailable; str: the runtime
         self.pool = None  # the pool (.pool.Pool) when it is the runtime
 

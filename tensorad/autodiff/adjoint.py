@@ -268,7 +268,7 @@ class AdjointBuilder:
 
             def at_winner(m: dict, iv: list, kv: list, v: int) -> tuple[list[Expr], Expr | None]:
                 flat = combiners.flat_index(kv, self.holds) if len(winner) == 1 else None
-                keys = [flat] if flat is not None else kv
+                keys = [flat] if flat is not None else combiners.digits(kv)
                 first = equal_all(keys, [w[tuple(iv)] for w in winner])
                 if ties is None:
                     return [first], None
@@ -601,8 +601,9 @@ class AdjointBuilder:
 
     def _winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor, ...], Tensor | None]:
         """``(value, index, ties)`` of the op's winner reduction (built once): its first value, the
-        flattened winning point (:func:`combiners.flat_index`, or ``(k0, k1, ...)`` when the box does not
-        fit an int32) and, for ``max``/``min``, the tie count (else ``None``)."""
+        flattened winning point (:func:`combiners.flat_index`, or its :func:`combiners.digits` when the
+        box may not fit an int32: of one axis, the flattening alike) and, for ``max``/``min``, the tie
+        count (else ``None``)."""
         found = self._winners.get(op)
         if found is not None:
             return found
@@ -611,7 +612,7 @@ class AdjointBuilder:
         m = copy_vars(op.axes + ra.axes)
         kv = tuple(m[k] for k in ra.axes)
         flat = combiners.flat_index(kv, self.holds)
-        keys = (flat,) if flat is not None else kv
+        keys = (flat,) if flat is not None else tuple(combiners.digits(kv))
         order = _running(op)
         if order == -1:  # a suffix: over the reversed axis, scanned in the plain loop's order
             rev = copy_vars(kv)

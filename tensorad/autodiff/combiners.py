@@ -286,16 +286,21 @@ def flat_index(axes: Sequence[Expr], holds: Callable[[Expr | bool], bool] = alwa
     if not holds(box_size(axes) < INDEX_SENTINEL):
         return None
     out: Expr | None = None
-    for a in axes:
-        digit = a if not a.lo else a - const(a.lo, dt.INDEX)
+    for a, digit in zip(axes, digits(axes)):
         out = digit if out is None else out * as_expr(a.extent, dt.INDEX) + digit
     return const(0, dt.INDEX) if out is None else out
 
 
+def digits(axes: Sequence[Expr]) -> list[Expr]:
+    """Each axis's offset from its first point: the winner's index per axis where no flattening fits
+    (of one axis, the flattening itself)."""
+    return [a if not a.lo else a - const(a.lo, dt.INDEX) for a in axes]
+
+
 def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
     """Combiner over ``(values..., k0, ..., k{n-1})`` also tracking the winning index (``n_index == 1``:
-    flattened; more: one per axis, lexicographic); for ``max``/``min`` a last value counts the ties
-    (``cx + cy`` at a tie, else the better side's)."""
+    flattened; more: one per axis (:func:`digits`), lexicographic); for ``max``/``min`` a last value
+    counts the ties (``cx + cy`` at a tie, else the better side's)."""
     key = ("winner", n_index)
     found = comb.derived.get(key)
     if found is not None:

@@ -109,7 +109,8 @@ class Family:
 
     def fits(self, signature: tuple) -> bool:
         """Whether ``signature`` has the pattern's ranks, dtypes and fixed dimensions, and its sizes'
-        equalities: a size's dimensions are equal, and at least 1."""
+        equalities: a size's dimensions are equal, and at least 2 (a trace over a size reads ``s == 1`` as
+        false, as ``squeeze`` does: a dimension of 1 is traced as itself, as ``torch.compile`` does)."""
         if len(signature) != len(self.pattern):
             return False
         seen: dict[str, int] = {}
@@ -117,7 +118,7 @@ class Family:
             if dtype != given or len(dims) != len(shape):
                 return False
             for d, n in zip(dims, shape):
-                if n != d if isinstance(d, int) else n < 1 or seen.setdefault(d, n) != n:
+                if n != d if isinstance(d, int) else n < 2 or seen.setdefault(d, n) != n:
                     return False
         return True
 
@@ -138,8 +139,8 @@ class SignatureOp:
     of a program, symbolic or not), kept in :attr:`signatures`; ``bridge`` names the decorator in
     messages.  ``dynamic`` (``False``, ``None``, ``True``) chooses when signatures share a :class:`Family`
     traced over size variables (kept in :attr:`families`): never; once a signature of the same ranks,
-    dtypes and static values differs in some dimensions (those, other than 0, vary); from the first call
-    (every dimension of at least 2)."""
+    dtypes and static values differs in some dimensions (those, other than 0 and 1, vary); from the first
+    call (every dimension of at least 2)."""
 
     bridge: str
     build_function: Callable[..., Any]
@@ -185,12 +186,12 @@ class SignatureOp:
     @staticmethod
     def _grown(signature: tuple, old: tuple) -> tuple | None:
         """The pattern where ``signature`` and a cached signature ``old`` of the same ranks and dtypes
-        differ (neither dimension 0), sizes shared where both agree on equality; else ``None``."""
+        differ (neither dimension 0 or 1), sizes shared where both agree on equality; else ``None``."""
         if len(old) != len(signature) or any(d != e or len(s) != len(t)
                                              for (s, d), (t, e) in zip(old, signature)):
             return None
         def varies(k: int, a: int) -> bool:
-            return signature[k][0][a] != old[k][0][a] and 0 not in (signature[k][0][a], old[k][0][a])
+            return signature[k][0][a] != old[k][0][a] and min(signature[k][0][a], old[k][0][a]) >= 2
         return family_pattern(signature, varies, lambda k, a: (old[k][0][a], signature[k][0][a]))
 
     def _traced(self, pattern: tuple, static: dict[str, Any]) -> Family:

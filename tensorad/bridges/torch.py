@@ -421,7 +421,7 @@ def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATUR
 
     ``dynamic`` as ``torch.compile``'s, for eager calls: ``False`` traces and compiles ``fn`` once per
     shape signature; ``None`` (default) does so for a signature's first shapes, and once a call differs
-    from a cached signature only in some dimensions (not 0; same ranks, dtypes and static values), traces
+    from a cached signature only in some dimensions (not 0 or 1; same ranks, dtypes and static values), traces
     ``fn`` once more with those dimensions as size variables (equal ones share one) and serves every
     later call of that family from it; ``True`` traces over every dimension of at least 2 from the first
     call.  A family's function (``ta.torch.function`` of a symbolic program) compiles its kernels per size

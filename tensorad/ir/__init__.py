@@ -4,7 +4,8 @@ other part of tensorad.
 Modules: ``expr`` hash-consed scalar nodes; ``dtype`` data types; ``tensor`` tensors and their ops;
 ``reducer`` commutative reducers; ``rewrite`` the one traversal mechanism; ``printer`` text and HTML
 forms; ``spelling`` name-free spellings; ``intrange`` proofs that index arithmetic fits 64 bits;
-``collect`` fewer garbage collections while compiling; ``trace`` stage times and texts."""
+``collect`` fewer garbage collections while compiling; ``locks`` the process's locks, which a fork
+waits for; ``trace`` stage times and texts."""
 
 from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
 from .expr import (

@@ -9,13 +9,14 @@ threshold of 0 or one already as high is left alone."""
 from __future__ import annotations
 
 import gc
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .locks import process_lock
+
 YOUNG = 20_000  # net allocations between young collections during a call
 
-_LOCK = threading.Lock()
+_LOCK = process_lock()
 _state: dict = {"depth": 0, "saved": None}  # calls inside; the thresholds to put back (None: none)
 
 

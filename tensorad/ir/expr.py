@@ -14,13 +14,13 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-import threading
 import weakref
 from _weakref import _remove_dead_weakref
 from dataclasses import dataclass
 from typing import Any
 
 from . import dtype as dt
+from .locks import process_lock
 
 
 class Op(enum.Enum):
@@ -175,7 +175,7 @@ class Expr:
 
     __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
     _table: dict[tuple, _Ref] = {}  # node key -> a weak reference to the node (see _Ref)
-    _lock = threading.Lock()
+    _lock = process_lock()
 
     op: Op
     dtype: str

@@ -32,7 +32,7 @@ def _batch(n, gen):
             for s in ((n, 5), (4, 5), (4,))]
 
 
-@pytest.mark.parametrize("dynamic, traces", [(None, 2), (True, 1), (False, 4)])
+@pytest.mark.parametrize("dynamic, traces", [(None, 3), (True, 2), (False, 4)])
 def test_values_and_gradients_at_batch_sizes_match_pytorch(dynamic, traces):
     calls = []
     layer = ta.torch.op(_counted(_dense_tanh, calls), dynamic=dynamic)
@@ -47,10 +47,11 @@ def test_values_and_gradients_at_batch_sizes_match_pytorch(dynamic, traces):
         (ref * ref.detach()).sum().backward()
         for g, w in zip(got, want):
             torch.testing.assert_close(g.grad, w.grad)
-    assert len(calls) == traces  # None: 3 alone, then one family of batches; True: one family
+    # None: 3 alone, then one family of batches, 1 alone; True: one family, 1 in a family of its own
+    assert len(calls) == traces
     assert layer.why == ""
     if dynamic is not False:
-        (pattern, _), = [k for k, _ in layer.families.items()]
+        (pattern, _), *_ = [k for k, _ in layer.families.items()]
         shapes = [dims for dims, _ in pattern]
         # None: the batch varies, the features stay fixed; True: every size, W's 5 shared with X's
         assert shapes == ([("s0", 5), (4, 5), (4,)] if dynamic is None else
@@ -125,7 +126,7 @@ def test_jax_op_shares_a_trace_across_batch_sizes():
     layer = ta.jax.op(_counted(_dense_tanh, calls))
     rng = np.random.default_rng(2)
     w, b = rng.standard_normal((4, 5), dtype=np.float32), rng.standard_normal(4, dtype=np.float32)
-    for n in (3, 7, 1):
+    for n in (3, 7, 2):
         x = rng.standard_normal((n, 5), dtype=np.float32)
         got = jax.jit(layer)(x, w, b)
         np.testing.assert_allclose(np.asarray(got), np.tanh(x @ w.T + b), rtol=1e-5, atol=1e-6)
@@ -137,8 +138,25 @@ def test_a_family_keeps_as_many_sizes_as_an_op_keeps_signatures():
     signatures, so a model cycling through more batch sizes compiled each again."""
     layer = ta.torch.op(_dense_tanh)
     gen = torch.Generator().manual_seed(2)
-    sizes = range(1, 13)
+    sizes = range(2, 14)
     for n in sizes:
         layer(*_batch(n, gen))
     (family,) = [f for _, f in layer.families.items()]
     assert len(family.function.static) == len(sizes) - 1  # (the first size was built alone)
+
+
+def _squeezed_exp(X):
+    return ta.topi.squeeze(ta.topi.exp(X))
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_dimension_of_1_is_not_served_by_a_family_traced_over_sizes(dynamic):
+    """A family's size admitted 1, but its trace had read ``s == 1`` as false: ``squeeze`` kept the
+    axis, so after calls of batch 3 and 5 a batch of 1 came out ``(1, 4)`` where the function gives
+    ``(4,)`` (as a first call of batch 1 did).  A dimension of 1 is now traced as itself.  Oracle:
+    PyTorch's ``exp(x).squeeze()``."""
+    op = ta.torch.op(_squeezed_exp, dynamic=dynamic)
+    gen = torch.Generator().manual_seed(3)
+    for n in (3, 5, 1, 6):
+        x = torch.randn(n, 4, dtype=torch.float64, generator=gen)
+        torch.testing.assert_close(op(x), x.exp().squeeze())

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from tensorad.codegen.jit import engine as jit
@@ -115,6 +116,21 @@ def test_a_forked_process_starts_its_own_workers():
     assert {w.proc.pid for w in isolate.WORKERS.live} == mine  # (the parent's still serve it)
 
 
+
+def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
+    """A worker hung before reading its job (stuck starting, stopped) left the job larger than the pipe
+    unsent: the parent waited in the write for ever, where the hang limit ends a worker that does not
+    answer.  Sending counts against the limit: the worker is ended and its job given back as dead."""
+    monkeypatch.setattr(isolate, "HANG_SECONDS", 1)
+    workers = isolate.Workers([sys.executable, "-c", "import time; time.sleep(120)"])
+    done = []
+    runner = threading.Thread(target=lambda: done.append(workers.run([_job("x" * (4 << 20))])), daemon=True)
+    runner.start()
+    runner.join(timeout=100)
+    workers.close()
+    assert done == [[(None, 0.0)]] and not workers.live
+
+
 _LOOP = """
 define void @f(ptr %p) {
 entry:
@@ -170,3 +186,46 @@ def test_a_first_build_compiles_the_pieces_a_new_process_reads_them(tmp_path):
     assert any(name.endswith("_core") for name in first["library"])  # (a core and its packers)
     assert second["library"] == {name: "disk" for name in first["library"]}
     assert first["err"] < 1e-3 and second["err"] < 1e-3
+
+
+_FORK_MID_BUILD = r"""
+import importlib, os, signal, threading, time
+import numpy as np
+import tensorad as ta
+
+building = importlib.import_module("tensorad.codegen.build")
+
+compiling, compile_ = threading.Event(), building._compile
+def held(*args, **kwargs):  # (a slow compile: the fork comes while it holds the build's locks)
+    compiling.set()
+    time.sleep(1.0)
+    return compile_(*args, **kwargs)
+building._compile = held
+
+def scaled(c):
+    X = ta.placeholder((37,), "float64", "X")
+    return ta.build(ta.compute((37,), lambda i: X[i] * c, name="Y"), [X])
+
+thread = threading.Thread(target=scaled, args=(2.0,))
+thread.start()
+compiling.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(120)  # (a child waiting for a lock no thread of it holds is ended here)
+    ok = bool(np.all(scaled(3.0)(np.ones(37)) == 3.0))
+    os._exit(0 if ok else 1)
+thread.join()
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_process_forked_while_another_thread_builds_can_build():
+    """A process forked while another of its threads was building copied the build's locks held, by a
+    thread the child does not have: the child's first build waited for ever.  A fork now waits for the
+    locks, and the child builds."""
+    env = {**os.environ, "TENSORAD_NO_DISK_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", _FORK_MID_BUILD], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "0", out.stdout  # (-14: the child's alarm ended its wait)

@@ -291,6 +291,33 @@ def test_max_over_symbolic_rows_gradient_at_each_size(optimize):
         np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), max_rows_oracle(x, h), rtol=1e-6)
 
 
+@pytest.mark.parametrize("optimize", [False, True])
+@pytest.mark.parametrize("reduce", ["max", "argmax"])
+def test_winner_of_a_window_over_a_symbolic_extent_not_starting_at_0(reduce, optimize):
+    """A max (or argmax) over ``k`` in ``[1, n)``, ``n`` unbounded: its winner's index may not fit an
+    int32, so the winner recorded the point ``k`` itself, which the gradient decoded as an offset from
+    the window's start: the head landed one column to the right.  Oracle: NumPy, the first maximum
+    of each row's window (ties among small integers)."""
+    n = ta.size_var("n", min=2)
+    X, H = ta.placeholder((3, n), "float64", name="X"), ta.placeholder((3,), "float64", name="H")
+    k = ta.reduce_axis((1, n), "k")
+    if reduce == "max":
+        Y = ta.compute((3,), lambda i: ta.max(X[i, k] * 2.0, axis=k), name="Y")
+    else:
+        def pick(a, b):
+            keep = a[1] >= b[1]
+            return ta.select(keep, a[0], b[0]), ta.select(keep, a[1], b[1])
+        argmax = ta.comm_reducer(pick, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)), name="argmax")
+        Y = ta.compute((3,), lambda i: argmax((k, X[i, k] * 2.0), axis=k), name="Y")[1]
+    (g,) = ta.JacobianRecursive(Y, [X], H, optimize=optimize)
+    for size in (2, 6):
+        x = RNG.permutation(3 * size).reshape(3, size).astype("float64")  # (distinct: one winner a row)
+        h = RNG.standard_normal(3)
+        want = np.zeros((3, size))
+        want[np.arange(3), 1 + x[:, 1:].argmax(1)] = 2.0 * h
+        np.testing.assert_array_equal(ta.evaluate(g, {X: x, H: h}), want)
+
+
 def test_a_scalar_in_sizes_is_an_operand_of_elementwise_ops():
     """``topi.multiply(loss, -1.0 / n)`` (a mean written by hand) scales by the bound size; an
     expression in index variables or reads is refused, as any non-number."""

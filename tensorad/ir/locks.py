@@ -1,0 +1,21 @@
+"""Locks of the process that a fork waits for (:func:`process_lock`).
+
+A thread of this process may hold one of tensorad's process locks (a build compiling, the JIT linking)
+when another thread calls ``os.fork``; the child has only the forking thread, so a lock copied held
+would never be released there and the child's first build would wait for ever.  ``os.fork`` therefore
+takes every process lock before it forks (a build under way in another thread finishes first) and
+releases it after, in the parent and in the child."""
+
+from __future__ import annotations
+
+import logging  # noqa: F401  (imported first: its fork handler takes its lock after ours, as our holders do)
+import os
+import threading
+
+
+def process_lock(reentrant: bool = False) -> threading.Lock | threading.RLock:
+    """A new lock for the life of the process (a module's own, made once: the fork handlers keep it)."""
+    lock = threading.RLock() if reentrant else threading.Lock()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=lock.acquire, after_in_parent=lock.release, after_in_child=lock.release)
+    return lock
