@@ -53,10 +53,12 @@ def _program(kind: str, form: str, dtype: str = "float64"):
     return X, ta.compute((N,), body, name="Y")
 
 
-def _windows(form: str) -> list[list[int]]:
-    """The points of ``X`` each output's window reads (in the reduction's order)."""
+def _windows(form: str) -> list[list[int | None]]:
+    """The points of ``X`` each output's window reads (in the reduction's order); ``None``: a padding
+    term (the identity's infinity, a term of the reduction like any other, with no point to send a
+    share of the head to)."""
     if form == "pad":
-        return [[i + r - 1 for r in range(K) if 1 <= i + r <= N] for i in range(N)]
+        return [[i + r - 1 if 1 <= i + r <= N else None for r in range(K)] for i in range(N)]
     if form == "where":
         return [[i + r for r in range(K) if r <= i % 3] for i in range(N)]
     return [[i + r for r in range(K)] for i in range(N)]
@@ -68,17 +70,20 @@ def oracle(kind: str, form: str, x: np.ndarray, h: np.ndarray, u: np.ndarray):
     a window of -inf points only, the identity of max, ties them all)."""
     scale = 0.5 if form == "inexact" else 1.0
     s = x * scale + 1.0 if form == "inexact" else x
+    pad = -np.inf if kind == "max" else np.inf
     y, g, t = np.zeros(N), np.zeros(x.shape), np.zeros(N)
     for i, win in enumerate(_windows(form)):
-        v = s[win]
+        v = np.array([pad if c is None else s[c] for c in win])
         if np.isnan(v).any():
             y[i], tied = np.nan, np.isnan(v)
         else:
             y[i] = v.max() if kind == "max" else v.min()
             tied = v == y[i]
-        for c in np.asarray(win)[tied]:
-            g[c] += h[i] * scale / tied.sum()
-        t[i] = u[np.asarray(win)[tied]].mean() * scale
+        points = [c for c, k in zip(win, tied) if k]
+        for c in points:
+            if c is not None:
+                g[c] += h[i] * scale / tied.sum()
+        t[i] = np.mean([0.0 if c is None else u[c] for c in points]) * scale
     return y, g, t
 
 
@@ -145,6 +150,26 @@ def test_the_gradient_is_torch_max_of_each_window(kind):
         outs = [(xt[i:i + K].max() if kind == "max" else xt[i:i + K].min()) for i in range(N)]
         torch.autograd.backward(outs, [torch.tensor(v) for v in h])
         np.testing.assert_array_equal(builds[0](x, h, np.zeros_like(x))[1], xt.grad.numpy())
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_padding_is_a_term_that_ties_with_infinite_points(kind):
+    """The padding's infinity is a term of the window like any other: where the window's points are
+    that infinity too, it is one of the tied terms and takes its share of the head, as
+    ``torch.amax`` of the explicitly padded tensor gives.  (The test's own oracle had left the
+    padding out of the window, so a draw with such a window failed.)"""
+    inf = np.inf if kind == "max" else -np.inf
+    x = np.array([-inf, -inf, 1.0, -1.0, 1.0, np.nan, 0.0])
+    h = np.array([-3.0, 2.0, 0.0, -2.0, -3.0, -3.0, 2.0])
+    xt = torch.tensor(x, requires_grad=True)
+    xp = torch.nn.functional.pad(xt, (1, 1), value=-inf)
+    outs = [xp[i:i + K].amax() if kind == "max" else xp[i:i + K].amin() for i in range(N)]
+    torch.autograd.backward(outs, [torch.tensor(v) for v in h])
+    assert xt.grad[0] == h[0] / 3
+    _check(kind, "pad", x, h, np.arange(10.0, 10.0 + x.size))
+    X, H, U, Y, g, t, builds = _kernels(kind, "pad")
+    # (the points of windows without NaN: amax's backward has no rule for a NaN winner)
+    np.testing.assert_array_equal(ta.evaluate(g, {X: x, H: h})[:3], xt.grad.numpy()[:3])
 
 
 @pytest.mark.parametrize("form", ["pad", "inexact"])
