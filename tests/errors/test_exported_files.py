@@ -143,6 +143,25 @@ def test_a_library_that_is_not_the_one_described_is_refused(tmp_path):
     _assert_ok(done, "REFUSED")
 
 
+@needs_cc
+@pytest.mark.parametrize("change", ["shape", "dtype"])
+def test_a_description_with_changed_argument_specs_is_refused(tmp_path, change):
+    done = _child(tmp_path, f"""
+        p = kernel(2.0).export("k.so")
+        side = p[:-3] + ".json"
+        meta = json.load(open(side))
+        if {change!r} == "shape":
+            meta["inputs"][0][1] = meta["outputs"][0][1] = [1]
+            x = np.ones(1, np.float32)
+        else:
+            meta["inputs"][0][2] = meta["outputs"][0][2] = "float64"
+            x = np.ones(64)
+        json.dump(meta, open(side, "w"))
+        refused(lambda: ta.load(p), "k.json", "changed or damaged")
+    """)
+    _assert_ok(done, "REFUSED")
+
+
 #: x86 features LLVM knows, one of which a host may lack
 FEATURES = ("avx512f", "amx-tile", "avx512vp2intersect", "amx-fp16", "amx-complex", "sha512", "sm4",
             "avx10.2", "xop", "fma4", "sse4a", "tbm")
