@@ -8,6 +8,7 @@
   tests that kill a process and check that what it forked died with it.
 * ``stand_in_workers`` -- a pool of compile workers running ``tests/stand_in_compile_worker.py``, which
   aborts, loops, hangs or answers as a job's text says (the tests of LLVM's containment).
+* ``loop_ir`` -- a small LLVM IR module (a loop), what the tests of compiling compile.
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
@@ -124,6 +125,32 @@ def process_running(pid: int) -> bool:
 @pytest.fixture(name="running")
 def running_fixture() -> Callable[[int], bool]:
     return process_running
+
+
+#: a small LLVM IR module (a loop doubling 64 floats): what the tests of compiling compile
+LOOP_IR = """
+define void @f(ptr %p) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
+  %a = getelementptr float, ptr %p, i64 %i
+  %v = load float, ptr %a
+  %w = fmul float %v, 2.0
+  store float %w, ptr %a
+  %n = add i64 %i, 1
+  %c = icmp eq i64 %n, 64
+  br i1 %c, label %out, label %loop
+out:
+  ret void
+}
+"""
+
+
+@pytest.fixture
+def loop_ir() -> str:
+    """:data:`LOOP_IR`."""
+    return LOOP_IR
 
 
 @pytest.fixture

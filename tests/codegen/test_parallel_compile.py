@@ -59,9 +59,9 @@ def test_a_prestarted_worker_takes_the_first_job(stand_in_workers):
     assert stand_in_workers.run([_job("pid")])[0][0] == str(pid).encode()
 
 
-def test_a_python_error_of_a_module_is_raised_here():
+def test_a_python_error_of_a_module_is_raised_here(loop_ir):
     with pytest.raises(RuntimeError, match="parsing error"):
-        jit.compile_objects([(lambda: _LOOP, 3, False), (lambda: "not LLVM IR", 3, False)])
+        jit.compile_objects([(lambda: loop_ir, 3, False), (lambda: "not LLVM IR", 3, False)])
 
 
 def test_what_a_worker_writes_on_stderr_comes_back(stand_in_workers):
@@ -92,8 +92,8 @@ def test_workers_are_reaped_at_exit(running):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
-def test_a_forked_process_starts_its_own_workers():
-    jit.compile_object(_LOOP, 3)
+def test_a_forked_process_starts_its_own_workers(loop_ir):
+    jit.compile_object(loop_ir, 3)
     mine = {w.proc.pid for w in isolate.WORKERS.live}
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -101,7 +101,7 @@ def test_a_forked_process_starts_its_own_workers():
         status = 1
         try:
             inherited = [w.proc.pid for w in isolate.WORKERS.live]
-            obj = jit.compile_object(_LOOP, 3)
+            obj = jit.compile_object(loop_ir, 3)
             os.write(write_end, json.dumps([inherited, [w.proc.pid for w in isolate.WORKERS.live],
                                             obj[:4] == b"\x7fELF"]).encode())
             status = 0
@@ -112,7 +112,7 @@ def test_a_forked_process_starts_its_own_workers():
         inherited, started, elf = json.loads(said.read())
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     assert inherited == [] and elf and started and not set(started) & mine
-    assert {w.proc.pid for w in isolate.WORKERS.live} == mine and jit.compile_object(_LOOP, 3)
+    assert {w.proc.pid for w in isolate.WORKERS.live} == mine and jit.compile_object(loop_ir, 3)
     assert {w.proc.pid for w in isolate.WORKERS.live} == mine  # (the parent's still serve it)
 
 
@@ -130,24 +130,6 @@ def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
     workers.close()
     assert done == [[(None, 0.0)]] and not workers.live
 
-
-_LOOP = """
-define void @f(ptr %p) {
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
-  %a = getelementptr float, ptr %p, i64 %i
-  %v = load float, ptr %a
-  %w = fmul float %v, 2.0
-  store float %w, ptr %a
-  %n = add i64 %i, 1
-  %c = icmp eq i64 %n, 64
-  br i1 %c, label %out, label %loop
-out:
-  ret void
-}
-"""
 
 
 def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):

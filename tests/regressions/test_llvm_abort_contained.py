@@ -71,12 +71,12 @@ def test_a_python_error_of_a_job_is_raised_here():
         jit.compile_object("this is not LLVM IR")
 
 
-def test_without_workers_compiles_run_in_the_process(monkeypatch):
+def test_without_workers_compiles_run_in_the_process(monkeypatch, loop_ir):
     monkeypatch.setenv("TENSORAD_COMPILE_WORKERS", "0")
     workers = isolate.Workers()
     monkeypatch.setattr(isolate, "WORKERS", workers)
     assert workers.run([_job("abort")]) == [(isolate.HERE, 0.0)]
-    assert jit.compile_object(_LOOP, 3)[:4] == b"\x7fELF" and not workers.live
+    assert jit.compile_object(loop_ir, 3)[:4] == b"\x7fELF" and not workers.live
 
 
 @pytest.mark.parametrize("command", [["/nonexistent/python"], [sys.executable, "-c", "raise SystemExit(1)"]])
@@ -89,17 +89,17 @@ def test_where_no_worker_can_start_jobs_run_here(command):
         workers.close()
 
 
-def test_workers_and_the_process_compile_the_same_bytes(monkeypatch):
+def test_workers_and_the_process_compile_the_same_bytes(monkeypatch, loop_ir):
     tgt = parse_target("llvm -mcpu=skylake-avx512")
     here = isolate.Workers()
     monkeypatch.setenv("TENSORAD_COMPILE_WORKERS", "0")
-    want = [jit.compile_object(_LOOP, level, tgt) for level in (0, 1, 3)]
-    pic = jit.compile_shared_objects([(_LOOP, 3)], tgt)
+    want = [jit.compile_object(loop_ir, level, tgt) for level in (0, 1, 3)]
+    pic = jit.compile_shared_objects([(loop_ir, 3)], tgt)
     monkeypatch.delenv("TENSORAD_COMPILE_WORKERS")
     monkeypatch.setattr(isolate, "WORKERS", here)
     try:
-        assert [jit.compile_object(_LOOP, level, tgt) for level in (0, 1, 3)] == want
-        assert jit.compile_shared_objects([(_LOOP, 3)], tgt) == pic != want[2:]
+        assert [jit.compile_object(loop_ir, level, tgt) for level in (0, 1, 3)] == want
+        assert jit.compile_shared_objects([(loop_ir, 3)], tgt) == pic != want[2:]
         assert here.live  # (compiled there)
     finally:
         here.close()
@@ -113,22 +113,3 @@ def test_the_ladder_goes_down_until_a_rung_survives(monkeypatch, stand_in_worker
     assert obj == repr(jit.Pipeline(3, slp=False)).encode()
     assert jit.ladder(1) == [jit.Pipeline(1), jit.Pipeline(0)]
     assert jit.ladder(0) == [jit.Pipeline(0)] and jit.ladder(2, light=True) == [jit.Pipeline(2, light=True)]
-
-
-_LOOP = """
-define void @f(ptr %p) {
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
-  %a = getelementptr float, ptr %p, i64 %i
-  %v = load float, ptr %a
-  %w = fmul float %v, 2.0
-  store float %w, ptr %a
-  %n = add i64 %i, 1
-  %c = icmp eq i64 %n, 64
-  br i1 %c, label %out, label %loop
-out:
-  ret void
-}
-"""
