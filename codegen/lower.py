@@ -176,7 +176,7 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
         program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
-        result = LoweredFunc(bound_rows(program, opts.rows) if opts.rows else program, *rest)
+        result = LoweredFunc(bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program, *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))

@@ -97,7 +97,8 @@ class Options:
       ``tune`` does.
     * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a
       block's rows: the kernel runs any count of rows up to that axis's extent, read when it runs
-      (:mod:`.passes.row_bound`; a generic kernel's blocks, :mod:`.runtime.rows`)."""
+      (:mod:`.passes.row_bound`; a generic kernel's blocks, :mod:`.runtime.rows`); ``row_sums``: positions
+      among the outputs of the sums over those rows."""
 
     parallel: bool = True
     microkernel: bool | None = None
@@ -116,6 +117,7 @@ class Options:
     choices: tuple = ()
     variants: bool = False
     rows: tuple = ()
+    row_sums: tuple = ()
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -158,8 +160,9 @@ class Options:
             kw["vector_width"] = vw
         if "choices" in kw:
             kw["choices"] = choices(kw["choices"])
-        if "rows" in kw:
-            kw["rows"] = tuple(integer("rows", k, 0, what="argument positions") for k in kw["rows"])
+        for k in ("rows", "row_sums"):
+            if k in kw:
+                kw[k] = tuple(integer(k, x, 0, what="argument positions") for x in kw[k])
         kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
@@ -170,4 +173,5 @@ class Options:
         return Options(self.parallel, False if plain else self.microkernel, self.tile,
                        self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
-                       choices=self.choices, variants=self.variants, rows=self.rows)
+                       choices=self.choices, variants=self.variants, rows=self.rows,
+                       row_sums=self.row_sums)

@@ -294,7 +294,8 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
                              roots, ins, "ta.build", why=why, free=size)
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
-    bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on)}
+    bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on),
+               "row_sums": tuple(k for k, t in enumerate(listed(outputs)) if kinds[t] is RowKind.SUM)}
     try:  # (each block runs any count of rows up to its own; a refusal comes from lowering, before LLVM)
         parts = [(rows, _build(*bound(rows), *args, **bounded)) for rows in blocks]
         why = ""

@@ -10,7 +10,8 @@ along its leading axis; its upper bound becomes
 writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
 by the constant.  Where rows are reached otherwise (an index
 that is not one loop variable, a matrix product, a loop over rows storing across another buffer's
-other axes), :class:`RowBoundError` says where."""
+other axes, a sum over the rows, ``sums``, whose terms read no row buffer), :class:`RowBoundError` says
+where."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import Tensor
 from tensorad.lang import placeholder
 
-from ..program import Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
 
 
 class RowBoundError(ValueError):
     """A loop program whose rows do not all take a runtime count (the message says where)."""
 
 
-def bound_rows(program: Program, carriers: tuple[int, ...]) -> Program:
+def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = ()) -> Program:
     """``program`` with its loops over rows bounded by a runtime count (see the module docstring); the
-    count's buffer is its last temporary."""
+    count's buffer is its last temporary.  ``sums``: the positions among the outputs of sums over the
+    rows, each of which must add its terms under a loop over rows."""
     args = program.inputs + program.outputs
     rows = {id(args[k]): args[k] for k in carriers}
     extent = args[carriers[0]].shape[0]
@@ -44,6 +46,10 @@ def bound_rows(program: Program, carriers: tuple[int, ...]) -> Program:
                 _scan(step, program.buffers, rows, row_vars, extent)
         if (len(rows), len(row_vars)) == known:
             break
+    summed = {id(program.outputs[k]) for k in sums}
+    for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
+        if isinstance(step, Nest) and not _sums_under_rows(step.body, summed, row_vars):
+            raise RowBoundError(f"nest {step.name}: a sum over the rows whose terms read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
     bound = data_index(count_tensor(0), extent + 1, "clip")
@@ -93,6 +99,30 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], exte
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
                                     f"{along}")
             rows[id(buf)] = buf
+
+
+def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -> bool:
+    """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
+    or stores accumulators that only such loops add to (a constant, an initial value, aside)."""
+    flagged: list = []  # (statement, under a loop over rows)
+
+    def visit(stmts: tuple, under: bool) -> None:
+        for s in stmts:
+            flagged.append((s, under))
+            if isinstance(s, Loop):
+                visit(s.body, under or s.var in row_vars)
+            elif isinstance(s, If):
+                visit(s.then + s.orelse, under)
+    visit(body, False)
+    added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
+    outside = {t for t, under in added if not under}
+    inside = {t for t, under in added if under}
+    for s, under in flagged:
+        if isinstance(s, Store) and id(s.buffer) in summed and not under and s.value.op is not Op.CONST:
+            accs = {n for n in walk(s.value) if n in inside or n in outside}
+            if not accs or accs & outside:
+                return False
+    return True
 
 
 def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:

@@ -74,3 +74,19 @@ def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_t
         kernel(x, h, out=out[:size])
         np.testing.assert_allclose(out[:size], ta.evaluate(dX, {X: x, H: h}), rtol=1e-5, atol=1e-6)
         assert (out[size:] == 7.0).all()
+
+
+def test_a_sum_over_rows_whose_terms_read_no_row_takes_whole_blocks():
+    """A sum over the rows whose terms read no array of rows (``sum_{i < n} W[j]``, ``n W[j]``) has no
+    loop that a row count bounds: a block called on fewer rows than its own added all of its rows, so a
+    call of one row returned 256 W.  Such a kernel runs whole blocks, and says why."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    W = ta.placeholder((4,), name="W")
+    k = ta.reduce_axis((0, n), "k")
+    S = ta.compute((4,), lambda j: ta.sum(W[j] * 2.0, axis=k), name="S")
+    kernel = ta.build(S, [X, W])
+    w = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    for size in (1, 2, 3, 7, 70, 300):
+        np.testing.assert_allclose(kernel(np.zeros((size, 4), np.float32), w), 2.0 * size * w, rtol=1e-6)
+    assert kernel.generic and "read no row buffer" in kernel.why
