@@ -8,7 +8,7 @@
 * A side contiguous along ``k`` but strided along the panel rows is a transposition, done in
   registers per run of ``k``, a VW x VW block at a time: VW vector loads, Eklundh's transpose (log2(VW)
   stages of one shuffle per row pair) and VW vector stores; a side that is an expression first computes
-  the block's VW rows along ``k`` into a stack block, the loads' source."""
+  the panel's rows along ``k`` into a stack block, the loads' source, in one rolled loop over the rows."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .descriptor import block_size
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
+STAGE_RUN = 64  # values of k a computed side contiguous along k stages per panel row at a time
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
@@ -202,46 +203,57 @@ class Packer:
                                           lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
                                           vectorize=False)
 
-    def _row(self, expr, outer, row: ir.Value, r: int, bs: int, staged: ir.Value | None) -> ir.Value:
-        """The address of ``bs`` consecutive values of ``expr`` along ``k`` (bound to the first) in panel row
-        ``row``: where a plain read keeps them, else in row ``r`` of ``staged``, computed there by a
-        unit-stride loop the vectorizer widens."""
+    def _stage(self, expr, outer, first, rows: int, count: ir.Value, staged: ir.Value) -> None:
+        """Rows ``[first, first + rows)`` of ``expr``, ``count`` (at most :data:`STAGE_RUN`) consecutive
+        values along ``k`` each (from its bound value), into the rows of ``staged``: one rolled loop over the
+        rows around a unit-stride loop the vectorizer widens, the expression emitted once."""
         b, em = self.b, self.em
-        with pushed(em):
-            self.bind(outer, row)
-            if staged is None:
-                return em.address(expr.arg, expr.src)
-            out = b.gep(staged, [I64(r * bs)], inbounds=True, source_etype=self.t)
-            klast = self.kaxes[-1]
-            k = em.env[klast]
-            with for_range(b, 0, bs, name="sk") as c, pushed(em):
+        klast = self.kaxes[-1]
+        k = em.env[klast]
+        with for_range(b, 0, rows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
+            self.bind(outer, b.add(first, r))
+            out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=self.t)
+            with for_range(b, 0, count, name="sk") as c, pushed(em):
                 em.env[klast] = b.add(k, c)
                 b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
-            em.env[klast] = k
-            return out
 
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
         """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
-        ``bs`` x ``bs`` register transposes (a side that computes its values computes a block's rows first,
-        along ``k``); the rest element by element."""
+        ``bs`` x ``bs`` register transposes (a side that computes its values first computes the panel's
+        rows along ``k``, :data:`STAGE_RUN` values at a time, :meth:`_stage`); the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)
         es = 4 if isinstance(t, ir.FloatType) else 8
         full = b.icmp_signed("==", valid, I64(width))
-        staged = None
-        if expr.op is not Op.READ:
-            with b.goto_entry_block():
-                staged = b.alloca(t, size=I64(bs * bs), name="staged")
         nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
-        with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
-            em.env[klast] = b.add(kfirst, kb)
+
+        def blocks(kb: ir.Value, row_address) -> None:  # the bs x bs blocks at k offset kb of the run
             for g in range(width // bs):
-                rows = [b.load(b.bitcast(self._row(expr, outer, b.add(first, I64(g * bs + r)), r, bs, staged),
-                                         vt.as_pointer()), typ=vt, align=es) for r in range(bs)]
+                rows = [b.load(b.bitcast(row_address(g * bs + r), vt.as_pointer()), typ=vt, align=es)
+                        for r in range(bs)]
                 for c, col in enumerate(transpose(b, rows)):
                     base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
                     b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
+
+        if expr.op is Op.READ:
+            def address(row: int) -> ir.Value:
+                with pushed(em):
+                    self.bind(outer, b.add(first, I64(row)))
+                    return em.address(expr.arg, expr.src)
+            with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
+                em.env[klast] = b.add(kfirst, kb)
+                blocks(kb, address)
+        else:
+            with b.goto_entry_block():
+                staged = b.alloca(t, size=I64(width * STAGE_RUN), name="staged")
+            with for_range(b, 0, nb, STAGE_RUN, name="tc", unroll=False) as kc, pushed(em):
+                em.env[klast] = b.add(kfirst, kc)
+                count = smin(b, I64(STAGE_RUN), b.sub(nb, kc))
+                self._stage(expr, outer, first, width, count, staged)
+                with for_range(b, 0, count, bs, name="tk", unroll=False) as kb:
+                    blocks(b.add(kc, kb), lambda row, kb=kb: b.gep(staged, [b.add(I64(row * STAGE_RUN), kb)],
+                                                                   inbounds=True, source_etype=t))
         with for_range(b, 0, valid, name="rw", vectorize=False) as w, pushed(em):
             self.bind(outer, b.add(first, w))
             with for_range(b, nb, seglen, name="rk", vectorize=False) as i, pushed(em):

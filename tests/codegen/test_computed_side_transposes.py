@@ -6,6 +6,8 @@ Oracles: NumPy float64 formulas written here; odd shapes (rows not a multiple of
 not a multiple of the transpose block), the AVX-512 and AVX2 register tiles, both thread counts.
 """
 
+import re
+
 import numpy as np
 import pytest
 from tensorad.codegen.target import host_target, parse_target
@@ -56,3 +58,27 @@ def test_batched_b_side_over_a_row_factor_packs_by_transposes(target):
     d = RNG.uniform(1.0, 2.0, D.shape).astype(np.float32)
     want = np.einsum("qir,qjr->qij", a.astype(np.float64), w / d[:, :, None].astype(np.float64))
     _run(kern, (a, w, d), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m,n,k", [(64, 40, 150), (37, 19, 333)])
+def test_a_computed_side_is_staged_by_one_loop_over_the_panel_rows(target, m, n, k):
+    """The staging emitted the expression once per panel row (an unrolled loop per row: a register tile's
+    height of copies for LLVM to optimize, most of a Transformer block's packing compile time).  It is one
+    rolled loop over the rows, so the packer holds the expression twice: the staging loop and the
+    remainder of the sum that no whole transpose block covers.  Sums longer than one staged block
+    (``packing.STAGE_RUN``) and not a multiple of it."""
+    A = ta.placeholder((m, k), name="A")
+    S = ta.placeholder((m,), name="S")
+    B = ta.placeholder((k, n), name="B")
+    r = ta.reduce_axis((0, k), name="r")
+    C = ta.compute((m, n), lambda i, j: ta.sum(ta.exp(A[i, r] - S[i]) / S[i] * B[r, j], axis=r), name="C")
+    kern = ta.build([C], [A, S, B], microkernel=True, parallel_min_work=0, target=target, cache=False)
+    text = kern.compiled.llvm_ir_unoptimized
+    start = re.search(r'^define [^\n]*_packA"\(', text, re.M).start()
+    packer = text[start:text.index("\n}\n", start)]
+    assert "staged" in packer and packer.count("fdiv") == 2, packer.count("fdiv")
+    if _here(target) == target:
+        a, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B))
+        s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
+        _run(kern, (a, s, b), (np.exp(a.astype(np.float64) - s[:, None]) / s[:, None]) @ b)
