@@ -9,8 +9,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# --no-compile: pip compiles no bytecode of the dependencies at install (some 40 CPU seconds for
+# all of torch, JAX, Sphinx, ...); an interpreter writes it for the modules it imports, the first
+# time (the tests set PYTHONDONTWRITEBYTECODE= so that it does).
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-compile -e '.[test]'
 	touch $@
 
 $(VENV)/.bench-installed: pyproject.toml | $(BIN)/python

@@ -48,7 +48,7 @@ from .passes.speculate import speculate
 from .passes.stacked_sums import stack_shared_sides, stack_sums
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
-from .program import Buffer, Fill, Nest, Program, program_text, stores
+from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
 from .strategies.scatter import lower_scatter
@@ -464,7 +464,8 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
         stmts = restrict_batch(stmts, *batch_range)
     body = build_loops(stmts, scans)
     work = count_work(body)
-    body, parallel = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
+    body, attrs = mark_parallel(body, attrs, opts, work, work_weight(bodies[op]))
+    parallel = attrs.range is not None
     if gemm is not None:  # printed and counted as the plain loops and the packing's evaluations
         packed = pack_work(gemm)
         work += packed
@@ -472,13 +473,13 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
         if batch_range is not None:
             axis, first, stop = batch_range
             note += f" for {axis.name} in {first}..{stop - 1}"
-        attrs = {"gemm": gemm, "note": note, "range": (0, gemm.blocks, 1)}
+        attrs = NestAttrs(note, range=(0, gemm.blocks, 1), gemm=gemm)
         if epilogue is not None:  # (C is written whole before its consumer runs: nothing to fill)
             dom.fills = []
         parallel = opts.parallel and gemm.blocks >= 2 and gemm.flops >= 2 * opts.parallel_min_work
     if batch_range is not None and batch_range[1] != batch_range[0].lo:
         dom.fills = []  # (made by the first chunk)
-    note = "; ".join(n for n in (dom.note, attrs.get("note", "")) if n)
+    note = "; ".join(n for n in (dom.note, attrs.note) if n)
     nest = Nest(marked(op.name), body, tuple(b for b in outs if b is not None), work, note, parallel,
                 dom.accumulators, attrs)
     return [*dom.fills, nest]

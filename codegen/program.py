@@ -95,10 +95,27 @@ class Fill:
     parallel: bool = False
 
 
-# ``Nest.attrs[ROW_LANES] = (lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of
-# its first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's vectorizer
-# off), else vectorized at that width
-ROW_LANES = "row_lanes"
+@dataclass(frozen=True)
+class NestAttrs:
+    """What scheduling decided about a nest beyond its loops, read by the passes after it and by emission.
+
+    * ``note``: what the schedule did (joined into the nest's note).
+    * ``parallel_dim``: the time dimension a parallel outermost loop must scan (-1: none may).
+    * ``range``: ``(lo, hi, step)`` of the outermost loop shared among threads (``None``: not shared);
+      a micro-kernel call's ``(0, blocks, 1)``.
+    * ``grain``: the trips a thread's share is a multiple of (a scatter's columns,
+      :mod:`.strategies.scatter`).
+    * ``row_lanes``: ``(lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of its
+      first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's
+      vectorizer off), else vectorized at that width (``None``: not such a scan).
+    * ``gemm``: the micro-kernel call the nest runs (:mod:`.gemm`; ``None``: plain loops)."""
+
+    note: str = ""
+    parallel_dim: int = -1
+    range: tuple[int, int, int] | None = None
+    grain: int = 1
+    row_lanes: tuple[int, int] | None = None
+    gemm: object = None
 
 
 @dataclass(eq=False)
@@ -112,7 +129,7 @@ class Nest:
     note: str = ""
     parallel: bool = False
     accumulators: tuple[Expr, ...] = ()
-    attrs: dict = field(default_factory=dict)
+    attrs: NestAttrs = NestAttrs()
 
 
 Step = Fill | Nest

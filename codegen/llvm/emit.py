@@ -29,7 +29,6 @@ from ..gemm.microkernel import GemmEmitter
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
 from ..program import (
-    ROW_LANES,
     Assign,
     Fill,
     If,
@@ -153,7 +152,7 @@ class ModuleEmitter:
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
-        self._row_lanes = (0, 0)  # its scan's rows: lanes and loops (.program.ROW_LANES)
+        self._row_lanes = (0, 0)  # its scan's rows: lanes and loops (.program.NestAttrs.row_lanes)
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -225,14 +224,14 @@ class ModuleEmitter:
         return key, [nest.buffer(b) for b in order]
 
     def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
-        spec = nest.attrs.get("gemm")
+        spec = nest.attrs.gemm
         gemm = GemmEmitter(self.module, spec, f"{self.prefix}_nest{k}") if spec is not None else None
         used = sorted({self.arg_index[t] for t in (gemm.tensors() if gemm else nest_buffers(nest.body))})
         where = {a: p for p, a in enumerate(used)}
         self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
         # (a matrix product also takes its parallel loop's shared schedule, or null)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(self.params[k]) + [I64, I64]
-                               + [PTR] * ("gemm" in nest.attrs))
+                               + [PTR] * (nest.attrs.gemm is not None))
         fn = ir.Function(self.module, fnty, f"{self.prefix}_nest{k}")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
@@ -272,7 +271,7 @@ class ModuleEmitter:
                 em.b, record, node, value, position)
         read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
         self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
-        self._row_lanes = nest.attrs.get(ROW_LANES, (0, 0))
+        self._row_lanes = nest.attrs.row_lanes or (0, 0)
         self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         self._read_in_nest = lambda tensor: True
         self._row_lanes = (0, 0)
@@ -329,7 +328,7 @@ class ModuleEmitter:
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         lanes, loops = self._row_lanes
-        rows = 0 <= s.dim < loops  # (a loop over a scan's rows: .program.ROW_LANES)
+        rows = 0 <= s.dim < loops  # (a loop over a scan's rows: .program.NestAttrs.row_lanes)
         if unrolled_chain_too_long(s) or (rows and lanes == 1):  # (or LLVM's vectorizer would not return)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
         elif rows:
@@ -390,8 +389,8 @@ class ModuleEmitter:
         # (a large program's parallel nest loads only its own pointers)
         ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
         own = [ptrs[p] for p in self.params[k]]
-        first, stop, step = nest.attrs["range"]
-        if "gemm" in nest.attrs:
+        first, stop, step = nest.attrs.range
+        if nest.attrs.gemm is not None:
             b.call(nest_fn, own + [I64(first), I64(stop), shared])
             b.ret_void()
             return fn
@@ -418,15 +417,15 @@ class ModuleEmitter:
         """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
         per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
         of a vector body (vector and scalar code may round differently); a product's: its blocks."""
-        first, stop, step = nest.attrs["range"]
+        first, stop, step = nest.attrs.range
         trips = (stop - first + step - 1) // step
-        whole = "gemm" in nest.attrs or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
+        whole = nest.attrs.gemm is not None or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
                                          and nest.body[0].kind == "parallel")
         parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
         chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
-        if "gemm" in nest.attrs:
+        if nest.attrs.gemm is not None:
             return chunk
-        grain = int(nest.attrs.get("grain", 1))
+        grain = nest.attrs.grain
         lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none)
         vector = math.lcm(grain, VECTOR_BODY * lanes)
         unit = b.select(b.icmp_signed(">=", I64(trips), b.mul(parts, I64(vector))), I64(vector), I64(grain))
@@ -492,8 +491,8 @@ class ModuleEmitter:
         nest_fn, omp, k = by_step[id(step)]
         if omp is not None:
             return None
-        return ("call", id(nest_fn), len(self.params[k]), tuple(step.attrs.get("range", (0, 0, 1))[:2]),
-                "gemm" in step.attrs)
+        return ("call", id(nest_fn), len(self.params[k]), tuple((step.attrs.range or (0, 0, 1))[:2]),
+                step.attrs.gemm is not None)
 
     def _positions(self, step, by_step: dict) -> list[int]:
         """The pointer positions a step passes (its part of a table row)."""
@@ -545,8 +544,8 @@ class ModuleEmitter:
                 self.fill(b, ptrs[0], step)
                 continue
             nest_fn = by_step[id(step)][0]
-            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
-            b.call(nest_fn, ptrs + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs))
+            lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
+            b.call(nest_fn, ptrs + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None))
         nxt = b.add(r, I64(1))
         r.add_incoming(nxt, b.block)
         b.cbranch(b.icmp_signed("<", nxt, I64(len(rows))), body, done)
@@ -573,8 +572,8 @@ class ModuleEmitter:
                 continue
             nest_fn, omp, k = by_step[id(step)]
             own = [ptrs[p] for p in self.params[k]]
-            lo, hi = (I64(x) for x in step.attrs.get("range", (0, 0, 1))[:2])
-            serial = own + [lo, hi] + [ir.Constant(PTR, None)] * ("gemm" in step.attrs)
+            lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
+            serial = own + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None)
             if omp is None:
                 b.call(nest_fn, serial)
             else:

@@ -186,7 +186,7 @@ def cascade_sums(steps: list, fastmath: bool) -> list:
     """``steps`` with every nest's float32 sums blocked (a micro-kernel's nest is blocked by its ``KC``)."""
     out = []
     for st in steps:
-        if isinstance(st, Nest) and "gemm" not in st.attrs and st.accumulators:
+        if isinstance(st, Nest) and st.attrs.gemm is None and st.accumulators:
             body, added = cascade_body(st.body, st.accumulators, fastmath)
             if added:
                 st = Nest(st.name, body, st.outputs, st.work, st.note, st.parallel,

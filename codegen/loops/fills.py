@@ -67,7 +67,7 @@ def _first_toucher(program: Program, steps: list, k: int) -> int | None:
             if s.buffer is buf:
                 return None
             continue
-        if "gemm" in s.attrs:  # (its packers read what its printed loops do not show)
+        if s.attrs.gemm is not None:  # (its packers read what its printed loops do not show)
             return None
         if any(b is buf for b in s.outputs) or any(program.buffers.get(t) is buf for t in _tensors(s.body)):
             return j
@@ -131,6 +131,5 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
     # a plain nest of its own body, a renamed one too (:class:`.loops.shared_nests.RenamedNest`)
-    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators,
-                dict(nest.attrs))
+    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators, nest.attrs)
 

@@ -21,7 +21,7 @@ from tensorad.ir.rewrite import replace_reads, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..options import Options
-from ..program import Nest, owned
+from ..program import Nest, NestAttrs, owned
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
@@ -193,8 +193,8 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     body = build_loops(stmts, scans)
 
     work = count_work(body)
-    attrs = {"parallel_dim": 0}
-    body, parallel = mark_parallel(body, attrs, opts, work, weight)
+    body, attrs = mark_parallel(body, NestAttrs(parallel_dim=0), opts, work, weight)
+    parallel = attrs.range is not None
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
     outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)

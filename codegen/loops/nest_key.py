@@ -4,7 +4,7 @@
 first appearance), keeping everything that reaches its LLVM function: statements and order, loop bounds,
 steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
 strides, the accumulators' dtypes, whether it is parallel and how its rows run
-(:data:`.program.ROW_LANES`).  Names, notes, work and owners are left out.
+(:attr:`.program.NestAttrs.row_lanes`).  Names, notes, work and owners are left out.
 :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
 parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from tensorad.ir.expr import DataIndex, Expr
 from tensorad.ir.spelling import Speller, Unkeyable
 
-from ..program import ROW_LANES, Assign, Buffer, If, Loop, Nest, Store
+from ..program import Assign, Buffer, If, Loop, Nest, Store
 
 
 class _Speller(Speller):
@@ -62,7 +62,7 @@ class _Speller(Speller):
 def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, list[Buffer]] | None:
     """``(key, order)``: the nest's name-free key and its buffers in the key's order (``buffer_of``: a
     tensor's buffer); ``None`` for a nest the key cannot spell."""
-    if "gemm" in nest.attrs:
+    if nest.attrs.gemm is not None:
         return None
     sp = _Speller(buffer_of)
     try:
@@ -72,7 +72,7 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
         return None
     order = list(sp.buffers)
     buffers = tuple((b.dtype, tuple(b.shape), b.strides) for b in order)
-    return (nest.parallel, nest.attrs.get(ROW_LANES), accs, body, tuple(sp.lines), buffers), order
+    return (nest.parallel, nest.attrs.row_lanes, accs, body, tuple(sp.lines), buffers), order
 
 
 __all__ = ["nest_key"]

@@ -15,6 +15,7 @@ is the parallel loop."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tensorad.ir.dtype import bits
 from tensorad.ir.expr import TRUE, UNARY_MATH, Expr, Op, compare, const, logical
@@ -24,7 +25,7 @@ from tensorad.poly.affine import IndexSpace
 from tensorad.poly.linear import var_coefficients
 
 from ..options import Options
-from ..program import ROW_LANES, Buffer, If, Loop, Store
+from ..program import Buffer, If, Loop, NestAttrs, Store
 from ..strategies.registry import ReductionNest, ScanNest, Step
 from ..strategies.scan import find_scan, pinned_row_lanes, rows_in_registers, scan_buffers, scan_form
 from ..target import parse_target
@@ -129,11 +130,10 @@ def strip_length(extent: int, dtype: str, single_axis: bool, l1d: int, line: int
 
 def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, allow_buffer: bool = True,
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
-                  ) -> tuple[list, dict]:
-    """The statements to scan and nest attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
+                  ) -> tuple[list, NestAttrs]:
+    """The statements to scan and the nest's attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
     fused nest reads them); ``fuse_outer=False`` leaves outer loops alone; ``plan``: the strategy's loop
     order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
-    attrs: dict = {}
     stmts = dom.stmts
     info = dom.reduction
     if info is None or not allow_buffer or outputs[0] is None or isinstance(plan, ScanNest):
@@ -146,15 +146,15 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     outs = scan_buffers(info, outputs) if scan else None
     spec = find_scan(info, ordered=not opts.fastmath) if outs is not None else None
     if spec is not None:  # (a running reduction: parallel over an output axis before the scanned one)
-        attrs["note"] = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
-        if spec.axis > 0:
-            attrs["parallel_dim"] = 0
+        note = f"scanned along {info.outer[spec.axis].name}{' downwards' if spec.step < 0 else ''}"
         in_registers = rows_in_registers(spec, len(info.outer))
+        row_lanes = None
         if in_registers:
             rows = math.prod(v.extent for v in info.outer[:-1])
             lanes = pinned_row_lanes(info.combiner, rows, opts.target or parse_target())
             if lanes is not None:
-                attrs[ROW_LANES] = (lanes, len(info.outer) - 1)
+                row_lanes = (lanes, len(info.outer) - 1)
+        attrs = NestAttrs(note, 0 if spec.axis > 0 else -1, row_lanes=row_lanes)
         return scan_form(info, outs, spec, dom.accumulators, in_registers), attrs
     if wanted:
         out = outputs[0]
@@ -162,14 +162,16 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
                             l1d=target.l1d // strips_share, line=target.line)
         stmts = buffer_form(info, out, tile)
-        attrs["note"] = "accumulates in the output, innermost loop over its last axis"
+        note = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:
-            return stmts, attrs  # the outermost loop runs over the reduction: not parallel
+            return stmts, NestAttrs(note)  # the outermost loop runs over the reduction: not parallel
+    else:
+        note = ""
     if op.axes:
-        attrs["parallel_dim"] = 0
         if fuse_outer:
             stmts = fuse_short_outer(stmts)
-    return stmts, attrs
+        return stmts, NestAttrs(note, 0)
+    return stmts, NestAttrs(note)
 
 
 FUSE_BELOW = 8
@@ -208,18 +210,19 @@ def work_weight(exprs) -> int:
     return 1 + HEAVY_WEIGHT * min(heavy, 4)
 
 
-def mark_parallel(body: tuple, attrs: dict, opts: Options, work: int, weight: int = 1) -> tuple[tuple, bool]:
+def mark_parallel(body: tuple, attrs: NestAttrs, opts: Options, work: int, weight: int = 1
+                  ) -> tuple[tuple, NestAttrs]:
     """Mark the outermost loop parallel when it is the only top statement, has constant bounds, scans the
-    time dimension declared parallel (an output axis), and the nest has at least
-    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share; ``attrs["range"]`` is then
-    its ``(lo, hi, step)``."""
+    time dimension ``attrs.parallel_dim`` (an output axis), and the nest has at least
+    ``opts.parallel_min_work`` (times ``weight``, :func:`work_weight`) to share: ``attrs`` then get its
+    ``(lo, hi, step)`` as their ``range`` (it is shared among threads)."""
     loop = body[0] if len(body) == 1 and isinstance(body[0], Loop) else None
     if not opts.parallel or work * weight < opts.parallel_min_work or loop is None \
             or loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST or loop.hi.arg - loop.lo.arg < 2 \
-            or loop.dim != attrs.get("parallel_dim", -1):
-        return body, False
-    attrs["range"] = (int(loop.lo.arg), int(loop.hi.arg), loop.step)
-    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), True
+            or loop.dim != attrs.parallel_dim:
+        return body, attrs
+    attrs = replace(attrs, range=(int(loop.lo.arg), int(loop.hi.arg), loop.step))
+    return (Loop(loop.var, loop.lo, loop.hi, loop.body, loop.step, "parallel", loop.dim),), attrs
 
 
 def restrict_batch(stmts: list[PolyStmt], axis: Expr, lo: int, hi: int) -> list[PolyStmt]:

@@ -20,13 +20,12 @@ from tensorad.ir.rewrite import operands, walk_along
 from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
-from ..program import Assign, Buffer, Fill, If, Loop, Nest, Store, map_stmt, stmt_exprs, walk_stmts
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, stmt_exprs, walk_stmts
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
 from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _MARKED = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
-_PLAIN = (int, str, bool, type(None))
 
 
 def marked(name: str) -> str:
@@ -173,11 +172,6 @@ def _marked_names(steps: list) -> set[str]:
             for m in _MARKED.findall(text)}
 
 
-def _plain(v: object) -> bool:
-    """An attribute value renaming may copy: no tensor, op or buffer inside."""
-    return isinstance(v, _PLAIN) or isinstance(v, tuple) and all(isinstance(x, _PLAIN) for x in v)
-
-
 def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
     """Whether renaming ``steps`` through the key's numbering reaches everything in them that
     names a tensor, op or buffer (else the group is lowered afresh each time)."""
@@ -190,7 +184,7 @@ def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, kn
                 return False
             continue
         if not isinstance(st, Nest) or any(id(b) not in buffers for b in st.outputs) \
-                or not all(_plain(v) for v in st.attrs.values()):
+                or st.attrs.gemm is not None:
             return False
         for s in walk_stmts(st.body):
             if not isinstance(s, (Loop, If, Store, Assign)):
@@ -216,12 +210,12 @@ class RenamedNest(Nest):
     read: a build reads only ``source``'s (:meth:`buffer` maps the buffers), a printout this one's."""
 
     def __init__(self, name: str, body: tuple | None, outputs: tuple, work: int = 0, note: str = "",
-                 parallel: bool = False, accumulators: tuple = (), attrs: dict | None = None, *,
+                 parallel: bool = False, accumulators: tuple = (), attrs: NestAttrs | None = None, *,
                  source: Nest | None = None, rename: Callable[[tuple], tuple] | None = None,
                  buffers: dict[int, Buffer] | None = None, source_buffers: dict | None = None) -> None:
         self._rename = rename
         super().__init__(name, body, outputs, work, note, parallel, accumulators,
-                         {} if attrs is None else attrs)
+                         NestAttrs() if attrs is None else attrs)
         self.source = source
         self._buffers = buffers or {}
         self._source_buffers = source_buffers or {}  # the source's tensors -> their buffers
@@ -284,7 +278,7 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
         else:
             out.append(RenamedNest(unmarked(st.name, names), None, tuple(bmap[id(b)] for b in st.outputs),
                                    st.work, unmarked(st.note, names), st.parallel, st.accumulators,
-                                   dict(st.attrs), source=st, rename=stmts, buffers=bmap,
+                                   st.attrs, source=st, rename=stmts, buffers=bmap,
                                    source_buffers=entry.tensor_buffers))
     return out
 

@@ -11,8 +11,10 @@ the same extents; the strips are shortened so that all share the L1 as one did."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..options import Options
-from ..program import Nest, owned
+from ..program import Nest, NestAttrs, owned
 from .domain import PolyStmt, op_domain
 from .isl_ast import build_loops
 from .nest_groups import Group
@@ -27,14 +29,14 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
     """The steps (fills, then one nest) of a strips group, or ``None`` if a member takes no strip form."""
     n = len(group.units)
     fills, stmts, accs, names, notes, outputs = [], [], [], [], [], []
-    attrs0: dict | None = None
+    attrs0: NestAttrs | None = None
     for g, u in enumerate(group.units):
         outs = outs_of(u.op)
         if outs[0] is None:
             return None
         dom = op_domain(u.op, bodies[u.op], outs, None)
         member, attrs = schedule_nest(u.op, dom, outs, opts, plan=u.plan, strips_share=n)
-        if attrs.get("note") != NOTE or (attrs0 is not None and attrs != attrs0):
+        if attrs.note != NOTE or (attrs0 is not None and attrs != attrs0):
             return None
         if stmts and len(member[0].schedule) != len(stmts[0].schedule) - 1:
             return None
@@ -49,11 +51,11 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
         outputs.extend(b for b in outs if b is not None)
     body = build_loops(stmts, scans)
     work = count_work(body)
-    attrs = dict(attrs0 or {})
     weight = work_weight([b for u in group.units for b in bodies[u.op]])
-    body, parallel = mark_parallel(body, attrs, opts, work, weight)
+    body, attrs = mark_parallel(body, attrs0 or NestAttrs(), opts, work, weight)
+    parallel = attrs.range is not None
     note = f"{NOTE}; one pass for " + "; ".join(notes)
-    attrs["note"] = note
+    attrs = replace(attrs, note=note)
     nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
 

@@ -76,8 +76,8 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], exte
     """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
     reached otherwise."""
     loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
-    if "gemm" in nest.attrs:
-        if any(id(buffers.get(t)) in rows for t in _product_tensors(nest.attrs["gemm"])):
+    if nest.attrs.gemm is not None:
+        if any(id(buffers.get(t)) in rows for t in _product_tensors(nest.attrs.gemm)):
             raise RowBoundError(f"nest {nest.name}: a matrix product over the rows")
         return
     reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]

@@ -111,16 +111,34 @@ done:
   ret void
 }
 
-; claim one free thread number of the current region: -1 when none is left
+; a ticket's next thread number and its region's count of them
+define internal i64 @ticket_next(i64 %t) {
+  %next = and i64 %t, 65535
+  ret i64 %next
+}
+
+define internal i64 @ticket_count(i64 %t) {
+  %hi = lshr i64 %t, 16
+  %cnt = and i64 %hi, 65535
+  ret i64 %cnt
+}
+
+; whether a ticket has a thread number left to claim
+define internal i1 @ticket_free(i64 %t) {
+  %next = call i64 @ticket_next(i64 %t)
+  %cnt = call i64 @ticket_count(i64 %t)
+  %free = icmp ult i64 %next, %cnt
+  ret i1 %free
+}
+
+; claim one free thread number of the current region by compare-and-swap: the ticket it was claimed
+; from (@ticket_next is the number), -1 when none is left (a claimed ticket's number is below its count)
 define internal i64 @claim() {
 entry:
   br label %try
 try:
   %t = load atomic i64, ptr @tensorad_pool_ticket acquire, align 8
-  %next = and i64 %t, 65535
-  %hi = lshr i64 %t, 16
-  %cnt = and i64 %hi, 65535
-  %free = icmp ult i64 %next, %cnt
+  %free = call i1 @ticket_free(i64 %t)
   br i1 %free, label %cas, label %none
 cas:
   %t1 = add i64 %t, 1
@@ -128,7 +146,7 @@ cas:
   %ok = extractvalue { i64, i1 } %pair, 1
   br i1 %ok, label %got, label %try
 got:
-  ret i64 %next
+  ret i64 %t
 none:
   ret i64 -1
 }
@@ -176,10 +194,11 @@ own:
   br label %take
 take:
   %ran = phi i64 [ 1, %own ], [ %ran1, %runone ]
-  %tid = call i64 @claim()
-  %left = icmp sge i64 %tid, 0
+  %claimed = call i64 @claim()
+  %left = icmp ne i64 %claimed, -1
   br i1 %left, label %runone, label %count
 runone:
+  %tid = call i64 @ticket_next(i64 %claimed)
   call void @set_team(i64 %tid, i64 %n)
   call void %fn(ptr %data)
   %ran1 = add i64 %ran, 1
@@ -240,12 +259,9 @@ idle:
   %t0 = call i64 @llvm.readcyclecounter()
   br label %poll
 poll:
-  %t = load atomic i64, ptr @tensorad_pool_ticket acquire, align 8
-  %next = and i64 %t, 65535
-  %hi = lshr i64 %t, 16
-  %cnt = and i64 %hi, 65535
-  %free = icmp ult i64 %next, %cnt
-  br i1 %free, label %cas, label %nothing
+  %t = call i64 @claim()
+  %got = icmp ne i64 %t, -1
+  br i1 %got, label %run, label %nothing
 nothing:
   %stop = load atomic i32, ptr @tensorad_pool_stop monotonic, align 4
   %stopping = icmp ne i32 %stop, 0
@@ -259,10 +275,7 @@ wait:
 sleep:
   %s0 = atomicrmw add ptr @tensorad_pool_sleepers, i32 1 seq_cst, align 4
   %t2 = load atomic i64, ptr @tensorad_pool_ticket seq_cst, align 8
-  %next2 = and i64 %t2, 65535
-  %hi2 = lshr i64 %t2, 16
-  %cnt2 = and i64 %hi2, 65535
-  %free2 = icmp ult i64 %next2, %cnt2
+  %free2 = call i1 @ticket_free(i64 %t2)
   %stop2 = load atomic i32, ptr @tensorad_pool_stop seq_cst, align 4
   %stopping2 = icmp ne i32 %stop2, 0
   %awake = or i1 %free2, %stopping2
@@ -276,14 +289,11 @@ block:
 woken:
   %s1 = atomicrmw sub ptr @tensorad_pool_sleepers, i32 1 seq_cst, align 4
   br label %idle
-cas:
-  %t1 = add i64 %t, 1
-  %pair = cmpxchg ptr @tensorad_pool_ticket, i64 %t, i64 %t1 acq_rel acquire, align 8
-  %ok = extractvalue { i64, i1 } %pair, 1
-  br i1 %ok, label %run, label %poll
 run:
   %fn = load ptr, ptr @tensorad_pool_fn, align 8
   %data = load ptr, ptr @tensorad_pool_data, align 8
+  %next = call i64 @ticket_next(i64 %t)
+  %cnt = call i64 @ticket_count(i64 %t)
   call void @set_team(i64 %next, i64 %cnt)
   call void %fn(ptr %data)
   %cnt32 = trunc i64 %cnt to i32

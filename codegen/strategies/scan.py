@@ -216,9 +216,10 @@ def row_lanes(combiner: CommReducer, rows: int, target: Target) -> int:
 
 
 def pinned_row_lanes(combiner: CommReducer, rows: int, target: Target) -> int | None:
-    """The rows' width the code of a scan along the last axis is held to (:data:`.program.ROW_LANES`):
-    1 where :func:`row_lanes` keeps them scalar, the vector of rows (a power of two) where a scalar
-    combine would cost more than a vector one (a float max or min), else ``None`` (LLVM decides)."""
+    """The rows' width the code of a scan along the last axis is held to
+    (:attr:`.program.NestAttrs.row_lanes`): 1 where :func:`row_lanes` keeps them scalar, the vector of
+    rows (a power of two) where a scalar combine would cost more than a vector one (a float max or min),
+    else ``None`` (LLVM decides)."""
     lanes = row_lanes(combiner, rows, target)
     if lanes == 1 or combine_cycles(combiner, True) > combine_cycles(combiner, False):
         return 1 << (lanes.bit_length() - 1)

@@ -32,7 +32,7 @@ from ..loops.domain import PolyStmt, split_condition
 from ..loops.isl_ast import build_loops
 from ..loops.schedule import mark_parallel
 from ..loops.work import count_work
-from ..program import Buffer, Fill, If, Loop, Nest, Store, walk_stmts
+from ..program import Buffer, Fill, If, Loop, Nest, NestAttrs, Store, walk_stmts
 from ..program import stores as stores_in
 from ..target import parse_target
 from .cost import vector_lanes
@@ -238,27 +238,26 @@ def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffe
     body = build_loops(stmts)
     axes = " + ".join(", ".join(a.name for a in s.loop_vars) for s in specs)
     work = count_work(body)
-    parallel, attrs = False, {}
+    attrs = NestAttrs()
     note = f"scatter-add over {axes}"
     # (each spec's first loop scans an output axis kept as is)
     if opts is not None and all(any(t is s.loop_vars[0] for t in s.target) for s in specs):
-        body, parallel = mark_parallel(body, {"parallel_dim": 0}, opts, work)
-        if parallel:
-            attrs["range"] = (int(body[0].lo.arg), int(body[0].hi.arg), body[0].step)
-    if not parallel and opts is not None and len(specs) == 1:
+        body, marked = mark_parallel(body, NestAttrs(parallel_dim=0), opts, work)
+        attrs = NestAttrs(range=marked.range)
+    if attrs.range is None and opts is not None and len(specs) == 1:
         split = split_columns(body, specs[0], out, opts, work)
         if split is not None:
-            body, attrs = split
-            parallel = True
-            note += f", columns of {attrs['column'].name} shared among threads"
-            del attrs["column"]
-    return Nest(op.name, body, (out,), work, note, parallel=parallel, attrs=attrs)
+            body, attrs, column = split
+            note += f", columns of {column.name} shared among threads"
+    return Nest(op.name, body, (out,), work, note, parallel=attrs.range is not None, attrs=attrs)
 
 
-def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) -> tuple[tuple, dict] | None:
+def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int
+                  ) -> tuple[tuple, NestAttrs, Expr] | None:
     """The nest with the loop over an output axis no gather fixes (``j`` of ``dE[d(i), j] += H[i, j]``)
     shared among threads by whole cache lines (``grain``), each adding into its own columns only: the
-    serial result bit for bit.  ``None`` when too small, or no such axis has one constant-bounded loop."""
+    serial result bit for bit; its attributes, and the index of that axis.  ``None`` when too small, or
+    no such axis has one constant-bounded loop."""
     if not opts.parallel or work < opts.parallel_min_work:
         return None
     target = opts.target or parse_target()
@@ -282,7 +281,7 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int) 
         if trips < 2 * grain:
             continue
         body = _replace_loop(body, loop, Loop(loop.var, loop.lo, loop.hi, loop.body, 1, "parallel", loop.dim))
-        return body, {"range": (int(loop.lo.arg), int(loop.hi.arg), 1), "grain": grain, "column": t}
+        return body, NestAttrs(range=(int(loop.lo.arg), int(loop.hi.arg), 1), grain=grain), t
     return None
 
 

@@ -235,7 +235,7 @@ def test_no_fill_is_fused_outside_a_deeper_parallel_loop():
     # for v: (parallel for j: B[v, 39 - j] = ...): every thread runs each v, so a fill of
     # B[v, :] there would erase what another thread wrote; a parallel v owns its slices
     from tensorad.codegen.loops.fills import fuse_fill
-    from tensorad.codegen.program import Buffer, Fill, Loop, Nest, Program, Store
+    from tensorad.codegen.program import Buffer, Fill, Loop, Nest, NestAttrs, Program, Store
 
     from tensorad.ir.expr import const, var
 
@@ -246,7 +246,7 @@ def test_no_fill_is_fused_outside_a_deeper_parallel_loop():
     def nest(outer, inner):
         store = Store(buf, (v, const(39) - j), const(1.0))
         return Nest("B", (Loop(v, const(0), const(6), (Loop(j, const(0), const(40), (store,), 1, inner),),
-                               1, outer),), (buf,), 240, parallel=True, attrs={"range": (0, 6, 1)})
+                               1, outer),), (buf,), 240, parallel=True, attrs=NestAttrs(range=(0, 6, 1)))
     fill = Fill(buf, const(0.0))
     inner_parallel = nest("serial", "parallel")
     program = Program("p", [], [buf], [], [fill, inner_parallel], {A: buf})
