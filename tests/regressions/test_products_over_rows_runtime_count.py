@@ -107,3 +107,27 @@ def test_convolution_weight_gradient_over_rows_runs_the_given_rows():
             want = np.einsum("bfyx,bcrsyx->fcrs", h, windows)
             got = kernel(x, w, h)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_masked_product_over_rows_repairs_the_given_rows():
+    """A product whose condition excludes terms packs their side as zeros, and its fixer recomputes each
+    NaN of a finished block from the terms as written: over a generic kernel's rows it scans and repairs
+    the rows the call gives (an infinity in ``X`` makes ``inf * 0`` where the condition excludes it)."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 32), "float64", name="X"), ta.placeholder((32, 32), "float64", name="W")
+    r = ta.reduce_axis((0, 32), "r")
+    Y = ta.compute((n, 32), lambda i, j: ta.sum(X[i, r] * W[r, j], axis=r, where=r >= j), name="Y")
+    kernel = ta.build(Y, [X, W], microkernel=True)
+    assert kernel.why == ""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((32, 32))
+    keep = np.arange(32)[:, None] >= np.arange(32)[None, :]  # keep[r, j]
+    for size in SIZES:
+        (x,) = _views([rng.standard_normal((size, 32))], size)
+        x[size - 1, 3] = np.inf
+        out = np.full((size + 3, 32), 7.0)
+        kernel(x, w, out=out[:size])
+        with np.errstate(invalid="ignore"):
+            want = np.stack([(x[:, keep[:, j]] * w[keep[:, j], j]).sum(1) for j in range(32)], axis=1)
+        np.testing.assert_allclose(out[:size], want, rtol=1e-12, atol=1e-12)
+        assert (out[size:] == 7.0).all()
