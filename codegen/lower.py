@@ -199,7 +199,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     target = opts.target or parse_target()
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
-    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, bool(opts.rows))
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -239,7 +239,6 @@ class _Rewriting:
     bodies: dict
     outputs: frozenset
     fuse: bool
-    rows: bool = False  # a generic kernel's block (:mod:`.passes.row_bound`)
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -281,8 +280,6 @@ def _transposed(state: _Rewriting) -> None:
 
 
 def _stacked(state: _Rewriting) -> None:
-    if state.rows:  # (a stacked side or product holds a block's rows on its second axis: none to bound)
-        return
     state.ops = stack_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
     state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 

@@ -638,15 +638,12 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
     return mr, nr, kc, mc
 
 
-def pad_contraction(c: Contraction, limit: int, chunks: bool = True
-                    ) -> list[tuple[list, Contraction, tuple | None]]:
+def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
     """``c`` as pieces ``(copies, spec, range)``: each range-guarded side reads a zero-padded copy
     (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
     ``limit`` elements (``range = (axis, lo, hi)``), else per chunk of the first ``k`` axis, each piece after
     the first adding to C (:attr:`Contraction.accumulate`); and each computed side that packing would
-    compute more than once per point reads a copy computed once; without copies, ``([], c, None)``.
-    Unless ``chunks``, a side past ``limit`` keeps its guard (a generic kernel's block: its rows are a
-    block of the caller's already, and a chunk's copy would keep rows past the count it runs)."""
+    compute more than once per point reads a copy computed once; without copies, ``([], c, None)``."""
     from .padding import computed_copy, plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
@@ -667,7 +664,7 @@ def pad_contraction(c: Contraction, limit: int, chunks: bool = True
             op, sides[name] = computed_copy(side, axes, f"{c.c.op.name}.{name}")
             copies.append(op)
     chunked = None
-    if len(big) == 1 and chunks:
+    if len(big) == 1:
         plan = plans[big[0]]
         # chunks of the first batch axis, else (no band or epilogue reading C whole) of the first k
         # axis, each chunk's product adding to C what the earlier ones stored

@@ -4,13 +4,12 @@ it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its ar
 
 The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
 outputs) are row buffers; so is any buffer a loop over rows stores along its leading axis.  A loop is over
-rows when its variable ``v`` (or ``v // c`` or ``v % c``, rows and another axis scanned as one) indexes a
-row buffer along its leading axis; its upper bound becomes ``min(hi, count)`` (``min(hi, c count)``), or
-its body runs where ``v % c < count``, the count read from the program's last temporary (``int64[1]``,
-which the row driver writes before each call) and clipped to the block's rows; row 0, which every call
-runs, may be indexed by the constant.  A matrix product whose rows, batch or sum has the rows as its
-first axis runs that many of them (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row
-buffer, but for a sum).
+rows when its variable ``v`` (or ``v // c``, rows and another axis scanned as one) indexes a row buffer
+along its leading axis; its upper bound becomes
+``min(hi, count)``, the count read from the program's last temporary (``int64[1]``, which the row driver
+writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
+by the constant.  A matrix product whose rows, batch or sum has the rows as its first axis runs that
+many of them (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
 Where rows are reached otherwise (an index that is not one loop variable, a product's other axis, a
 loop over rows storing across another buffer's other axes), :class:`RowBoundError` says where."""
 
@@ -18,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, var
+from tensorad.ir.expr import Expr, Op, binary, const, data_index, var
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import Tensor
 from tensorad.lang import placeholder
@@ -39,7 +38,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...]) -> Program:
     rows = {id(args[k]): args[k] for k in carriers}
     extent = args[carriers[0]].shape[0]
     steps = list(program.steps)
-    row_vars: dict[Expr, Expr] = {}  # a loop over rows: the row it indexes (v, v // c or v % c)
+    row_vars: dict[Expr, int] = {}  # a loop over rows: its steps per row
     groups: dict[int, int] = {}  # id(a product's nest) -> the group of its axes the rows are first of
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
         known = (len(rows), len(row_vars), len(groups))
@@ -73,7 +72,7 @@ def _filled(fill: Fill) -> Nest:
     return Nest(f"fill_{buf.name}", body, (buf,))
 
 
-def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, Expr], extent: int) -> None:
+def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], extent: int) -> None:
     """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
     reached otherwise."""
     loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
@@ -84,7 +83,7 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, Expr], ext
             if index and _is_zero(index[0]):  # (a block runs at least one row)
                 continue
             found = _row_var(index[0], loops) if index else None
-            if found is None or row_vars.get(found[0], found[1]) is not found[1]:
+            if found is None or row_vars.get(found[0], found[1]) != found[1]:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by "
                                     f"{index[0] if index else 'nothing'}, not by one loop")
             row_vars[found[0]] = found[1]
@@ -92,20 +91,20 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, Expr], ext
         along = [k for k, i in enumerate(index) if any(n in row_vars for n in walk(i))]
         if along and id(buf) not in rows:
             found = _row_var(index[0], loops)
-            if found is None or row_vars.get(found[0]) is not found[1] or buf.shape[0] != extent:
+            if found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
                                     f"{along}")
             rows[id(buf)] = buf
 
 
-def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, Expr] | None:
-    """``(v, index)`` where ``index`` is the loop variable ``v``, ``v // c`` or ``v % c`` (a loop over rows
-    and another axis as one, :mod:`..loops.coalesce`)."""
+def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:
+    """``(v, c)`` where ``index`` is the loop variable ``v`` (``c`` 1) or ``v // c`` (a loop over rows and
+    another axis as one, :mod:`..loops.coalesce`)."""
     if index in loops:
-        return index, index
-    if index.op in (Op.FLOORDIV, Op.MOD) and index.src[0] in loops and index.src[1].op is Op.CONST \
+        return index, 1
+    if index.op is Op.FLOORDIV and index.src[0] in loops and index.src[1].op is Op.CONST \
             and index.src[1].arg > 0:
-        return index.src[0], index
+        return index.src[0], int(index.src[1].arg)
     return None
 
 
@@ -135,23 +134,21 @@ def _scan_product(nest: Nest, buffers: dict, rows: dict, groups: dict[int, int],
     groups[id(nest)] = group
 
 
-def _bounded_nest(nest: Nest, row_vars: dict[Expr, Expr], bound: Expr, groups: dict[int, int]) -> Nest:
+def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr, groups: dict[int, int]) -> Nest:
     if id(nest) in groups:
         spec = replace(nest.attrs["gemm"], rows=RowCount(groups[id(nest)], bound))
         return replace(nest, attrs={**nest.attrs, "gemm": spec})
     return replace(nest, body=_bounded(nest.body, row_vars, bound))
 
 
-def _bounded(stmts: tuple, row_vars: dict[Expr, Expr], bound: Expr) -> tuple:
+def _bounded(stmts: tuple, row_vars: dict[Expr, int], bound: Expr) -> tuple:
     out = []
     for s in stmts:
         if isinstance(s, Loop):
-            row, hi, body = row_vars.get(s.var), s.hi, _bounded(s.body, row_vars, bound)
-            if row is not None and row.op is Op.MOD:
-                body = (If(compare(Op.LT, row, bound), body, affine=False),)
-            elif row is not None:
-                hi = binary(Op.MINIMUM, s.hi, bound if row is s.var else binary(Op.MUL, bound, row.src[1]))
-            out.append(replace(s, hi=hi, body=body))
+            scale = row_vars.get(s.var)
+            hi = s.hi if scale is None else binary(Op.MINIMUM, s.hi, bound if scale == 1 else
+                                                   binary(Op.MUL, bound, const(scale, bound.dtype)))
+            out.append(replace(s, hi=hi, body=_bounded(s.body, row_vars, bound)))
         elif isinstance(s, If):
             out.append(replace(s, then=_bounded(s.then, row_vars, bound),
                                orelse=_bounded(s.orelse, row_vars, bound)))

@@ -109,7 +109,7 @@ class PaddedMicroKernel:
     def match(self, op, bodies, ctx):
         out = []
         for variant, spec in contraction_specs(op, bodies, ctx):
-            pieces = pad_contraction(spec, ctx.largest, not ctx.opts.rows)
+            pieces = pad_contraction(spec, ctx.largest)
             if pieces[0][0] or pieces[0][2] is not None or len(pieces) > 1:
                 out.append(Candidate(self, op, bodies, pieces, variant))
         return out
@@ -223,7 +223,7 @@ class SharedFactor:
         spec = default_spec(op, (body,), ctx)
         if spec is None:
             return []
-        pieces = pad_contraction(spec, ctx.largest, not ctx.opts.rows)
+        pieces = pad_contraction(spec, ctx.largest)
         copied = [Candidate(self, op, (body,), pieces, "copied")] if pieces[0][0] or len(pieces) > 1 else []
         return [Candidate(self, op, (body,), [([], spec, None)])] + copied
 

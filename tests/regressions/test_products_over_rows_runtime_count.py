@@ -85,30 +85,6 @@ def test_batched_products_over_rows_run_the_given_rows():
         assert (s_out[size:] == 7.0).all()
 
 
-def test_convolution_weight_gradient_over_rows_runs_the_given_rows():
-    """A padded convolution's weight gradient sums over the rows through a zero-padded copy of its input;
-    in a generic kernel's block the copy is whole, never a chunk of the rows (a chunk's buffer would keep
-    rows past the count), so the block runs the rows it is given and ``kernel.why`` is empty."""
-    n = ta.size_var("n")
-    X = ta.placeholder((n, 3, 10, 10), "float64", name="X")
-    W = ta.placeholder((4, 3, 3, 3), "float64", name="W")
-    Y = ta.topi.nn.conv2d(X, W, 1, 1)
-    H = ta.placeholder(Y.shape, "float64", name="H")
-    (dW,) = ta.JacobianRecursive(ta.topi.sum(Y * H), [W])
-    kernel = ta.build(dW, [X, W, H], microkernel=True)
-    assert kernel.generic and kernel.why == ""
-    rng = np.random.default_rng(2)
-    w = rng.standard_normal((4, 3, 3, 3))
-    for size in (1, 2, 7, 17, 300):
-        x, h = _views([_poisoned(rng, (size, 3, 10, 10), size), rng.standard_normal((size, 4, 10, 10))], size)
-        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-        windows = np.lib.stride_tricks.sliding_window_view(xp, (10, 10), axis=(2, 3))  # [b, c, ry, rx, y, x]
-        with np.errstate(invalid="ignore"):
-            want = np.einsum("bfyx,bcrsyx->fcrs", h, windows)
-            got = kernel(x, w, h)
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-
-
 def test_masked_product_over_rows_repairs_the_given_rows():
     """A product whose condition excludes terms packs their side as zeros, and its fixer recomputes each
     NaN of a finished block from the terms as written: over a generic kernel's rows it scans and repairs
