@@ -68,6 +68,8 @@ class Contraction:
     epilogue: Any = None
     #: C holds the sum over an earlier chunk of the first ``k`` axis (:func:`pad_contraction`): add to it
     accumulate: bool = False
+    #: a generic kernel's block rows, of which the product runs the count read when it runs
+    rows: RowCount | None = None
 
     @property
     def c_at(self) -> tuple[Expr, ...]:
@@ -132,6 +134,20 @@ class Contraction:
         then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
                 f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
+
+
+@dataclass(frozen=True)
+class RowCount:
+    """The rows of a generic kernel's block (:mod:`..passes.row_bound`) as the first axis of a product's
+    group ``group`` (:data:`.descriptor.BATCH`, ``OUTER``: its rows ``m``, or ``KGROUP``: its sum): the
+    product runs the first ``count`` of them, an index expression read when the kernel runs."""
+
+    group: int
+    count: Expr
+
+    def extent(self, spec: Contraction) -> int:
+        """The points of the group per row of the block: the extent of its axes after the first."""
+        return math.prod(a.extent for a in (spec.batch, spec.m, spec.k)[self.group][1:])
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ from ..llvm.ir_loops import declare, for_range
 from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
-from .pack_routines import entry_alloca, new_function
+from .pack_routines import entry_alloca, new_function, smin
 from .packing import Packer, pushed
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
 _FIX_ARGS = (PTR, PTR, I64, I64, I64)  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
+SIZES = 2  # a fixer's ctx starts with the product's M and K (its rows and sum, as it runs)
 
 
 def packs_a_once(s: Contraction) -> bool:
@@ -64,7 +65,10 @@ class GemmEmitter:
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=(),
              shared: ir.Value | None = None) -> None:
         """The descriptor and the driver's call for blocks ``[lo, hi)``; ``shared``: the
-        parallel loop's schedule (:data:`.gemm.descriptor.H_SHARED`; null: all of ``[lo, hi)``)."""
+        parallel loop's schedule (:data:`.gemm.descriptor.H_SHARED`; null: all of ``[lo, hi)``).  A
+        product over a generic kernel's rows (:attr:`.Contraction.rows`) runs the count of them read here:
+        as its ``M`` or ``K``, which the driver and the fixer read, or as its batch points, its blocks
+        ``[lo, hi)`` cut at the last one's."""
         s = self.s
         if len(s.batch) > gd.MAXBATCH:
             raise RuntimeError(f"internal: a matrix product with {len(s.batch)} batch axes (at "
@@ -105,7 +109,17 @@ class GemmEmitter:
 
         def put(at: int, ptr: ir.Value) -> None:
             slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
-            b.store(b.ptrtoint(ptr, I64), slot)
+            b.store(ptr if ptr.type == I64 else b.ptrtoint(ptr, I64), slot)
+
+        sizes = [I64(s.M), I64(s.K)]
+        if s.rows is not None:
+            em = ExprEmitter(b, ptr_of, strides_of, fastmath, target=s.target)
+            points = b.mul(em.index(s.rows.count), I64(s.rows.extent(s)))
+            if s.rows.group == gd.BATCH:
+                hi = smin(b, hi, b.mul(points, I64(fields[gd.H_NJC])))
+            else:
+                sizes[s.rows.group == gd.KGROUP] = points
+                put(gd.H_K if s.rows.group == gd.KGROUP else gd.H_M, points)
 
         cptr = ptr_of(self.c_tensor)
         put(gd.H_C, b.gep(cptr, [I64(c_first)], inbounds=True, source_etype=self.t) if c_first else cptr)
@@ -117,14 +131,14 @@ class GemmEmitter:
                 put(at + gd.S_FN, declare(self.m, symbol, ir.VoidType(), pack_ty))
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
-            tensors, ctx = self._context(b, expr, ptr_of)
+            tensors, ctx = self._context(b, expr, ptr_of, ())
             fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
                                   tensors, strides_of, fastmath)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
         if s.epilogue is not None or s.exact is not None:
-            fix, ctx = (self._finisher(b, ptr_of, strides_of, fastmath, ldc=fields[gd.H_LDC])
-                        if s.epilogue is not None else self._fixer(b, ptr_of, strides_of, fastmath))
+            fix, ctx = (self._finisher(b, ptr_of, strides_of, fastmath, fields[gd.H_LDC], sizes)
+                        if s.epilogue is not None else self._fixer(b, ptr_of, strides_of, fastmath, sizes))
             put(gd.H_FIX, fix)
             put(gd.H_FIXCTX, ctx)
         if shared is not None:
@@ -136,7 +150,7 @@ class GemmEmitter:
         """The tensors whose buffers the emitted code reads or writes, in first-use order: C's, then
         those the sides, the exact term and the epilogue read."""
         s = self.s
-        exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
+        exprs = [s.a, s.b, *(e for e in (s.exact, s.rows and s.rows.count) if e is not None)]
         if s.epilogue is not None:
             exprs.append(s.epilogue.apply(s.c_at, var(f"{s.c.op.name}.value", dtype=s.dtype)))
         reads = (n.arg for e in exprs for n in walk(e) if n.op is Op.READ)
@@ -147,26 +161,24 @@ class GemmEmitter:
         """The tensor whose buffer holds C: the product's own, or its epilogue's consumer's."""
         return Tensor(self.s.epilogue.consumer, 0) if self.s.epilogue is not None else self.s.c
 
-    def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int
+    def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int, sizes: list
                   ) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` for a product with an epilogue:
-        :meth:`_fixer`'s NaN repair, then each element of the finished block replaced by the consumer's
-        value there (a unit-stride loop along the last column axis)."""
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
+        the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
+        element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
+        loop along the last column axis)."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
-        tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
-        exact = self._fixer(b, ptr_of, strides_of, fastmath) if s.exact is not None else None
-        ctx = b.alloca(PTR, size=I64(len(tensors) + 1), name="finish")
-        b.store(exact[1] if exact else ir.Constant(PTR, None), ctx)
-        for i, t in enumerate(tensors):
-            b.store(ptr_of(t), b.gep(ctx, [I64(i + 1)], inbounds=True, source_etype=PTR))
+        exact = self._fixer(b, ptr_of, strides_of, fastmath, sizes) if s.exact is not None else None
+        tensors, ctx = self._context(b, expr, ptr_of, [*sizes, exact[1] if exact else ir.Constant(PTR, None)])
         fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
         if exact is not None:
-            f.call(exact[0], [f.load(fctx, typ=PTR), cbase, bflat, jc, ncl])
-        em, digits = self._emitter(f, fctx, 1, tensors, strides_of, fastmath, bflat)
-        with for_range(f, 0, s.M, name="em", vectorize=False) as m, pushed(em):
+            f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
+        em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat)
+        with for_range(f, 0, f.ptrtoint(_slot(f, fctx, 0), I64), name="em", vectorize=False) as m, \
+                pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
@@ -180,25 +192,30 @@ class GemmEmitter:
         f.ret_void()
         return fn, ctx
 
-    def _context(self, b: ir.IRBuilder, expr, ptr_of) -> tuple[list, ir.Value]:
-        """The tensors ``expr`` reads and an array of their pointers (a function's ``ctx``)."""
+    def _context(self, b: ir.IRBuilder, expr, ptr_of, head) -> tuple[list, ir.Value]:
+        """The tensors ``expr`` reads and an array of ``head`` (pointers, or ``i64`` values stored as
+        pointers) then their pointers (a function's ``ctx``)."""
         tensors = list(dict.fromkeys(n.arg for n in walk(expr) if n.op is Op.READ))
-        ctx = b.alloca(PTR, size=I64(max(1, len(tensors))), name="ctx")
-        for i, tns in enumerate(tensors):
-            b.store(ptr_of(tns), b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
+        ctx = b.alloca(PTR, size=I64(max(1, len(head) + len(tensors))), name="ctx")
+        values = [b.inttoptr(v, PTR) if v.type == I64 else v for v in head] + [ptr_of(t) for t in tensors]
+        for i, v in enumerate(values):
+            b.store(v, b.gep(ctx, [I64(i)], inbounds=True, source_etype=PTR))
         return tensors, ctx
 
-    def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx``: a complete block of C (batch point
-        ``bflat``, columns ``[jc, jc + ncl)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
+    def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, sizes: list
+               ) -> tuple[ir.Function, ir.Value]:
+        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then the exact term's tensors):
+        a complete block of C (batch point ``bflat``, columns ``[jc, jc + ncl)``, ``M`` rows) scanned for
+        NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
-        tensors, ctx = self._context(b, s.exact, ptr_of)
+        tensors, ctx = self._context(b, s.exact, ptr_of, sizes)
         fn, f = new_function(self.m, f"{self.name}_fix", _FIX_ARGS, attrs=("nounwind",))
         repair = self._repairer(tensors, strides_of, fastmath)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         fctx, cbase, bflat, jc, ncl = fn.args
         block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
-        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), I64(s.M), ncl])):
+        rows = f.ptrtoint(_slot(f, fctx, 0), I64)
+        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), rows, ncl])):
             f.call(repair, [fctx, cbase, bflat, jc, ncl])
         f.ret_void()
         return fn, ctx
@@ -211,11 +228,12 @@ class GemmEmitter:
         fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
                              attrs=("nounwind", "cold", "noinline", "optnone"))
         fctx, cbase, bflat, jc, ncl = fn.args
-        em, digits = self._emitter(f, fctx, 0, tensors, strides_of, fastmath, bflat)
+        em, digits = self._emitter(f, fctx, SIZES, tensors, strides_of, fastmath, bflat)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
-        with for_range(f, 0, s.M, name="fm", vectorize=False) as m, pushed(em):
+        rows, terms = (f.ptrtoint(_slot(f, fctx, k), I64) for k in range(SIZES))
+        with for_range(f, 0, rows, name="fm", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
             with for_range(f, 0, ncl, name="fn", vectorize=False) as j:
@@ -229,7 +247,7 @@ class GemmEmitter:
                     f.branch(head)
                     f.position_at_end(head)  # a NaN sum stays NaN: the loop ends at one
                     kk, total = f.load(kpos, typ=I64), f.load(acc, typ=self.t)
-                    more = f.and_(f.icmp_signed("<", kk, I64(s.K)), f.fcmp_ordered("ord", total, total))
+                    more = f.and_(f.icmp_signed("<", kk, terms), f.fcmp_ordered("ord", total, total))
                     f.cbranch(more, body, done)
                     f.position_at_end(body)
                     with pushed(em):
@@ -264,6 +282,11 @@ class GemmEmitter:
         if self.s.batch:
             packer.bind(self.s.batch, bflat)
         return em, packer
+
+
+def _slot(b: ir.IRBuilder, ctx: ir.Value, k: int) -> ir.Value:
+    """Entry ``k`` of a fixer's ``ctx`` (:meth:`GemmEmitter._context`)."""
+    return b.load(b.gep(ctx, [I64(k)], inbounds=True, source_etype=PTR), typ=PTR)
 
 
 def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:

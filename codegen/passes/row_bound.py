@@ -8,10 +8,11 @@ rows when its variable ``v`` (or ``v // c``, rows and another axis scanned as on
 along its leading axis; its upper bound becomes
 ``min(hi, count)``, the count read from the program's last temporary (``int64[1]``, which the row driver
 writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
-by the constant.  Where rows are reached otherwise (an index
-that is not one loop variable, a matrix product, a loop over rows storing across another buffer's
-other axes, a sum over the rows, ``sums``, whose terms read no row buffer), :class:`RowBoundError` says
-where."""
+by the constant.  A matrix product whose rows, batch or sum has the rows as its first axis runs that
+many of them (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
+Where rows are reached otherwise (an index that is not one loop variable, a product's other axis, a
+loop over rows storing across another buffer's other axes, a sum over the rows, ``sums``, whose terms
+read no row buffer), :class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import Tensor
 from tensorad.lang import placeholder
 
+from ..gemm.contraction import Contraction, RowCount
+from ..gemm.descriptor import KGROUP
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
 
 
@@ -38,13 +41,16 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     extent = args[carriers[0]].shape[0]
     steps = list(program.steps)
     row_vars: dict[Expr, int] = {}  # a loop over rows: its steps per row
+    groups: dict[int, int] = {}  # id(a product's nest) -> the group of its axes the rows are first of
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
-        known = (len(rows), len(row_vars))
+        known = (len(rows), len(row_vars), len(groups))
         steps = [_filled(s) if isinstance(s, Fill) and id(s.buffer) in rows else s for s in steps]
         for step in steps:
-            if isinstance(step, Nest):
+            if isinstance(step, Nest) and step.attrs.gemm is not None:
+                _scan_product(step, program.buffers, rows, groups, extent)
+            elif isinstance(step, Nest):
                 _scan(step, program.buffers, rows, row_vars, extent)
-        if (len(rows), len(row_vars)) == known:
+        if (len(rows), len(row_vars), len(groups)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
@@ -53,7 +59,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
     bound = data_index(count_tensor(0), extent + 1, "clip")
-    steps = [s if isinstance(s, Fill) else _bounded_nest(s, row_vars, bound) for s in steps]
+    steps = [s if isinstance(s, Fill) else _bounded_nest(s, row_vars, bound, groups) for s in steps]
     return replace(program, temps=[*program.temps, count], steps=steps,
                    buffers={**program.buffers, count_tensor: count})
 
@@ -76,10 +82,6 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], exte
     """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
     reached otherwise."""
     loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
-    if nest.attrs.gemm is not None:
-        if any(id(buffers.get(t)) in rows for t in _product_tensors(nest.attrs.gemm)):
-            raise RowBoundError(f"nest {nest.name}: a matrix product over the rows")
-        return
     reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]
     stores = [(s.buffer, s.index) for s in walk_stmts(nest.body) if isinstance(s, Store)]
     for buf, index in reads + stores:
@@ -136,17 +138,36 @@ def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:
     return None
 
 
-def _product_tensors(s) -> list[Tensor]:
-    """The tensors a matrix product's code reads or writes (as its emitter's ``tensors``)."""
+def _scan_product(nest: Nest, buffers: dict, rows: dict, groups: dict[int, int], extent: int) -> None:
+    """Records in ``groups`` the group of the product of ``nest`` whose first axis indexes its row
+    buffers (and marks its ``C`` a row buffer, but for a sum over the rows); raises where another does."""
+    s: Contraction = nest.attrs.gemm
+    c = Tensor(s.epilogue.consumer, 0) if s.epilogue is not None else s.c
     exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
-    out = [s.c]
     if s.epilogue is not None:
         exprs.append(s.epilogue.apply(s.c_at, var("value", dtype=s.dtype)))
-        out.append(Tensor(s.epilogue.consumer, 0))
-    return out + [n.arg for e in exprs for n in walk(e) if n.op is Op.READ]
+    found = {n.src[0] for e in exprs for n in walk(e) if n.op is Op.READ and id(buffers.get(n.arg)) in rows}
+    found |= {s.c_at[0]} if id(buffers.get(c)) in rows else set()
+    found = {i for i in found if not _is_zero(i)}  # (a block runs at least one row)
+    firsts = [axes[0] if axes else None for axes in (s.batch, s.m, s.k)]
+    if not found:
+        return
+    axis = found.pop() if len(found) == 1 else None
+    if axis not in firsts or axis.lo != 0 or axis.extent != extent:
+        raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
+                            f"axis of its batch, rows or sum")
+    group = firsts.index(axis)
+    if group != KGROUP:  # (C is stored along the rows)
+        if s.c_at[0] is not axis or buffers[c].shape[0] != extent:
+            raise RowBoundError(f"nest {nest.name}: {c.name} is stored along the rows on another axis")
+        rows[id(buffers[c])] = buffers[c]
+    groups[id(nest)] = group
 
 
-def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr) -> Nest:
+def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr, groups: dict[int, int]) -> Nest:
+    if id(nest) in groups:
+        spec = replace(nest.attrs.gemm, rows=RowCount(groups[id(nest)], bound))
+        return replace(nest, attrs=replace(nest.attrs, gemm=spec))
     return replace(nest, body=_bounded(nest.body, row_vars, bound))
 
 

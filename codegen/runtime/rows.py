@@ -274,8 +274,9 @@ class RowsKernel:
     def tail_part(self, n: int) -> int:
         """The part that runs the rows the others leave of ``n`` (as one short block, or more), in a
         kernel whose parts take any count of rows: of the ways that stop at some part, the one of least
-        cost, a short block's work counted in proportion to its rows (none, past the last part, where no
-        rows are left)."""
+        cost, a short block's work counted in proportion to its rows, and of those the one of fewest rows
+        (its code was chosen for the count nearest the short block's: a product of few rows may be a
+        plain loop there); none, past the last part, where no rows are left."""
         tail = n % self.parts[0][0]
         if not tail:
             return len(self.parts)
@@ -287,7 +288,7 @@ class RowsKernel:
                 cost = self._cost(tail - left, None) + full * (kernel.work + self.reread) + \
                     (short and kernel.work * short // rows + self.reread)
                 options.append((cost, p))
-            self.plans[tail] = (0, min(options)[1])
+            self.plans[tail] = (0, min(options, key=lambda o: (o[0], -o[1]))[1])
         return self.plans[tail][1]
 
     def _left(self, n: int, parts: int) -> int:

@@ -1,8 +1,8 @@
 """Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
 (its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
 ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
-float64; programs whose rows are not independent keep one static kernel per size and say why; last
-rows run as one padded block where the cost model says so; a Transformer block over a symbolic batch
+float64; programs whose rows are not independent keep one static kernel per size and say why; the
+last rows run as one short block, a matrix product's too; a Transformer block over a symbolic batch
 and sequence length, one generic kernel over the batch per length, against PyTorch float64."""
 
 import pickle
@@ -321,11 +321,10 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
     assert len(builds) == 3 * parts + 2 * len(backward.at(b=1, L=1).parts)  # (lengths 1, 7, 19)
 
 
-def test_padded_last_block_keeps_its_rows_its_sums_and_whole_outputs():
-    """A product with a 1 MB weight, which each block reads again: the last rows run as one block
-    padded with copies of the last row (in the gradient, X's padded rows are zeros), each output row its
-    own row's, the weight's gradient the sum over the real rows, an output without rows the one every
-    block writes."""
+def test_products_over_rows_keep_their_rows_their_sums_and_whole_outputs():
+    """A product with a 1 MB weight, which each block reads again: the last rows run as one short block
+    (no padded one: ``kernel.why`` is empty), each output row its own row's, the weight's gradient the
+    sum over the real rows, an output without rows the one every block writes."""
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 256), name="X"), ta.placeholder((1024, 256), name="W")
     k = ta.reduce_axis((0, 256), "k")
@@ -334,11 +333,11 @@ def test_padded_last_block_keeps_its_rows_its_sums_and_whole_outputs():
     H = ta.placeholder(Y.shape, name="H")
     forward = ta.build([Y, Z], [X, W])
     backward = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H])
-    assert forward.generic and backward.generic and backward.zeroed == 0  # (X or H: dW is a product of both)
+    assert forward.generic and backward.generic and forward.why == backward.why == ""
     w = rand(1024, 256)
-    for size, padded in ((2, 4), (7, 8), (40, 64), (300, 64)):
+    for size in (2, 7, 40, 300):
         for kernel in (forward, backward):
-            assert kernel.parts[kernel.plan(size)[1]][0] == padded
+            assert kernel.plan(size) == (size, None)
         x, h = rand(size, 256), rand(size, 1024)
         y, z = forward(x, w)
         np.testing.assert_allclose(y, x.astype("float64") @ w.T, rtol=1e-4, atol=1e-3)
@@ -361,35 +360,3 @@ def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
         assert kernel.plan(size) == (size, None)
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)
-
-
-def test_rows_that_fit_one_padded_block_run_that_block_alone(monkeypatch):
-    """Rows fewer than a padded block's run as that block alone: the driver does not run, and the
-    outputs without rows are the block's own, exact with ``out=`` and without; where the padding
-    leaves a NaN in a sum, the driver runs the rows unpadded once."""
-    from tensorad.codegen.runtime import rows
-    monkeypatch.setattr(rows, "PADDED_WORK", 0)  # (a padded block is the cheapest plan here)
-    calls = []
-    drive = rows.RowsKernel._drive
-    monkeypatch.setattr(rows.RowsKernel, "_drive",
-                        lambda self, frame, arrays, n: (calls.append(n), drive(self, frame, arrays, n)))
-    n = ta.size_var("n")
-    X, W = ta.placeholder((n, 24), "float64", name="X"), ta.placeholder((16, 24), "float64", name="W")
-    k = ta.reduce_axis((0, 24), "k")
-    Y = ta.compute((n, 16), lambda i, j: ta.sum(X[i, k] * W[j, k], axis=k), name="Y")
-    H = ta.placeholder(Y.shape, "float64", name="H")
-    # (products over the rows: blocks that take no runtime count of rows, so padded ones)
-    kernel = ta.build(ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H], microkernel=True)
-    assert kernel.generic and "padded block" in kernel.why and kernel.plan(3) == (0, len(kernel.parts) - 2)
-    rng = np.random.default_rng(0)
-    x, w, h = rng.standard_normal((3, 24)), rng.standard_normal((16, 24)), rng.standard_normal((3, 16))
-    given = np.empty((3, 24)), np.full((16, 24), 7.0)
-    for dx, dw in (kernel(x, w, h), kernel(x, w, h, out=given)):
-        np.testing.assert_allclose(dx, h @ w, rtol=1e-12)
-        np.testing.assert_allclose(dw, h.T @ x, rtol=1e-12)
-    assert calls == []
-    x[-1, 5] = h[-1, 7] = np.inf  # (a padded row adds inf * 0, its zeroed input's zero, to dW)
-    with np.errstate(invalid="ignore"):
-        dw = kernel(x, w, h)[1]
-        np.testing.assert_allclose(dw, h.T @ x, rtol=1e-12)
-    assert calls == [3]

@@ -42,19 +42,6 @@ def test_rows_past_the_count_are_neither_read_nor_written(threads):
         assert (y_out[size:] == 7.0).all() and (g_out[size:] == 7.0).all()
 
 
-def test_a_product_over_rows_keeps_the_padded_block_and_says_why():
-    n = ta.size_var("n")
-    X = ta.placeholder((n, 64), name="X")
-    W = ta.placeholder((64, 64), name="W")
-    k = ta.reduce_axis((0, 64), "k")
-    Y = ta.compute((n, 64), lambda i, j: ta.sum(X[i, k] * W[k, j], axis=k), name="Y")
-    kernel = ta.build(Y, [X, W], microkernel=True)
-    assert kernel.generic and "padded block" in kernel.why and "matrix product" in kernel.why
-    x = np.random.default_rng(1).standard_normal((7, 64)).astype(np.float32)
-    w = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
-    np.testing.assert_allclose(kernel(x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
-
-
 def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_the_count():
     """A block of few rows scans rows and the next axis as one loop (``v // c``, ``v % c``); the max
     pool's gradient stores a temporary so, along its rows and its second axis: it is a buffer of rows
