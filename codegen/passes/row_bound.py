@@ -54,7 +54,8 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
             break
     summed = {id(program.outputs[k]) for k in sums}
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
-        if isinstance(step, Nest) and not _sums_under_rows(step.body, summed, row_vars):
+        if isinstance(step, Nest) and id(step) not in groups \
+                and not _sums_under_rows(step.body, summed, row_vars):  # (a product runs the count)
             raise RowBoundError(f"nest {step.name}: a sum over the rows whose terms read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
