@@ -136,14 +136,7 @@ def _range_tests(t: Expr, n: int) -> list[Expr]:
 def _hoist(loop_vars: tuple[Expr, ...], cond: Expr) -> tuple[int, Expr, Expr, Expr, Expr] | None:
     """``(p, outer affine, outer test, inner affine, inner rest)``: the first split of ``loop_vars`` after
     ``p`` outer variables where a data-dependent conjunct reads only the outer ones (tested once per outer
-    point), every affine conjunct on one side; else the first such split with the affine conjuncts that
-    couple both sides tested inside; else ``None``."""
-    return _split(loop_vars, cond, False) or _split(loop_vars, cond, True)
-
-
-def _split(loop_vars: tuple[Expr, ...], cond: Expr, coupled: bool
-           ) -> tuple[int, Expr, Expr, Expr, Expr] | None:
-    """:func:`_hoist`'s split; ``coupled``: an affine conjunct of both sides is an inner test."""
+    point), every affine conjunct on one side; else ``None``."""
     parts = conjuncts(cond)
     for p in range(1, len(loop_vars)):
         outer = set(loop_vars[:p])
@@ -158,8 +151,8 @@ def _split(loop_vars: tuple[Expr, ...], cond: Expr, coupled: bool
                 test = test or not affine
             elif not used & outer:
                 sides[2 if space_i.is_affine(c) else 3].append(c)
-            elif coupled or not IndexSpace(loop_vars).is_affine(c):
-                sides[3].append(c)  # (a data-dependent test of both, or a coupled bound: inside)
+            elif not IndexSpace(loop_vars).is_affine(c):
+                sides[3].append(c)  # (a data-dependent test of both: inside)
             else:
                 ok = False  # an affine bound coupling both sides: no split here
                 break

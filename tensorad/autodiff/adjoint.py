@@ -470,13 +470,14 @@ class AdjointBuilder:
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
         # A window point ``t``'s digits are opaque (the term stays a scatter from the outputs: solved for
-        # them, it would visit every window of every element), except in the reduction's own condition
-        # where the read moves with the window: that reads ``t``'s own digits (the same values: ``t`` is
-        # in the box), so the scatter visits only the window's points.  (At a read the window does not
-        # move every tied point adds to one element: bounding ``t`` there only splits the term's domain.)
-        moves = set(ra.axes) & {v for e in site.src for v in free_vars(e)}
-        own = m if best is None or not moves else {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))}
-        inside = rename(body.src[0], own)  # the reduction's own condition at the point
+        # them, it would visit every window of every element), except in the conjuncts of the reduction's
+        # own condition that read the window alone: those read ``t``'s own digits (the same values: ``t``
+        # is in the box), so the scatter visits only the points they keep.  (A conjunct coupling the
+        # window with the outputs stays opaque: it would bring the outputs into ``t``'s bounds, and the
+        # rare tie test reading them into ``t``'s loop.)
+        own = {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))} if best is not None else m
+        window = set(ra.axes)
+        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m) for c in conjuncts(body.src[0])])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
