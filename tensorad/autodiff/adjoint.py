@@ -477,7 +477,8 @@ class AdjointBuilder:
         # rare tie test reading them into ``t``'s loop.)
         own = {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))} if best is not None else m
         window = set(ra.axes)
-        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m) for c in conjuncts(body.src[0])])
+        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m)  # at the point
+                         for c in conjuncts(body.src[0])])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
