@@ -24,8 +24,8 @@ Other combiners:
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
 
-A max, min, product or other combiner whose value is copied along output axes it never reads, or (max, min,
-product) whose terms repeat along reduction axes they never read, differentiates once per distinct value
+A reduction whose value is copied along output axes it never reads (a sum, an argmax too), or a max, min or
+product whose terms repeat along reduction axes they never read, differentiates once per distinct value
 and term: each head summed over the copies first, a product's scaled by ``n Y'^(n-1)``
 (:meth:`AdjointBuilder._uncopied`).
 A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
@@ -119,6 +119,12 @@ def _inlinable(t: Tensor) -> bool:
 def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     """The distinct reads of ``x`` under ``expr``, in a deterministic order."""
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
+
+
+def _gathers(expr: Expr, x: Tensor) -> bool:
+    """Whether ``expr`` reads ``x`` at an index read from data (a gather)."""
+    return any(n.op in (Op.READ, Op.DATA_INDEX)
+               for site in read_sites(expr, x) for e in site.src for n in walk(e))
 
 
 def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
@@ -246,9 +252,10 @@ class AdjointBuilder:
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
-        # (a sum's terms and a selecting reduction's one routed point per output cost no more than
-        # the head's sum over the copies would)
-        if kind not in ("sum", "select") and (narrow := self._uncopied(op, heads, kind)) is not None:
+        # (a sum's terms at affine reads the optimizer solves, per copy as cheaply as the head's sum over
+        # the copies; at a gathered read they stay a scatter per copy)
+        narrow = self._uncopied(op, heads, kind) if kind != "sum" or _gathers(body.src[1], x) else None
+        if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
@@ -462,7 +469,16 @@ class AdjointBuilder:
             point = data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
-        inside = rename(body.src[0], m)  # the reduction's own condition at the point
+        # A window point ``t``'s digits are opaque (the term stays a scatter from the outputs: solved for
+        # them, it would visit every window of every element), except in the conjuncts of the reduction's
+        # own condition that read the window alone: those read ``t``'s own digits (the same values: ``t``
+        # is in the box), so the scatter visits only the points they keep.  (A conjunct coupling the
+        # window with the outputs stays opaque: it would bring the outputs into ``t``'s bounds, and the
+        # rare tie test reading them into ``t``'s loop.)
+        own = {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))} if best is not None else m
+        window = set(ra.axes)
+        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m)  # at the point
+                         for c in conjuncts(body.src[0])])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])

@@ -1,10 +1,11 @@
-"""A product or a max whose value is copied along an output axis it never reads (a broadcast)
-differentiates once per distinct value: the head is summed over the copied axis first, so the
+"""A product, a max, an argmax or a sum whose value is copied along an output axis it never reads
+(a broadcast) differentiates once per distinct value: the head is summed over the copied axis first, so the
 zero count, the nonzero product, the winner and its routing run over the distinct outputs, not
 over every copy.  Without that, the gradient of ``Y[c, i] = prod_k X[i, k]`` did each of those
 passes ``C`` times (10x the forward's work here).
 
-Oracles: NumPy formulas of the gradients written here; work counted by hand on a pinned target."""
+Oracles: NumPy formulas of the gradients written here, float64 central differences; work counted by
+hand on a pinned target."""
 
 from __future__ import annotations
 
@@ -175,3 +176,68 @@ def test_a_repeat_count_that_is_a_size_variable_shrinks_as_a_static_one():
     n = ta.size_var("n", min=2)
     bound = ta.lower(*program(n), target=pinned(), sizes={"n": U}).work
     assert bound == ta.lower(*program(U), target=pinned()).work
+
+
+def _argmax_combine(x, y):
+    keep = x[1] >= y[1]
+    return ta.select(keep, x[0], y[0]), ta.select(keep, x[1], y[1])
+
+
+ARGMAX = ta.comm_reducer(_argmax_combine, lambda ti, tv: (ta.const(-1, ti), ta.min_value(tv)),
+                         name="argmax")
+GATHER = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], dtype=np.int32)  # K columns of X, some twice
+
+
+def _copied_argmax():
+    """``(I, V)[c, i] = argmax_k X[i, k]``, copied along ``c``: the gradient of the value ``V``."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    _, V = ta.compute((C, R), lambda c, i: ARGMAX((k, X[i, k]), axis=[k]), name="Y")
+    H = ta.placeholder((C, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(V, [X], H)
+    return X, V, H, g, {}
+
+
+def _copied_sum():
+    """``Y[c, i] = sum_k X[i, G[k]]`` (columns gathered by data), copied along ``c``."""
+    X = ta.placeholder((R, K), "float64", "X")
+    G = ta.placeholder((K,), "int32", "G")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, R), lambda c, i: ta.sum(X[i, G[k]], axis=[k]), name="Y")
+    H = ta.placeholder((C, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    return X, Y, H, g, {G: GATHER}
+
+
+@pytest.mark.parametrize("make, hand", [
+    # the head summed over c, the winner once per distinct output, the routing written per element of X
+    (_copied_argmax, C * R + 2 * R * K),
+    # the head summed over c, then a scatter of one add per term (i, k)
+    (_copied_sum, C * R + R * K),
+])
+def test_a_copied_argmax_or_sum_differentiates_once_per_distinct_value(make, hand):
+    """A selecting reduction (argmax) ran its winner pass once per copy, and a gathered sum scattered
+    each copy's head (``C R K`` adds) instead of summing the head over the copies first."""
+    X, _, H, g, extra = make()
+    work = ta.lower([g], [X, H, *extra], target=pinned()).work
+    assert work <= hand, f"gradient work {work} > hand {hand}"
+
+
+@pytest.mark.parametrize("make", [_copied_argmax, _copied_sum])
+def test_a_copied_argmax_or_sum_gradient_matches_central_differences(make):
+    """The gradient of ``sum(H * Y)`` against float64 central differences (distinct values: no ties)."""
+    X, Y, H, g, extra = make()
+    rng = np.random.default_rng(5)
+    x = rng.permutation(R * K).reshape(R, K) / (R * K) + rng.uniform(0, 1e-3, (R, K))
+    h = rng.standard_normal((C, R))
+    f = ta.build([Y], [X, *extra])
+    eps = 1e-6
+    want = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[idx] += eps
+        down[idx] -= eps
+        want[idx] = (np.sum(h * f(up, *extra.values())) - np.sum(h * f(down, *extra.values()))) / (2 * eps)
+    got = ta.build([g], [X, H, *extra])(x, h, *extra.values())
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h, **extra}), want, rtol=1e-6, atol=1e-8)
