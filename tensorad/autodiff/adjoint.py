@@ -18,8 +18,10 @@ Other combiners:
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
 * ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
-  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0.  A running product takes an exclusive
-  running product and a recurrence of the head, two scans (:meth:`AdjointBuilder._line_terms`).
+  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0; over a box, ``Z`` is a float whose
+  tangent is the zero factors' tangents, so the branches that are 0 keep their derivatives (second
+  order).  A running product takes an exclusive running product and a recurrence of the head, two scans
+  (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
@@ -51,6 +53,7 @@ from ..ir.expr import (
     const,
     data_index,
     logical,
+    unary,
     var,
 )
 from ..ir.intrange import index_bounds
@@ -300,12 +303,28 @@ class AdjointBuilder:
 
             def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
                 g = self._compared_source(op, m)  # the bits Z and P were counted from
-                z, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
+                counted, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
                 is0 = compare(Op.EQ, g, const(0, g.dtype))
-                safe = choice(Op.SELECT, is0, const(1, g.dtype), g)
-                single_zero = logical(Op.AND, compare(Op.EQ, z, const(1, z.dtype)), is0)
-                factor = choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), pr / safe,
-                                choice(Op.SELECT, single_zero, pr, const(0, g.dtype)))
+                q = pr / choice(Op.SELECT, is0, const(1, g.dtype), g)
+                zero = const(0, g.dtype)
+                if counted.dtype == dt.INDEX:
+                    lone = logical(Op.AND, compare(Op.EQ, counted, const(1, dt.INDEX)), is0)
+                    return [], choice(Op.SELECT, compare(Op.EQ, counted, const(0, dt.INDEX)), q,
+                                      choice(Op.SELECT, lone, pr, zero))
+                z = cast(dt.INDEX, counted)  # (the count, without the zeros' tangents ``counted`` carries)
+                zs = counted - cast(counted.dtype, z)  # 0, whose tangent is the zero factors' tangents
+
+                def vanishing(scale: Expr, carrier: Expr) -> Expr:  # (0 where ``P`` overflowed)
+                    finite = compare(Op.LT, unary(Op.ABS, pr), const(math.inf, pr.dtype))
+                    return choice(Op.SELECT, finite, scale * cast(scale.dtype, carrier), zero)
+                # Each branch's value is the product of the other factors, and so is its derivative: one
+                # zero elsewhere gives 0 whose tangent is q times that zero's; two zeros, one here, give 0
+                # whose tangent is P times the other's (what forward mode over this gradient reads).
+                one = choice(Op.SELECT, is0, pr, vanishing(q, zs))
+                two = choice(Op.SELECT, logical(Op.AND, compare(Op.EQ, z, const(2, z.dtype)), is0),
+                             vanishing(pr, zs - cast(zs.dtype, g)), zero)
+                factor = choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), q,
+                                choice(Op.SELECT, compare(Op.EQ, z, const(1, z.dtype)), one, two))
                 return [], factor
 
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
@@ -715,8 +734,8 @@ class AdjointBuilder:
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
-        """``(Z, P)``: the number of zero factors and the product of the nonzero ones, from the factors'
-        bits that :meth:`contributions`' zero test reads too."""
+        """``(Z, P)``: the number of zero factors (a float whose tangent is theirs) and the product of the
+        nonzero ones, from the factors' bits that :meth:`contributions`' zero test reads too."""
         found = self._prods.get(op)
         if found is not None:
             return found
@@ -729,8 +748,14 @@ class AdjointBuilder:
             is0 = compare(Op.EQ, g, const(0, g.dtype))
             where = None if cond is TRUE else cond
             kv = [m[k] for k in ra.axes]
-            if what == "zeros":
-                red = sum_reducer(choice(Op.SELECT, is0, const(1, "int32"), const(0, "int32")), kv, where)
+            if what == "zeros" and set(free_vars(body.src[0])) & set(op.axes):
+                # (over a domain the outputs bound, a prefix: an int count, whose adjoint at second order
+                # stays a scan; its zeros' tangents are not carried)
+                red = sum_reducer(choice(Op.SELECT, is0, const(1, dt.INDEX), const(0, dt.INDEX)), kv, where)
+            elif what == "zeros":  # (counted in floats: each zero adds ``1 + g``, whose tangent is g's)
+                cd = dt.compute_dtype(g.dtype)
+                one = const(1, cd) + cast(cd, g)
+                red = sum_reducer(choice(Op.SELECT, is0, one, const(0, cd)), kv, where)
             else:
                 red = prod_reducer(choice(Op.SELECT, is0, const(1, g.dtype), g), kv, where)
             out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
