@@ -98,3 +98,22 @@ def test_a_sum_over_rows_with_a_term_that_reads_no_row_counts_the_given_rows(thr
         x = rng.standard_normal((size, 6))
         np.testing.assert_allclose(kernel(x, w, h), h * (x.sum(0) + size), rtol=1e-12, atol=1e-12)
     assert kernel.generic and "read no row buffer" in kernel.why
+
+
+
+def test_the_bias_gradient_of_a_squared_error_over_rows_counts_the_given_rows():
+    """``sum_i (X[i, j] + B[j])^2``'s gradient for ``B``, ``2 H[j] sum_i (X[i, j] + B[j])``, factors
+    into ``2 H[j] rows B[j] + 2 H[j] sum_i X[i, j]`` at a block's static rows: on two threads a call of
+    9 rows counted 64."""
+    n = ta.size_var("n")
+    X, B = ta.placeholder((n, 6), "float64", name="X"), ta.placeholder((6,), "float64", name="B")
+    i = ta.reduce_axis((0, n), "i")
+    S = ta.compute((6,), lambda j: ta.sum((X[i, j] + B[j]) * (X[i, j] + B[j]), axis=i), name="S")
+    H = ta.placeholder((6,), "float64", name="H")
+    (dB,) = ta.JacobianRecursive(ta.topi.sum(S * H), [B])
+    kernel = ta.build(dB, [X, B, H], num_threads=2)
+    rng = np.random.default_rng(1)
+    b, h = rng.standard_normal(6), rng.standard_normal(6)
+    for size in (1, 3, 7, 9, 17, 65, 1000):
+        x = rng.standard_normal((size, 6))
+        np.testing.assert_allclose(kernel(x, b, h), 2 * h * (x + b).sum(0), rtol=1e-12, atol=1e-12)
