@@ -11,8 +11,8 @@ writes before each call) and clipped to the block's rows; row 0, which every cal
 by the constant.  A matrix product whose rows, batch or sum has the rows as its first axis runs that
 many of them (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
 Where rows are reached otherwise (an index that is not one loop variable, a product's other axis, a
-loop over rows storing across another buffer's other axes, a sum over the rows, ``sums``, whose terms
-read no row buffer), :class:`RowBoundError` says where."""
+loop over rows storing across another buffer's other axes, a sum over the rows, ``sums``, with a term that
+reads no row buffer (a count of the block's rows)), :class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
         if isinstance(step, Nest) and id(step) not in groups \
                 and not _sums_under_rows(step.body, summed, row_vars):  # (a product runs the count)
-            raise RowBoundError(f"nest {step.name}: a sum over the rows whose terms read no row buffer")
+            raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
     bound = data_index(count_tensor(0), extent + 1, "clip")
@@ -106,7 +106,9 @@ def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], exte
 
 def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -> bool:
     """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
-    or stores accumulators that only such loops add to (a constant, an initial value, aside)."""
+    or stores a value that each of its terms takes from accumulators only such loops add to (a constant,
+    an initial value, aside): a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count
+    factored out at the block's rows) counts the block's rows, not the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
     def visit(stmts: tuple, under: bool) -> None:
@@ -123,9 +125,21 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -
     for s, under in flagged:
         if isinstance(s, Store) and id(s.buffer) in summed and not under and s.value.op is not Op.CONST:
             accs = {n for n in walk(s.value) if n in inside or n in outside}
-            if not accs or accs & outside:
+            if accs & outside or not _from(s.value, inside):
                 return False
     return True
+
+
+def _from(e: Expr, accs: set) -> bool:
+    """Whether every term of ``e`` is a factor or quotient of one of ``accs``, so that ``e`` adds nothing
+    where they are zero."""
+    if e in accs:
+        return True
+    if e.op in (Op.ADD, Op.SUB, Op.SELECT, Op.IF_THEN_ELSE):
+        return all(_from(a, accs) for a in e.src[e.op in (Op.SELECT, Op.IF_THEN_ELSE):])
+    if e.op is Op.MUL:
+        return any(_from(a, accs) for a in e.src)
+    return e.op in (Op.NEG, Op.CAST, Op.DIV) and _from(e.src[0], accs)
 
 
 def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:

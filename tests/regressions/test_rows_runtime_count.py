@@ -77,3 +77,43 @@ def test_a_sum_over_rows_whose_terms_read_no_row_takes_whole_blocks():
     for size in (1, 2, 3, 7, 70, 300):
         np.testing.assert_allclose(kernel(np.zeros((size, 4), np.float32), w), 2.0 * size * w, rtol=1e-6)
     assert kernel.generic and "read no row buffer" in kernel.why
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_sum_over_rows_with_a_term_that_reads_no_row_counts_the_given_rows(threads):
+    """A sum over the rows with one term that reads rows and one that does not (the gradient of
+    ``sum_i X[i, j] * W[j] + W[j]`` for ``W``, ``sum_i H[j] * (X[i, j] + 1)``) is factored at a block's
+    static rows into ``H[j] * rows + H[j] * sum_i X[i, j]``: the count term, outside every loop over rows,
+    counted the block's rows, not the call's (a call of 9 rows added 55 H too many).  Such a sum runs
+    padded blocks, and says why."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 6), "float64", name="X"), ta.placeholder((6,), "float64", name="W")
+    i = ta.reduce_axis((0, n), "i")
+    S = ta.compute((6,), lambda j: ta.sum(X[i, j] * W[j] + W[j], axis=i), name="S")
+    H = ta.placeholder((6,), "float64", name="H")
+    kernel = ta.build(ta.JacobianRecursive(ta.topi.sum(S * H), [W]), [X, W, H], num_threads=threads)
+    rng = np.random.default_rng(0)
+    w, h = rng.standard_normal(6), rng.standard_normal(6)
+    for size in (1, 2, 3, 7, 9, 65, 257):
+        x = rng.standard_normal((size, 6))
+        np.testing.assert_allclose(kernel(x, w, h), h * (x.sum(0) + size), rtol=1e-12, atol=1e-12)
+    assert kernel.generic and "read no row buffer" in kernel.why
+
+
+
+def test_the_bias_gradient_of_a_squared_error_over_rows_counts_the_given_rows():
+    """``sum_i (X[i, j] + B[j])^2``'s gradient for ``B``, ``2 H[j] sum_i (X[i, j] + B[j])``, factors
+    into ``2 H[j] rows B[j] + 2 H[j] sum_i X[i, j]`` at a block's static rows: on two threads a call of
+    9 rows counted 64."""
+    n = ta.size_var("n")
+    X, B = ta.placeholder((n, 6), "float64", name="X"), ta.placeholder((6,), "float64", name="B")
+    i = ta.reduce_axis((0, n), "i")
+    S = ta.compute((6,), lambda j: ta.sum((X[i, j] + B[j]) * (X[i, j] + B[j]), axis=i), name="S")
+    H = ta.placeholder((6,), "float64", name="H")
+    (dB,) = ta.JacobianRecursive(ta.topi.sum(S * H), [B])
+    kernel = ta.build(dB, [X, B, H], num_threads=2)
+    rng = np.random.default_rng(1)
+    b, h = rng.standard_normal(6), rng.standard_normal(6)
+    for size in (1, 3, 7, 9, 17, 65, 1000):
+        x = rng.standard_normal((size, 6))
+        np.testing.assert_allclose(kernel(x, b, h), 2 * h * (x + b).sum(0), rtol=1e-12, atol=1e-12)
