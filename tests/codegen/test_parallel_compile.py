@@ -91,7 +91,7 @@ def test_workers_are_reaped_at_exit(running):
     assert pids and not any(running(p) for p in pids)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_forked_process_starts_its_own_workers(loop_ir):
     jit.compile_object(loop_ir, 3)
     mine = {w.proc.pid for w in isolate.WORKERS.live}
@@ -201,7 +201,7 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_a_process_forked_while_another_thread_builds_can_build():
     """A process forked while another of its threads was building copied the build's locks held, by a
     thread the child does not have: the child's first build waited for ever.  A fork now waits for the

@@ -8,11 +8,9 @@ two zeros, one at ``j``, the other's tangent times ``P``.  The HVP at ``x = [2, 
 from __future__ import annotations
 
 import numpy as np
-import pytest
+import torch
 
 import tensorad as ta
-
-torch = pytest.importorskip("torch")
 
 CASES = [[2, 0, 0.5, 3, 1.25], [0, 0, 0.5, 3, -1], [0, 0, 0, 3, 2], [1.5, -2, 0.5, 3, -0.75],
          [-0.0, 4, 0.5, 0, 1], [0, 1, 1, 1, 0]]
