@@ -16,9 +16,12 @@ reads no row buffer (a count of the block's rows)), :class:`RowBoundError` says 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
-from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, var
+from tensorad.simplify.algebra.consts import evaluate_scalar
+
+from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logical, var
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import Tensor
 from tensorad.lang import placeholder
@@ -26,6 +29,8 @@ from tensorad.lang import placeholder
 from ..gemm.contraction import Contraction, RowCount
 from ..gemm.descriptor import KGROUP
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
+
+EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
 
 
 class RowBoundError(ValueError):
@@ -41,7 +46,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
-        known = (len(rows.axis), len(rows.vars), len(rows.products))
+        known = (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded))
         rows.offsets.clear()  # (a chunk's buffer holds the rows its last writer stored, in program order)
         steps = [_filled(s, rows.axis[id(s.buffer)][1]) if isinstance(s, Fill) and rows.full(s.buffer)
                  else s for s in steps]
@@ -50,12 +55,13 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
                 _scan_product(step, program.buffers, rows)
             elif isinstance(step, Nest):
                 _scan(step, program.buffers, rows)
-        if (len(rows.axis), len(rows.vars), len(rows.products)) == known:
+        if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
+        under = {**rows.vars, **rows.guards}  # (a product runs the count)
         if isinstance(step, Nest) and id(step) not in rows.products \
-                and not _sums_under_rows(step.body, summed, rows.vars):  # (a product runs the count)
+                and not _sums_under_rows(step.body, summed, under):
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
@@ -74,6 +80,8 @@ class _Rows:
         self.offsets: dict[int, int] = {}  # id(a chunk's buffer) -> the row its first holds
         self.vars: dict[Expr, tuple[Expr, int]] = {}  # loop variable v -> (v, v // c or v % c; row at 0)
         self.products: dict[int, tuple[int, int, Expr]] = {}  # id(nest) -> (group, first row, axis)
+        self.guards: dict[Expr, set[tuple[Expr, int]]] = {}  # loop variable -> rows its body runs below
+        self.guarded: set[Expr] = set()  # the loop variables those rows read
 
     def full(self, buf: Buffer) -> bool:
         found = self.axis.get(id(buf))
@@ -102,38 +110,61 @@ def _filled(fill: Fill, axis: int) -> Nest:
 
 
 def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
-    """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
-    reached otherwise."""
-    loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
+    """Marks the loops over rows of ``nest`` and the buffers it stores along them; an index along rows
+    of another form guards the body of the innermost loop it reads; raises where rows are reached
+    otherwise."""
+    depth = {s.var: d for s, d in _loops(nest.body, 0)}
+    bounds = {s.var: (s.lo.arg, s.hi.arg) if s.lo.op is Op.CONST and s.hi.op is Op.CONST else None
+              for s, _ in _loops(nest.body, 0)}
     reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]
     stores = [(s.buffer, s.index) for s in walk_stmts(nest.body) if isinstance(s, Store)]
     for buf, index in reads + [(b, i) for b, i in stores if rows.full(b)]:  # (a chunk's: rows its store says)
         found = rows.at(buf, index) if buf is not None else None
         if found is None or _first_row(*found):
             continue
-        row = _row_expr(found[0], loops)
+        row = _row_expr(found[0], bounds)
         mark = None if row is None else (row[1], row[2] + found[1])
-        if mark is None or rows.vars.setdefault(row[0], mark) != mark:
-            raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by {found[0]}, "
-                                f"not by one loop")
+        if mark is None or not _same(rows.vars.setdefault(row[0], mark), mark):
+            free = [n for n in walk(found[0]) if n in depth]
+            if not free:
+                raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by {found[0]}, "
+                                    f"not by a loop")
+            rows.guards.setdefault(max(free, key=depth.__getitem__), set()).add(found)
+            rows.guarded.update(free)
     for buf, index in stores:
-        if any(n in rows.vars for i in index for n in walk(i)):
-            _stored(nest.name, buf, index, loops, rows)
+        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in walk(i)):
+            _stored(nest.name, buf, index, bounds, rows)
 
 
-def _stored(nest: str, buf: Buffer, index: tuple, loops: set, rows: _Rows) -> None:
+def _loops(stmts: tuple, d: int):
+    """Each loop among ``stmts`` (inside their loops and ifs too) and its depth."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s, d
+            yield from _loops(s.body, d + 1)
+        elif isinstance(s, If):
+            yield from _loops(s.then + s.orelse, d)
+
+
+def _same(a: tuple[Expr, int], b: tuple[Expr, int]) -> bool:
+    return a[0] is b[0] and a[1] == b[1]
+
+
+def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> None:
     """Records a store along rows: a new row buffer (its rows along the one axis indexed by a loop over
     rows), a full one's rows at their own index, a chunk's (fewer rows than the block) from the row its
     index 0 is."""
     at = {k: row for k, i in enumerate(index) if (row := _row_expr(i, loops)) is not None
           and rows.vars.get(row[0], (None,))[0] is row[1]}
+    guarded = {e: first for found in rows.guards.values() for e, first in found}
+    at.update({k: (None, i, 0) for k, i in enumerate(index) if k not in at and i in guarded})
     known = rows.axis.get(id(buf))
     axis = known[1] if known is not None else next(iter(at)) if len(at) == 1 else None
     if axis not in at:
         raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows on its axes "
                             f"{[k for k, i in enumerate(index) if any(n in rows.vars for n in walk(i))]}")
     row = at[axis]
-    first = rows.vars[row[0]][1] - row[2]
+    first = guarded[row[1]] if row[0] is None else rows.vars[row[0]][1] - row[2]
     rows.axis[id(buf)] = (buf, axis)
     if buf.shape[axis] < rows.extent:
         rows.offsets[id(buf)] = first
@@ -179,9 +210,10 @@ def _from(e: Expr, accs: set) -> bool:
     return e.op in (Op.NEG, Op.CAST, Op.DIV) and _from(e.src[0], accs)
 
 
-def _row_expr(index: Expr, loops: set[Expr]) -> tuple[Expr, Expr, int] | None:
+def _row_expr(index: Expr, loops: dict) -> tuple[Expr, Expr, int] | None:
     """``(v, g, o)`` where ``index`` is ``g + o``, ``g`` the loop variable ``v``, ``v // c`` or ``v % c`` (a
-    loop over rows and another axis as one, :mod:`..loops.coalesce`) and ``o`` a constant."""
+    loop over rows and another axis as one, :mod:`..loops.coalesce`) and ``o`` a constant: as written, or
+    at each point of ``v``'s loop (``loops``: each loop variable's ``(lo, hi)`` where constant)."""
     o = 0
     if index.op in (Op.ADD, Op.SUB) and index.src[1].op is Op.CONST and isinstance(index.src[1].arg, int):
         index, o = index.src[0], index.src[1].arg * (1 if index.op is Op.ADD else -1)
@@ -190,6 +222,19 @@ def _row_expr(index: Expr, loops: set[Expr]) -> tuple[Expr, Expr, int] | None:
     if index.op in (Op.FLOORDIV, Op.MOD) and index.src[0] in loops and index.src[1].op is Op.CONST \
             and index.src[1].arg > 0:
         return index.src[0], index, o
+    free = {n for n in walk(index) if n in loops}
+    v = free.pop() if len(free) == 1 else None
+    lo, hi = loops.get(v) or (0, 0)
+    if not 1 < hi - lo <= EVALUATED:  # (one loop of known, few points: its values name the form)
+        return None
+    at = [evaluate_scalar(index, {v: x}) + o for x in range(lo, hi)]
+    steps = [k for k in range(1, len(at)) if at[k] != at[0]]
+    repeats = [k for k in range(1, len(at)) if at[k] == at[0]]
+    for g in (v, binary(Op.FLOORDIV, v, const(steps[0] if steps else 1, v.dtype)),
+              binary(Op.MOD, v, const(repeats[0] if repeats else 1, v.dtype))):
+        first = at[0] - evaluate_scalar(g, {v: lo})
+        if all(evaluate_scalar(g, {v: x}) + first == y for x, y in zip(range(lo, hi), at)):
+            return v, g, first
     return None
 
 
@@ -202,19 +247,20 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
     if s.epilogue is not None:
         exprs.append(s.epilogue.apply(s.c_at, var("value", dtype=s.dtype)))
-    axes = set(s.batch + s.m + s.n + s.k)
+    axes = dict.fromkeys(s.batch + s.m + s.n + s.k)
     accesses = [(buffers.get(n.arg), n.src) for e in exprs for n in walk(e) if n.op is Op.READ]
     if rows.full(buffers[c]):
         accesses.append((buffers[c], s.c_at))
-    found = set()
+    found: dict = {}
     for buf, index in accesses:
         at = rows.at(buf, index) if buf is not None else None
         if at is not None and not _first_row(*at):
             row = _row_expr(at[0], axes)
-            found.add((row[0], row[2] + at[1]) if row is not None and row[0] is row[1] else None)
+            mark = (row[0], row[2] + at[1]) if row is not None and row[0] is row[1] else (None, 0)
+            found[id(mark[0]), mark[1]] = mark
     if not found:
         return
-    axis, first = found.pop() if len(found) == 1 and None not in found else (None, 0)
+    axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
     firsts = [group[0] if group else None for group in (s.batch, s.m, s.k)]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
@@ -234,24 +280,35 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
             count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
         spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
-        return replace(nest, attrs=replace(nest.attrs, gemm=spec))
-    return replace(nest, body=_bounded(nest.body, rows.vars, bound))
+        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
+    return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 
 
-def _bounded(stmts: tuple, row_vars: dict[Expr, tuple[Expr, int]], bound: Expr) -> tuple:
+def _nest(nest: Nest, body: tuple, attrs) -> Nest:
+    """A plain nest of ``nest``'s fields (a renamed twin's body as it reads), with ``body`` and ``attrs``."""
+    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators, attrs)
+
+
+def _below(row: Expr, first: int, bound: Expr) -> Expr:
+    """``row + first < bound``: an index along rows whose 0 is row ``first`` below the count."""
+    return compare(Op.LT, row, bound - const(first, bound.dtype) if first else bound)
+
+
+def _bounded(stmts: tuple, rows: _Rows, bound: Expr) -> tuple:
     out = []
     for s in stmts:
         if isinstance(s, Loop):
-            (row, first), hi, body = row_vars.get(s.var, (None, 0)), s.hi, _bounded(s.body, row_vars, bound)
+            (row, first), hi, body = rows.vars.get(s.var, (None, 0)), s.hi, _bounded(s.body, rows, bound)
             count = bound - const(first, bound.dtype) if first else bound  # (rows from the loop's 0)
-            if row is not None and row.op is Op.MOD:
-                body = (If(compare(Op.LT, row, count), body, affine=False),)
-            elif row is not None:
+            conds = [_below(row, first, bound)] if row is not None and row.op is Op.MOD else []
+            conds += [_below(e, f, bound) for e, f in sorted(rows.guards.get(s.var, ()), key=str)]
+            if conds:
+                body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body, affine=False),)
+            if row is not None and row.op is not Op.MOD:
                 hi = binary(Op.MINIMUM, s.hi, count if row is s.var else binary(Op.MUL, count, row.src[1]))
             out.append(replace(s, hi=hi, body=body))
         elif isinstance(s, If):
-            out.append(replace(s, then=_bounded(s.then, row_vars, bound),
-                               orelse=_bounded(s.orelse, row_vars, bound)))
+            out.append(replace(s, then=_bounded(s.then, rows, bound), orelse=_bounded(s.orelse, rows, bound)))
         else:
             out.append(s)
     return tuple(out)
