@@ -303,7 +303,8 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         except RowBoundError as e:  # (a block whose rows take no runtime count is left out of the ladder)
             refused = refused or str(e)
     why = ""
-    if not parts or parts[-1][0] != blocks[-1]:  # (the unit's block runs every count's last rows)
+    if not parts or parts[-1][0] != blocks[-1] or len(parts) == 1 < len(blocks):  # (the unit's block runs
+        # every count's last rows; alone, a row per call, it would run slower than padded blocks)
         parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
         why = f"the last rows run as one padded block: {refused}"
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],

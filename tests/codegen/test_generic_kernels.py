@@ -317,7 +317,8 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
             for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
                 np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
             assert backward.at(b=batch, L=length).generic
-    made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7))) for length in lengths]
+    made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7)))
+            for length in lengths]
     assert all(k.why == "" for k in made)  # (each block runs exactly the rows it is given)
     assert len(builds) == sum(len(k.parts) for k in made)  # (a block whose rows take no count: left out)
 
