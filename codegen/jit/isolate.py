@@ -9,7 +9,9 @@ each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an
 ready): the caller retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces
 the dead one.  :data:`HERE` asks the caller to run the job in this process: where no worker can start (no
 ``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
-the job raised in its worker.
+the job raised in its worker.  A worker that cannot start, or ends before it is ready, makes jobs run here
+for :data:`RETRY_SECONDS` (doubled at each failure in a row), then a build tries a new one; after
+:data:`MAX_FAILURES` in a row, jobs run here for the life of the process.  The first failure warns.
 What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
 succeeds; a dead worker's is dropped."""
 
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 
 import llvmlite
@@ -54,6 +57,13 @@ HERE = object()
 #: library loaded); less waits for the live workers
 START_BYTES = 64_000
 
+#: the seconds jobs run in this process after a worker could not start or ended before it was ready (doubled
+#: at each such failure in a row), before a build tries a new worker
+RETRY_SECONDS = 2.0
+
+#: the failures in a row to start a worker after which jobs run in this process for good
+MAX_FAILURES = 6
+
 
 class _Worker:
     """One worker process; ``cpu``: its CPU seconds when it last answered."""
@@ -85,8 +95,25 @@ class Workers:
         self.command = command
         self.lock = threading.Lock()
         self.live: list[_Worker] = []
-        self.broken = False  # (a worker could not start: jobs run in the process)
-        self.closes_at_exit = False
+        self.failures = 0  # (workers in a row that could not start or ended before they were ready)
+        self.retry_at = 0.0  # (time.monotonic() from which a new worker is tried again)
+        self.warned = self.closes_at_exit = False
+
+    @property
+    def broken(self) -> bool:
+        """Whether jobs run in this process now: a worker failed to start, and its back-off is not over or
+        :data:`MAX_FAILURES` were in a row."""
+        return self.failures > 0 and (self.failures >= MAX_FAILURES or time.monotonic() < self.retry_at)
+
+    def _start_failed(self, why: str) -> None:
+        self.failures += 1
+        wait = RETRY_SECONDS * 2 ** (self.failures - 1)
+        self.retry_at = time.monotonic() + wait
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"tensorad: a compile worker {why}; compiles run in this process, a new worker is "
+                          f"tried in {wait:g} s (after {MAX_FAILURES} failures in a row, never)",
+                          RuntimeWarning, stacklevel=4)
 
     def _command(self) -> list[str] | None:
         if self.command is not None:
@@ -118,8 +145,8 @@ class Workers:
             self._close_at_exit()
             try:
                 self.live.append(_Worker(command))
-            except OSError:
-                self.broken = True
+            except OSError as e:
+                self._start_failed(f"could not start ({e})")
 
     def _close_at_exit(self) -> None:
         if not self.closes_at_exit:
@@ -159,7 +186,7 @@ class Workers:
                         i, worker, _ = busy[key.fd]
                         answer = compile_job.receive(worker.answers)
                         if answer is not None and answer[0] == "ready":  # (its job's clock starts now)
-                            worker.ready, worker.cpu = True, answer[4]
+                            worker.ready, worker.cpu, self.failures = True, answer[4], 0
                             busy[key.fd] = (i, worker, time.monotonic() + HANG_SECONDS)
                             continue
                         sel.unregister(key.fd)
@@ -184,20 +211,22 @@ class Workers:
             if id(worker) not in taken:
                 if worker.proc.poll() is None:
                     return worker
-                self.broken |= not worker.ready
+                if not worker.ready:
+                    self._start_failed(f"ended before it was ready (status {worker.proc.returncode})")
                 self._drop(worker)
                 raise BrokenPipeError
         try:
             self.live.append(_Worker(command))
-        except OSError:
-            self.broken = True
+        except OSError as e:
+            self._start_failed(f"could not start ({e})")
             raise
         return self.live[-1]
 
     def _result(self, worker: _Worker, answer: tuple | None) -> tuple[bytes | None | object, float]:
-        if answer is None:  # (it died: an abort, its CPU limit; before it was ready, no worker can start)
-            self.broken |= not worker.ready
+        if answer is None:  # (it died: an abort, its CPU limit; before it was ready, it could not start)
             self._drop(worker)
+            if not worker.ready:
+                self._start_failed(f"ended before it was ready (status {worker.proc.returncode})")
             return (None if worker.ready else HERE), 0.0
         status, data, cpu, said, worker.cpu = answer
         if status != "ok":

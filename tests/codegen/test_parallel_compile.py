@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from tensorad.codegen.jit import engine as jit
@@ -130,6 +131,41 @@ def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
     workers.close()
     assert done == [[(None, 0.0)]] and not workers.live
 
+
+
+def test_a_worker_killed_before_it_is_ready_is_replaced_after_a_back_off(monkeypatch, stand_in_workers):
+    """A compile worker killed before it was ready (by a user, by the kernel's OOM killer) made every
+    later compile of the process run in the process, for the life of a server or a notebook.  Jobs now
+    run here for a back-off, then the next run starts a new worker; a warning says so once."""
+    monkeypatch.setattr(isolate, "RETRY_SECONDS", 0.3, raising=False)
+    monkeypatch.setenv("STAND_IN_START_SECONDS", "60")  # (it is killed long before it is ready)
+    stand_in_workers.prestart()
+    stand_in_workers.live[0].proc.kill()
+    stand_in_workers.live[0].proc.wait()
+    monkeypatch.delenv("STAND_IN_START_SECONDS")
+    with pytest.warns(RuntimeWarning, match="ended before it was ready") as said:
+        assert stand_in_workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]
+        assert stand_in_workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]  # (within the back-off)
+        assert not stand_in_workers.live
+        time.sleep(0.6)
+        [(pid, _)] = stand_in_workers.run([_job("pid")])
+    assert len(said) == 1
+    assert int(pid) == stand_in_workers.live[0].proc.pid and stand_in_workers.failures == 0
+
+
+def test_workers_that_never_start_are_tried_a_bounded_number_of_times(monkeypatch, tmp_path):
+    """Restarts after failed starts are bounded: after MAX_FAILURES in a row, jobs run here for good."""
+    monkeypatch.setattr(isolate, "RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(isolate, "MAX_FAILURES", 3)
+    starts = tmp_path / "starts"
+    workers = isolate.Workers([sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x')"])
+    try:
+        with pytest.warns(RuntimeWarning, match="compile worker") as said:
+            for _ in range(6):
+                assert workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]
+    finally:
+        workers.close()
+    assert starts.read_text() == "xxx" and workers.broken and len(said) == 1
 
 
 def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):
