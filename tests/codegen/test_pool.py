@@ -14,8 +14,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
+from tensorad.codegen.runtime import pool as pool_runtime
 from tensorad.codegen.runtime import threads as runtime
 
 import tensorad as ta
@@ -116,3 +118,32 @@ def test_a_forked_child_runs_regions():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "fork ok" in out.stdout
+
+
+def test_workers_sleep_between_regions_called_now_and_then():
+    """An idle worker spun IDLE_SPIN_CYCLES (~0.15 ms) after every region before it slept, so a kernel
+    called now and then (a server, a training loop with Python between its kernels) cost each worker that
+    much CPU per call on top of its share: on a loaded 2-core machine, CPU taken from other work.  A
+    worker's spin now follows the gaps between regions, so its CPU between such calls stays near zero.
+    The region does almost no work: what a worker spends is its waiting."""
+    A = ta.placeholder((4, 8), "float64", "A")
+    kern = ta.build([ta.compute((4, 8), lambda i, j: A[i, j] * 3.0, name="E")], [A], num_threads=2,
+                    parallel_min_work=0)
+    assert "GOMP_parallel" in kern.llvm_ir
+    _pool()
+    workers = [t for t in threading.enumerate() if t.name.startswith("tensorad-worker")]
+    clocks = [time.pthread_getcpuclockid(t.ident) for t in workers]
+    a = np.random.default_rng(3).standard_normal((4, 8))
+
+    def cpu() -> float:
+        return sum(time.clock_gettime(c) for c in clocks)
+
+    for _ in range(10):  # (the spins settle)
+        kern(a)
+        time.sleep(0.02)
+    calls, begin = 20, cpu()
+    for _ in range(calls):
+        np.testing.assert_array_equal(kern(a), a * 3.0)
+        time.sleep(0.02)
+    spin = pool_runtime.IDLE_SPIN_CYCLES / 3e9  # (seconds at 3 GHz: what each worker spun per call)
+    assert cpu() - begin < 0.4 * spin * calls * len(workers), (cpu() - begin, len(workers))
