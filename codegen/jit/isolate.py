@@ -168,16 +168,21 @@ class Workers:
                         i = queue.pop()
                         try:
                             worker = self._free(command, busy)
-                            deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
-                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit), deadline)
-                        except TimeoutError:  # (it never read its job: hung)
-                            self._drop(worker, kill=True)
-                            results[i] = (None, 0.0)
-                            continue
                         except OSError:  # (a worker died idle, or none can start: the job waits)
                             queue.append(i)
                             continue
-                        busy[worker.answers] = (i, worker, deadline)
+                        deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
+                        busy[worker.answers] = (i, worker, deadline)  # (an interrupt mid-send ends it too)
+                        try:
+                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit), deadline)
+                        except OSError as e:  # (it never read its job: hung; or it died idle: the job waits)
+                            if isinstance(e, TimeoutError):
+                                self._drop(worker, kill=True)
+                                results[i] = (None, 0.0)
+                            else:
+                                queue.append(i)
+                            del busy[worker.answers]
+                            continue
                         sel.register(worker.answers, selectors.EVENT_READ)
                     if not busy:
                         break
@@ -200,7 +205,8 @@ class Workers:
                             results[i] = (None, 0.0)
             except BaseException:  # (an interrupt: the jobs under way are dropped with their workers)
                 for _, worker, _ in busy.values():
-                    self._drop(worker, kill=True)
+                    if worker in self.live:
+                        self._drop(worker, kill=True)
                 raise
         return results
 

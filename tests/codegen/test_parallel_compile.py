@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -166,6 +167,35 @@ def test_workers_that_never_start_are_tried_a_bounded_number_of_times(monkeypatc
     finally:
         workers.close()
     assert starts.read_text() == "xxx" and workers.broken and len(said) == 1
+
+
+class _Interrupt(BaseException):
+    """What a signal handler raises here, as Ctrl-C raises ``KeyboardInterrupt``."""
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer on this platform")
+def test_an_interrupt_while_a_job_is_sent_leaves_no_worker_with_half_a_job(monkeypatch, stand_in_workers):
+    """Ctrl-C while a job larger than a pipe was being sent to a worker left that worker live, holding half
+    a message: the next job sent to it completed the old message's bytes, and that compile waited for an
+    answer until the hang limit (300 s), then went down its ladder to a weaker pipeline.  A worker
+    whose job is not wholly sent and answered when the run is interrupted is now ended with it."""
+    monkeypatch.setattr(isolate, "HANG_SECONDS", 10)
+    monkeypatch.setenv("STAND_IN_START_SECONDS", "2")  # (it reads nothing for 2 s: the send waits)
+
+    def interrupt(*_):
+        raise _Interrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(_Interrupt):
+            stand_in_workers.run([_job("big" + " " * (8 << 20))])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    monkeypatch.delenv("STAND_IN_START_SECONDS")
+    [(pid, _)] = stand_in_workers.run([_job("pid")])
+    assert pid is not None and int(pid) == stand_in_workers.live[0].proc.pid
 
 
 def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):
