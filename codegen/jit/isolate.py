@@ -9,9 +9,10 @@ each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an
 ready): the caller retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces
 the dead one.  :data:`HERE` asks the caller to run the job in this process: where no worker can start (no
 ``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
-the job raised in its worker.  A worker that cannot start, or ends before it is ready, makes jobs run here
-for :data:`RETRY_SECONDS` (doubled at each failure in a row), then a build tries a new one; after
-:data:`MAX_FAILURES` in a row, jobs run here for the life of the process.  The first failure warns.
+the job raised in its worker.  A worker leaves after :data:`IDLE_SECONDS` without a job.  A worker that
+cannot start, or ends before it is ready, makes jobs run here for :data:`RETRY_SECONDS` (doubled at each
+failure in a row), then a build tries a new one; after :data:`MAX_FAILURES` in a row, jobs run here for the
+life of the process.  The first failure warns.
 What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
 succeeds; a dead worker's is dropped."""
 
@@ -56,6 +57,10 @@ HERE = object()
 #: compiles (~2 us a byte) in the CPU time a worker's start costs (~0.1 s: Python and llvmlite's
 #: library loaded); less waits for the live workers
 START_BYTES = 64_000
+
+#: the seconds a worker waits for its next job before it leaves (freeing its ~100 MB: a long-running process
+#: that stops building keeps none); the next run starts another
+IDLE_SECONDS = 120.0
 
 #: the seconds jobs run in this process after a worker could not start or ended before it was ready (doubled
 #: at each such failure in a row), before a build tries a new worker
@@ -140,6 +145,8 @@ class Workers:
         lowering) rather than before the first job."""
         command = self._command()
         with self.lock:
+            for worker in [w for w in self.live if w.ready and w.proc.poll() is not None]:
+                self._drop(worker)  # (it left idle)
             if command is None or self.broken or self.live:
                 return
             self._close_at_exit()
@@ -174,7 +181,7 @@ class Workers:
                         deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
                         busy[worker.answers] = (i, worker, deadline)  # (an interrupt mid-send ends it too)
                         try:
-                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit), deadline)
+                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit, IDLE_SECONDS), deadline)
                         except OSError as e:  # (it never read its job: hung; or it died idle: the job waits)
                             if isinstance(e, TimeoutError):
                                 self._drop(worker, kill=True)
@@ -196,7 +203,11 @@ class Workers:
                             continue
                         sel.unregister(key.fd)
                         del busy[key.fd]
-                        results[i] = self._result(worker, answer)
+                        if answer is not None and answer[0] == "retired":  # (it left idle: the job waits)
+                            self._drop(worker)
+                            queue.append(i)
+                        else:
+                            results[i] = self._result(worker, answer)
                     for fd, (i, worker, deadline) in list(busy.items()):
                         if time.monotonic() > deadline:
                             sel.unregister(fd)

@@ -198,6 +198,30 @@ def test_an_interrupt_while_a_job_is_sent_leaves_no_worker_with_half_a_job(monke
     assert pid is not None and int(pid) == stand_in_workers.live[0].proc.pid
 
 
+def test_an_idle_worker_leaves_and_the_next_run_starts_another(monkeypatch, stand_in_workers):
+    """Idle compile workers (about 100 MB each, one per CPU) stayed for the life of the process: a server
+    or a notebook that built once kept them all.  A worker now leaves after IDLE_SECONDS without a job."""
+    monkeypatch.setattr(isolate, "IDLE_SECONDS", 0.5, raising=False)
+    [(first, _)] = stand_in_workers.run([_job("pid")])
+    stand_in_workers.live[0].proc.wait(timeout=20)
+    stand_in_workers.prestart()  # (it finds the worker gone and starts another)
+    [(second, _)] = stand_in_workers.run([_job("pid")])
+    assert first != second and int(second) == stand_in_workers.live[0].proc.pid
+    assert stand_in_workers.failures == 0
+
+
+def test_a_job_sent_as_its_worker_leaves_is_sent_to_another(monkeypatch, stand_in_workers):
+    """A job sent while its worker leaves idle is answered ``retired``, not lost: it goes to a new worker
+    (here the worker leaves right after its first answer and lingers, so the next job is sent to it)."""
+    monkeypatch.setattr(isolate, "IDLE_SECONDS", 0.0)
+    monkeypatch.setenv("STAND_IN_LINGER_SECONDS", "30")
+    [(first, _)] = stand_in_workers.run([_job("pid")])
+    time.sleep(0.5)  # (it has said it retires: the answer waits in its pipe)
+    monkeypatch.delenv("STAND_IN_LINGER_SECONDS")
+    [(second, _)] = stand_in_workers.run([_job("pid")])
+    assert second not in (None, isolate.HERE) and int(second) != int(first)
+    assert stand_in_workers.failures == 0
+
 def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
     done = jit.compile_objects([(lambda: "abort when O3", 3, False), (lambda: "abort when O3", 0, False)])
