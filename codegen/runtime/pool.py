@@ -12,7 +12,8 @@ A region's ``n`` thread numbers are handed out from one 64-bit ticket ``generati
 
 Every number runs exactly once.  The generation makes a stale claim fail; the next region is published
 only after every number of this one is done.  A second caller while a region runs runs all ``n`` numbers
-itself, as the caller does after ``fork`` until new workers start (:func:`ensure_workers`).  An idle worker
+itself, as a caller does while no worker has started (:func:`ensure_workers`; a forked child starts as
+many as its parent had).  An idle worker
 spins up to ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then they sleep on the futex.  A
 worker's spin follows the gaps between regions (twice the last gap it slept through, or half its spin
 after a gap longer than ``IDLE_SPIN_CYCLES``, down to ``MIN_SPIN_CYCLES``): back-to-back regions find it
@@ -378,13 +379,18 @@ class Pool:
         return ctype.from_address(self.globals[name])
 
     def after_fork(self) -> None:
-        """In a forked child: no worker exists and no region is running."""
-        self._workers = []
+        """In a forked child: no worker exists and no region is running; as many workers as the parent had
+        start (a child forked by a server or a process pool runs regions in parallel as its parent did)."""
+        wanted, self._workers = len(self._workers), []
         self._lock = threading.Lock()
         ticket = self.word("ticket", ctypes.c_uint64)
         ticket.value = ticket.value & ~0xFFFF | (ticket.value >> 16) & 0xFFFF  # every number taken
         for name in ("done", "waiting", "lock", "sleepers"):
             self.word(name).value = 0
+        try:
+            self.ensure_workers(wanted)
+        except RuntimeError:  # (no thread can start: regions run on their callers)
+            pass
 
 
 def ir_text() -> str:

@@ -147,3 +147,29 @@ def test_workers_sleep_between_regions_called_now_and_then():
         time.sleep(0.02)
     spin = pool_runtime.IDLE_SPIN_CYCLES / 3e9  # (seconds at 3 GHz: what each worker spun per call)
     assert cpu() - begin < 0.4 * spin * calls * len(workers), (cpu() - begin, len(workers))
+
+
+def test_a_forked_child_starts_the_workers_its_parent_had():
+    """A child forked after its parent ran parallel kernels (a pre-forking server's workers, a process
+    pool) started no pool worker until a kernel's ``num_threads`` was set again, so every region of the
+    child ran on one thread, silently.  The child now starts as many workers as its parent had."""
+    script = ("import os, threading, numpy as np, tensorad as ta\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
+              "A = ta.placeholder((300, 64), 'float64', 'A')\n"
+              "E = ta.compute((300, 64), lambda i, j: ta.exp(A[i, j]) * 3.0, name='E')\n"
+              "kern = ta.build([E], [A], num_threads=2, parallel_min_work=0)\n"
+              "a = np.random.default_rng(1).standard_normal((300, 64))\n"
+              "assert np.allclose(kern(a), np.exp(a) * 3)\n"
+              "parent = runtime._RUNTIME.pool.workers\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    ok = all(np.allclose(kern(a), np.exp(a) * 3) for _ in range(20))\n"
+              "    names = [t.name for t in threading.enumerate() if t.name.startswith('tensorad-worker')]\n"
+              "    os._exit(0 if ok and runtime._RUNTIME.pool.workers == parent == len(names) else 1)\n"
+              "_, status = os.waitpid(pid, 0)\n"
+              "assert parent >= 1 and os.WEXITSTATUS(status) == 0, (parent, status)\n"
+              "print('fork ok')\n")
+    out = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", script],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "fork ok" in out.stdout
