@@ -27,7 +27,7 @@ import os
 import threading
 
 IDLE_SPIN_CYCLES = 400_000  # ~0.15 ms at 3 GHz: back-to-back kernels find the workers awake
-MIN_SPIN_CYCLES = 8_000  # ~3 us: a worker whose spins keep missing regions waits this long, then sleeps
+MIN_SPIN_CYCLES = 32_000  # ~12 us: past a Python call between back-to-back kernels; then it sleeps
 WAIT_SPIN_CYCLES = 200_000  # a running worker's share is normally done within this
 MAX_TEAM = 0xFFFF  # the ticket's 16-bit fields
 
