@@ -146,7 +146,7 @@ def test_workers_sleep_between_regions_called_now_and_then():
         np.testing.assert_array_equal(kern(a), a * 3.0)
         time.sleep(0.02)
     spin = pool_runtime.IDLE_SPIN_CYCLES / 3e9  # (seconds at 3 GHz: what each worker spun per call)
-    assert cpu() - begin < 0.4 * spin * calls * len(workers), (cpu() - begin, len(workers))
+    assert cpu() - begin < 0.5 * spin * calls * len(workers), (cpu() - begin, len(workers))
 
 
 def test_a_forked_child_starts_the_workers_its_parent_had():
