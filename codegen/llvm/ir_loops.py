@@ -61,10 +61,12 @@ def finish_ir(text: str) -> str:
 
 @contextmanager
 def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
-              name: str = "i", vectorize: bool = True, unroll: bool = True):
+              name: str = "i", vectorize: bool = True, unroll: bool = True, masked_tail: int | None = None):
     """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive i64
     value); the body is the with-block.  ``vectorize=False`` keeps LLVM's vectorizer and unroller off it,
-    ``unroll=False`` the unroller alone."""
+    ``unroll=False`` the unroller alone; ``masked_tail``: vectorized at that width with the remainder
+    folded into masked iterations (one loop, where LLVM otherwise emits a vector loop, a vector
+    epilogue and a scalar remainder)."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
     step = I64(step) if isinstance(step, int) else step
@@ -79,8 +81,9 @@ def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.
     nxt = b.add(iv, step, flags=("nsw",))
     iv.add_incoming(nxt, b.block)
     br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
-    if not vectorize or not unroll:
-        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=vectorize, unroll=unroll))
+    if not vectorize or not unroll or masked_tail:
+        hint = loop_metadata(b.module, masked_tail, vectorize, unroll, masked_tail=bool(masked_tail))
+        br.set_metadata("llvm.loop", hint)
     b.position_at_end(done)
 
 
