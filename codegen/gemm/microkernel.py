@@ -282,7 +282,7 @@ class GemmEmitter:
         ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
-        packer = Packer(f, em, self.s.k, self.t, self.vw)
+        packer = Packer(f, em, self.s.k, self.t, self.vw, self.s.target.masked_memory)
         if self.s.batch:
             packer.bind(self.s.batch, bflat)
         return em, packer
