@@ -177,7 +177,7 @@ class GemmEmitter:
         fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
         cbase.add_attribute("noalias")
-        masked = self.vw if s.target.masked_memory else None
+        masked = s.target.masked_memory
         if exact is not None:
             f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
         em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat)

@@ -216,8 +216,7 @@ class Packer:
         with for_range(b, 0, rows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
             self.bind(outer, b.add(first, r))
             out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=self.t)
-            with for_range(b, 0, count, name="sk", unroll=False, masked_tail=self.vw if self.masked else None
-                           ) as c, pushed(em):
+            with for_range(b, 0, count, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
                 em.env[klast] = b.add(k, c)
                 b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
 
