@@ -166,9 +166,9 @@ class GemmEmitter:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
         the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
-        loop along the last column axis, one loop of masked vectors where the target has them, never
-        unrolled).  ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's
-        as ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
+        loop along the last column axis, one loop of masked vectors where the target has them).
+        ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
+        ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
@@ -187,7 +187,7 @@ class GemmEmitter:
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en", unroll=False, masked_tail=masked) as j, pushed(em):
+                with for_range(f, 0, seglen, name="en", masked_tail=masked) as j, pushed(em):
                     em.env[s.n[-1]] = f.add(first, j)
                     at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                     em.env[value] = f.load(at, typ=self.t)
