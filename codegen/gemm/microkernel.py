@@ -166,7 +166,9 @@ class GemmEmitter:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
         the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
-        loop along the last column axis)."""
+        loop along the last column axis, one loop of masked vectors where the target has them).
+        ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
+        ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
@@ -174,6 +176,8 @@ class GemmEmitter:
         tensors, ctx = self._context(b, expr, ptr_of, [*sizes, exact[1] if exact else ir.Constant(PTR, None)])
         fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
+        cbase.add_attribute("noalias")
+        masked = s.target.masked_memory
         if exact is not None:
             f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
         em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat)
@@ -183,7 +187,7 @@ class GemmEmitter:
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en") as j, pushed(em):
+                with for_range(f, 0, seglen, name="en", masked_tail=masked) as j, pushed(em):
                     em.env[s.n[-1]] = f.add(first, j)
                     at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                     em.env[value] = f.load(at, typ=self.t)
@@ -278,7 +282,7 @@ class GemmEmitter:
         ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
-        packer = Packer(f, em, self.s.k, self.t, self.vw)
+        packer = Packer(f, em, self.s.k, self.t, self.vw, self.s.target.masked_memory)
         if self.s.batch:
             packer.bind(self.s.batch, bflat)
         return em, packer
