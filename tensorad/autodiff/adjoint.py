@@ -30,7 +30,9 @@ A reduction whose value is copied along output axes it never reads (a sum, an ar
 product whose terms repeat along reduction axes they never read, differentiates once per distinct value
 and term: each head summed over the copies first, a product's scaled by ``n Y'^(n-1)``
 (:meth:`AdjointBuilder._uncopied`).
-A built-in max, min or product over a one-point box is its source there: its contribution is elementwise."""
+A built-in max, min or product over a one-point box is its source there, and a max or min of a source
+that no point of the window changes (isl proves each read index constant over it) is its source wherever
+the window has a point (the ``where`` projected onto the outputs): its contribution is elementwise."""
 
 from __future__ import annotations
 
@@ -59,9 +61,10 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import fold_along, free_vars, rewrite, walk
+from ..ir.rewrite import fold_along, free_vars, replace_reads, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
-from ..poly.affine import always, decide
+from ..poly.affine import IndexSpace, NotAffine, always, decide
+from ..poly.domain import IndexSet
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
 from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
@@ -210,6 +213,36 @@ def _any_of(conds: Sequence[Expr]) -> Expr:
     return out
 
 
+def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr | None:
+    """Where ``reduce_{raxes where cond}`` over ``axes`` has a point: the conjuncts of ``cond`` that do not
+    read ``raxes``, and the projection onto ``axes`` of those that do; ``None`` when one of those reads
+    data (no affine projection)."""
+    inner = [c for c in conjuncts(cond) if set(free_vars(c)) & set(raxes)]
+    outer = [c for c in conjuncts(cond) if not set(free_vars(c)) & set(raxes)]
+    try:
+        window = IndexSet.from_conditions(list(axes) + list(raxes), inner).project_onto(axes)
+    except NotAffine:
+        return None
+    return all_of(outer + [window.gist(IndexSet.box(window.vars)).to_cond()])
+
+
+def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr]) -> Expr:
+    """``source`` with each read index that takes one value over the box of ``point``'s variables (isl
+    proves it) written at ``point``: ``X[(3 * k) % 1]`` is ``X[0]``."""
+    space = IndexSpace(list(axes) + list(point))
+
+    def same(e: Expr) -> bool:
+        if not set(free_vars(e)) & set(point):
+            return False
+        try:
+            return space.box().intersect(space.cond(compare(Op.NE, e, rename(e, point)))).is_empty()
+        except NotAffine:
+            return False
+
+    return replace_reads(source, lambda r: r.replace(src=tuple(rename(e, point) if same(e) else e
+                                                               for e in r.src)))
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -263,14 +296,18 @@ class AdjointBuilder:
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
-        read = set(free_vars(rename(cond, single))) | set(free_vars(rename(body.src[1], single)))
-        if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1 or \
-                ra.combiner.kind in ("max", "min") and not read & set(ra.axes):
-            # one point, or a max/min of a source no point changes (every point ties: the head split
-            # evenly sums back whole): the value is its source at the first point (the identity where
-            # ``cond`` fails; a built-in identity is neutral, a custom one may win against the source)
+        if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1:
+            # one point: the value is its source there (the identity where ``cond`` fails; a built-in
+            # identity is neutral, a custom one may win against the source)
             return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
                                     heads[0], x, p, j)
+        fixed = _read_at(body.src[1], op.axes, point) if ra.combiner.kind in ("max", "min") else None
+        met = None if fixed is None or set(free_vars(fixed)) & set(ra.axes) else \
+            _window_met(op.axes, ra.axes, rename(cond, single))
+        if met is not None:
+            # a max/min of a source no point changes: every point of the window ties, and the head split
+            # evenly sums back whole: the value is its source wherever the window has a point
+            return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "select"):

@@ -35,3 +35,39 @@ def test_max_over_unchanging_source_under_a_condition_on_outputs_only():
     (g,) = ta.JacobianRecursive(L, [X], H)
     x, h = np.array([0.1, 0.7, -0.4]), np.random.default_rng(1).uniform(-1, 1, (3, 4))
     np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), np.exp(x) * h[:, :2].sum(1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduce", [ta.max, ta.min])
+def test_max_over_unchanging_source_whose_where_reads_the_window(reduce, numeric_grad):
+    """``where=(k <= i - 1) & (k % 2 == 0)`` reads the window and the source ``X[j]`` does not: the
+    max is the source wherever the window has a point (``i >= 1``) and the identity elsewhere.  The
+    gradient routed the head through a winner pass and a tie sum per window point (a random
+    program: 73 work against a forward of 8); it is the head summed over those rows: 4 * 3."""
+    X = ta.placeholder((3,), "float64", name="X")
+    k = ta.reduce_axis((0, 6), "k")
+    Y = ta.compute((5, 3), lambda i, j: reduce(X[j], axis=[k], where=(k <= i - 1) & (k % 2 == 0)), name="Y")
+    H = ta.placeholder((5, 3), "float64", name="H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    x, h = np.array([0.5, -1.0, 2.0]), np.random.default_rng(2).uniform(-1, 1, (5, 3))
+    np.testing.assert_allclose(ta.build(g, [X, H])(x, h), h[1:].sum(0), rtol=1e-12)
+    # (central differences over the rows whose window has a point: row 0 is the identity, +-inf)
+    (want,) = numeric_grad(lambda a: ta.evaluate(Y, {X: a})[1:], [x], head=h[1:])
+    np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-7)
+    assert ta.lower([g], [X, H], target=TARGET).work == 4 * 3
+
+
+def test_max_over_a_source_whose_reads_do_not_change_over_the_window(numeric_grad):
+    """``X[(3 * k) % 1, 0]`` reads ``X[0, 0]`` at every point of the window: isl proves the index
+    constant, so the source is unchanging and the head is routed to it, summed over the rows whose
+    window ``(k + i) % 3 == 1`` has a point (all 3)."""
+    X = ta.placeholder((1, 1), "float64", name="X")
+    k = ta.reduce_axis((1, 4), "k")
+    Y = ta.compute((3,), lambda i: ta.max(X[(k * 3) % 1, 0 - k % 1], axis=[k], where=(k + i) % 3 == 1),
+                   name="Y")
+    H = ta.placeholder((3,), "float64", name="H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    x, h = np.array([[0.3]]), np.array([0.5, -2.0, 1.25])
+    (want,) = numeric_grad(lambda a: ta.evaluate(Y, {X: a}), [x], head=h)
+    np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-7)
+    np.testing.assert_allclose(ta.build(g, [X, H])(x, h), [[h.sum()]], rtol=1e-12)
+    assert ta.lower([g], [X, H], target=TARGET).work == 3
