@@ -38,7 +38,7 @@ def share_packed_sides(program: Program) -> Program:
             for key in [key for key in open_groups if key[0] is written]:
                 groups.append((key, open_groups.pop(key)))
     groups += open_groups.items()
-    steps, temps, buffers = list(program.steps), list(program.temps), dict(program.buffers)
+    steps, temps, buffers = list(program.steps), [], dict(program.buffers)
     room = SHARED_LIMIT
     for key, members in sorted(groups, key=lambda g: g[1][0]):
         spec = program.steps[members[0]].attrs.gemm
@@ -57,9 +57,10 @@ def share_packed_sides(program: Program) -> Program:
             shared = SharedPack(tensor, j == 0, len(members))
             steps[k] = replace(nest, note=f"{nest.note}; {shared.describe()}",
                                attrs=replace(nest.attrs, gemm=replace(nest.attrs.gemm, packed_b=shared)))
-    if len(temps) == len(program.temps):
+    if not temps:
         return program
-    return replace(program, temps=temps, steps=steps, buffers=buffers)
+    # (before the others: a generic kernel's count of rows stays its last temporary, see .row_bound)
+    return replace(program, temps=[*temps, *program.temps], steps=steps, buffers=buffers)
 
 
 def _side_key(step, buffers: dict) -> tuple | None:
