@@ -21,6 +21,7 @@ from ..gemm.contraction import Contraction, SharedPack
 from ..gemm.descriptor import APRE_LIMIT, plan_side
 from ..gemm.microkernel import reads_b_in_place
 from ..gemm.pack_routines import SLACK
+from ..loops.shared_nests import RenamedNest
 from ..program import Buffer, Fill, Nest, Program, stores
 
 SHARED_LIMIT = 4 * APRE_LIMIT  # bytes of all the shared packed copies of one kernel
@@ -81,4 +82,9 @@ def _written(step) -> set:
     """The buffers a step writes (compared by identity: tensors sharing a buffer share the object)."""
     if isinstance(step, Fill):
         return {step.buffer}
+    if isinstance(step, RenamedNest):  # (its source's stores renamed: its own body is made to print)
+        try:
+            return {*step.outputs, *(step.buffer(s.buffer) for s in stores(step.source.body))}
+        except KeyError:
+            pass
     return {*step.outputs, *(s.buffer for s in stores(step.body))}
