@@ -42,6 +42,7 @@ from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
 from .passes.row_bound import bound_rows
+from .passes.shared_packing import share_packed_sides
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
@@ -176,7 +177,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
         program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
-        result = LoweredFunc(bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program, *rest)
+        program = bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program
+        result = LoweredFunc(share_packed_sides(program), *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))

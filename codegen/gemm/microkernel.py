@@ -41,7 +41,7 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
     must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
-            or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s)):
+            or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s) or s.packed_b is not None):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
@@ -97,6 +97,7 @@ class GemmEmitter:
         fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
         fields[gd.H_BKEEP] = int(-(-s.M // s.mr) > KEEP_TILES)
         fields[gd.H_ACC] = int(s.accumulate)
+        fields[gd.H_BFILL] = int(s.packed_b is not None and s.packed_b.fills)
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
@@ -143,6 +144,8 @@ class GemmEmitter:
             put(gd.H_FIXCTX, ctx)
         if shared is not None:
             put(gd.H_SHARED, shared)
+        if s.packed_b is not None:
+            put(gd.H_BSHARED, ptr_of(s.packed_b.tensor))
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 
@@ -154,7 +157,8 @@ class GemmEmitter:
         if s.epilogue is not None:
             exprs.append(s.epilogue.apply(s.c_at, var(f"{s.c.op.name}.value", dtype=s.dtype)))
         reads = (n.arg for e in exprs for n in walk(e) if n.op is Op.READ)
-        return list(dict.fromkeys([self.c_tensor, *reads]))
+        packed = [s.packed_b.tensor] if s.packed_b is not None else []
+        return list(dict.fromkeys([self.c_tensor, *reads, *packed]))
 
     @property
     def c_tensor(self) -> Tensor:
