@@ -167,7 +167,8 @@ class Options:
         for k in ("rows", "row_sums"):
             if k in kw:
                 kw[k] = tuple(integer(k, x, 0, what="argument positions") for x in kw[k])
-        if kw.get("winograd") is not None and (isinstance(kw["winograd"], bool) or kw["winograd"] not in (0, 2, 4)):
+        wino = kw.get("winograd")
+        if wino is not None and (isinstance(wino, bool) or wino not in (0, 2, 4)):
             raise ValueError(f"option winograd must be None, 0, 2 or 4, got {kw['winograd']!r}")
         kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)

@@ -32,10 +32,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from tensorad.ir.dtype import is_float
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
+from tensorad.ir.expr import COMPARISONS, TRUE, Expr, Op, ReduceArg, choice, const, var
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficients
+
+from ..target import Target
 
 F = Fraction
 # (B^T, G, A^T) of F(m, 3) for the tile sizes offered (Lavin and Gray, 2016), points 0, +-1, +-2 (m = 4)
@@ -49,9 +51,9 @@ TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
          (F(1, 24), F(1, 12), F(1, 6)), (F(1, 24), F(-1, 12), F(1, 6)), (0, 0, 1)),
         ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
 }
-MIN_CHANNELS = 16  # contraction and output channels of the products per transform point, at least
-PAYS = 0.75  # a tile's multiply-adds, transforms included, at most this share of the direct sum's
-TRANSFORM_MAC = 4  # multiply-adds one transformed value costs per term (scalar, guarded, strided loads)
+MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
+PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
+TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs with 16 float lanes
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,15 @@ def _box(axes: tuple[Expr, ...]) -> int:
 
 
 def _normalized(e: Expr) -> Expr:
-    """``e`` with each index expression rebuilt from its linear form (``u - 2 r + 2 r`` is ``u``)."""
+    """``e`` with each index expression rebuilt from its linear form (``u - 2 r + 2 r`` is ``u``), and a
+    comparison of two as one of their difference with zero."""
     if is_index(e) and e.op not in (Op.VAR, Op.CONST) and var_coefficients(e) is not None:
         return from_linear(to_linear(e), e.dtype)
     if not e.src:
         return e
+    if e.op in COMPARISONS and is_index(e.src[0]) and var_coefficients(e.src[0] - e.src[1]) is not None:
+        return Expr(e.op, e.dtype, (from_linear(to_linear(e.src[0] - e.src[1]), e.src[0].dtype),
+                                    const(0, e.src[0].dtype)))
     src = tuple(_normalized(s) for s in e.src)
     return e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
 
@@ -111,12 +117,18 @@ def _step(data: Expr, out: Expr, red: Expr) -> int | None:
 def match(op: ComputeOp, body: Expr) -> Conv | None:
     """The 3x3 sum ``body`` (``op``'s inlined body) spells, else ``None``."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
-            or body.src[0] is not TRUE or not is_float(body.dtype) or op.num_outputs != 1:
+            or not is_float(body.dtype) or op.num_outputs != 1:
         return None
     if any(n.op in (Op.REDUCE, Op.DATA_INDEX) for n in walk(body.src[1]) if n is not body):
         return None
     red, outs = body.arg.axes, op.axes
     factors = chain(body.src[1], Op.MUL)
+    if body.src[0] is not TRUE:  # a condition on the data's points (padding after differentiation) guards it
+        first = next((k for k, f in enumerate(factors) if set(free_vars(f)) & set(outs)), None)
+        if first is None:
+            return None
+        f = factors[first]
+        factors[first] = choice(Op.IF_THEN_ELSE, body.src[0], f, const(0.0, f.dtype))
     windows: list[Window] = []
     for r in (r for r in red if r.hi - r.lo == 3):
         for y in (y for y in outs if y not in (w.out for w in windows)):
@@ -151,33 +163,29 @@ def _tiles(w: Window, m: int) -> tuple[int, int]:
     return -(-(w.out.hi - w.out.lo) // (d * m)), min(d, w.out.hi - w.out.lo)
 
 
-def macs(conv: Conv, m: int | None) -> int:
-    """Multiply-adds of the direct sum (``m=None``) or of F(m, 3), transforms and copies priced by
-    :data:`TRANSFORM_MAC` per term."""
-    c, k, n = _box(conv.channels), _box(conv.cols), _box(conv.rows)
+def tile_count(conv: Conv, m: int) -> int:
+    """The output tiles of F(m, 3): the columns of each product per transform point."""
+    return _box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
+
+
+def macs(conv: Conv, m: int | None, lanes: int) -> float:
+    """The cost of the direct sum (``m=None``) or of F(m, 3), in multiply-adds of the products: each
+    transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`
+    ``x lanes / 16`` of them (the products speed up with the vectors more than the transforms' passes over
+    memory do)."""
+    c, k = _box(conv.channels), _box(conv.cols)
     if m is None:
-        return n * _box(tuple(w.out for w in conv.windows)) * 9 * c * k
-    bt, _, at = TRANSFORMS[m]
-    a = m + 2
-    tiles = n * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
-    nnz_b = sum(1 for row in bt for v in row if v) / a
-    nnz_a = sum(1 for row in at for v in row if v) / m
-    transforms = tiles * (c * a * a * nnz_b * 2 + k * (m * a * nnz_a + m * m * nnz_a) + k * m * m) \
-        + c * k * a * a * 6
-    return tiles * a * a * c * k + TRANSFORM_MAC * int(transforms)
+        return _box(conv.rows) * _box(tuple(w.out for w in conv.windows)) * 9 * c * k
+    points = tile_count(conv, m) * (m + 2) ** 2
+    return points * c * k + TRANSFORM_MAC * lanes / 16 * points * (c + k)
 
 
-def choose_tile(conv: Conv) -> int | None:
+def choose_tile(conv: Conv, lanes: int) -> int | None:
     """The tile ``m`` that costs least, where it pays (see the module docstring), else ``None``."""
-    if _box(conv.channels) < MIN_CHANNELS or _box(conv.cols) < MIN_CHANNELS:
+    best = min(TRANSFORMS, key=lambda m: macs(conv, m, lanes))
+    if tile_count(conv, best) < MIN_TILES:
         return None
-    direct = macs(conv, None)
-    best = min(TRANSFORMS, key=lambda m: macs(conv, m))
-    return best if macs(conv, best) <= PAYS * direct else None
-
-
-def _c(v: Fraction | int, dtype: str) -> Expr:
-    return const(float(v), dtype)
+    return best if macs(conv, best, lanes) <= PAYS * macs(conv, None, lanes) else None
 
 
 def _combination(coefs: tuple, terms: list[Expr], dtype: str) -> Expr:
@@ -233,7 +241,8 @@ class _Builder:
 
 def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     """``(the new ops, op's new body)`` computing ``op``'s sum by F(m, 3) (module docstring); every
-    transform is a short sum against a constant matrix, vectorized along the tiles' last axis."""
+    transform of the data and the output is a tree of constant combinations over an outer axis or over the
+    last axis's digits, the kernel's a short sum against a constant matrix."""
     bt, g, at = TRANSFORMS[m]
     a = m + 2
     bld = _Builder(op, conv)
@@ -241,7 +250,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     wy, wx = conv.windows
     dy, dx = abs(wy.step), abs(wx.step)
     (ty_n, py_n), (tx_n, px_n) = _tiles(wy, m), _tiles(wx, m)
-    b_t, g_t, a_t = bld.table("bt", bt), bld.table("g", g), bld.table("at", at)
+    g_t, a_t = bld.table("g", g), bld.table("at", at)
 
     def c(v: int) -> Expr:
         return const(v, dt)
@@ -252,17 +261,19 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
         return w.out.lo + shift, w.out.hi - 1 + shift + 2 * abs(w.step)
     (ylo, yhi), (xlo, xhi) = first_input(wy), first_input(wx)
     uy, ux = var("uy", ylo, yhi + 1, dt), var("ux", xlo, xhi + 1, dt)
-    data = _normalized(substitute(conv.data, {wy.out: uy - c(wy.step) * wy.red, wx.out: ux - c(wx.step) * wx.red}))
+    data = _normalized(substitute(conv.data, {wy.out: uy - c(wy.step) * wy.red,
+                                              wx.out: ux - c(wx.step) * wx.red}))
 
     # D[r, rows, ch, uy, px, t]: the data at column xlo + px + dx (m t + r), zero past the last it reads
     rows, ch = _fresh(conv.rows), _fresh(conv.channels)
-    r_, py_rows = var("r", 0, m, dt), var("uy", ylo, ylo + dy * (m * (ty_n - 1) + a - 1) + py_n, dt)
+    r_, py_rows = var("r", 0, m, dt), var("uy", 0, dy * (m * (ty_n - 1) + a - 1) + py_n, dt)  # (from ylo)
     px, t = var("px", 0, px_n, dt), var("t", 0, tx_n + 1, dt)
     col = c(xlo) + px + c(dx) * (c(m) * t + r_)
-    value = substitute(data, dict(zip(conv.rows, rows)) | dict(zip(conv.channels, ch)) | {uy: py_rows, ux: col})
+    value = substitute(data, dict(zip(conv.rows, rows)) | dict(zip(conv.channels, ch))
+                       | {uy: c(ylo) + py_rows, ux: col})
     guard = TRUE
-    if py_rows.hi - 1 > yhi:
-        guard = py_rows <= c(yhi)
+    if ylo + py_rows.hi - 1 > yhi:
+        guard = py_rows <= c(yhi - ylo)
     if xlo + px_n - 1 + dx * (m * tx_n + m - 1) > xhi:
         guard = col <= c(xhi) if guard is TRUE else guard & (col <= c(xhi))
     if guard is not TRUE:
@@ -273,17 +284,20 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     nu, tx = var("nu", 0, a, dt), var("tx", 0, tx_n, dt)
     rows, ch, uy1 = _fresh(conv.rows), _fresh(conv.channels), _fresh((py_rows,))
     dk = [d_t[(c(k % m),) + rows + ch + uy1 + (px, tx + c(k // m))] for k in range(a)]
-    v1 = bld.add("v1", (nu,) + rows + ch + uy1 + (px, tx), _tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
+    v1 = bld.add("v1", (nu,) + rows + ch + uy1 + (px, tx),
+                 _tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
 
-    # V[xi, nu, rows, ch, ty, py, px, tx] = sum_k B^T[xi, k] V1[nu, ..., ylo + py + dy (m ty + k), ...]: the rows
-    xi, nu, ty, py = var("xi", 0, a, dt), var("nu", 0, a, dt), var("ty", 0, ty_n, dt), var("py", 0, py_n, dt)
+    # V[xi, nu, ch, rows, ty, py, px, tx] = sum_k B^T[xi, k] V1[nu, ..., py + dy (m ty + k), ...]: the rows
+    xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
+    ty, py = var("ty", 0, ty_n, dt), var("py", 0, py_n, dt)
     rows, ch, px, tx = _fresh(conv.rows), _fresh(conv.channels), _fresh((px,))[0], _fresh((tx,))[0]
     tiles = (ty, py, px, tx)
-    vk = [v1[(nu,) + rows + ch + (c(ylo) + py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
-    v_t = bld.add("v", (xi, nu) + ch + rows + tiles, _tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
+    vk = [v1[(nu,) + rows + ch + (py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
+    v_t = bld.add("v", (xi, nu) + ch + rows + tiles,
+                  _tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
 
     # U1[xi, cols, ch, q] = sum_r G[xi, r] W(r, q), U[xi, nu, cols, ch] = sum_q G[nu, q] U1[xi, ..., q]
-    def kernel_at(cols: tuple, ch: tuple, r: Expr, q: Expr) -> Expr:  # the tap flipped where its step is negative
+    def kernel_at(cols: tuple, ch: tuple, r: Expr, q: Expr) -> Expr:  # (flipped where the step is negative)
         at_r = c(wy.red.lo) + (r if wy.step > 0 else c(2) - r)
         at_q = c(wx.red.lo) + (q if wx.step > 0 else c(2) - q)
         return substitute(conv.kernel, dict(zip(conv.channels, ch)) | dict(zip(conv.cols, cols))
@@ -294,15 +308,15 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     u_t = bld.sum("u", (xi, nu) + cols + ch, 3, lambda k: g_t[nu, k] * u1[(xi,) + cols + ch + (k,)])
 
     # M[xi, nu, rows, cols, tiles] = sum_ch U V: one product per transform point
-    xi, nu, rows, cols, ch = var("xi", 0, a, dt), var("nu", 0, a, dt), _fresh(conv.rows), _fresh(conv.cols), \
-        _fresh(conv.channels)
+    xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
+    rows, cols, ch = _fresh(conv.rows), _fresh(conv.cols), _fresh(conv.channels)
     tiles = _fresh(tiles)
     prod = u_t[(xi, nu) + cols + ch] * v_t[(xi, nu) + ch + rows + tiles]
     m_t = bld.add("m", (xi, nu) + cols + rows + tiles,
                   Expr(Op.REDUCE, bld.fdt, (TRUE, prod), ReduceArg(conv.sum.arg.combiner, ch, 0)))
 
-    # O[xi, cols, rows, ty, py, px, xq] = sum_nu A^T[xq % m, nu] M[xi, nu, ..., xq // m]: the output transform's
-    # columns, each tile's m outputs side by side (xq = m tx + j)
+    # O[xi, cols, rows, ty, py, px, xq] = (A^T M[xi, :, ..., xq // m])[xq % m]: the output transform's
+    # columns, each tile's m outputs side by side (xq = m tx + j), so that Y reads them in order
     xi, rows, cols = var("xi", 0, a, dt), _fresh(conv.rows), _fresh(conv.cols)
     ty, py, px = _fresh(tiles[:3])
     xq = var("xq", 0, m * tx_n, dt)
@@ -312,19 +326,20 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
 
     # Y[..., y, x] = sum_xi A^T[i, xi] O[xi, ...] at y = lo + py + dy (m ty + i), x = lo + px + dx xq
     def split(w: Window) -> tuple[Expr, Expr, Expr, Expr]:
-        """(tile, point in the tile, residue, the tiles' points side by side) of the output axis of ``w``"""
+        """(tile, point in the tile, residue, the tiles' points side by side) of ``w``'s output axis"""
         d, rel = abs(w.step), w.out - c(w.out.lo) if w.out.lo else w.out
         if d == 1:
             return rel // c(m), rel % c(m), c(0), rel
         return rel // c(d * m), (rel // c(d)) % c(m), rel % c(d), rel // c(d)
     (ty_, iy, py_, _), (_, _, px_, xq_) = split(wy), split(wx)
-    body = Expr(Op.REDUCE, bld.fdt, (TRUE, a_t[iy, xi] * o_t[(xi,) + conv.cols + conv.rows + (ty_, py_, px_, xq_)]),
-                ReduceArg(conv.sum.arg.combiner, (xi,), 0))
-    return [t.op for t in (b_t, g_t, a_t, d_t, v1, v_t, u1, u_t, m_t, o_t)], body
+    s = var("xi", 0, a, dt)
+    term = a_t[iy, s] * o_t[(s,) + conv.cols + conv.rows + (ty_, py_, px_, xq_)]
+    body = Expr(Op.REDUCE, bld.fdt, (TRUE, term), ReduceArg(conv.sum.arg.combiner, (s,), 0))
+    return [t.op for t in (g_t, a_t, d_t, v1, v_t, u1, u_t, m_t, o_t)], body
 
 
 def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
-             tile: int | None = None) -> list[ComputeOp]:
+             target: Target, tile: int | None = None) -> list[ComputeOp]:
     """``ops`` with every 3x3 sum where F(m, 3) pays computed by it (see the module docstring; ``tile``: the
     ``winograd`` option, ``0`` none, ``2`` or ``4`` that tile for every such sum): the new ops before the
     sum; ``bodies`` is updated in place; ``check(op, bodies)`` proves reads in bounds."""
@@ -333,7 +348,7 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     out: list[ComputeOp] = []
     for op in ops:
         conv = match(op, bodies[op][0]) if len(bodies[op]) == 1 else None
-        m = None if conv is None else tile or choose_tile(conv)
+        m = None if conv is None else tile or choose_tile(conv, target.lanes(conv.sum.dtype))
         if m is not None:
             made, body = rewrite(op, conv, m)
             if all(check(o, o.body) for o in made) and check(op, (body,)):
@@ -344,5 +359,5 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     return out
 
 
-__all__ = ["MIN_CHANNELS", "PAYS", "TRANSFORMS", "Conv", "Window", "choose_tile", "macs", "match", "rewrite",
-           "winograd"]
+__all__ = ["MIN_TILES", "PAYS", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window", "choose_tile", "macs",
+           "match", "rewrite", "tile_count", "winograd"]
