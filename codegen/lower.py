@@ -53,7 +53,7 @@ from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, store
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
 from .strategies.scatter import lower_scatter
-from .target import Target, parse_target
+from .target import parse_target
 
 
 class LoweredFunc:
@@ -200,8 +200,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     target = opts.target or parse_target()
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
-    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse,
-                       opts.winograd if opts.fastmath else 0, target)
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -242,7 +241,6 @@ class _Rewriting:
     outputs: frozenset
     fuse: bool
     winograd: int | None  # the ``winograd`` option (0 with ``fastmath=False``: sums add in the spelled order)
-    target: Target
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -289,7 +287,7 @@ def _stacked(state: _Rewriting) -> None:
 
 
 def _winograd(state: _Rewriting) -> None:
-    state.ops = winograd(state.ops, state.bodies, _reads_in_bounds, state.target, state.winograd)
+    state.ops = winograd(state.ops, state.bodies, _reads_in_bounds, state.winograd)
 
 
 def _copies(state: _Rewriting) -> None:

@@ -37,8 +37,6 @@ from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficients
 
-from ..target import Target
-
 F = Fraction
 # (B^T, G, A^T) of F(m, 3) for the tile sizes offered (Lavin and Gray, 2016), points 0, +-1, +-2 (m = 4)
 TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
@@ -53,7 +51,7 @@ TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
 }
 MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
 PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
-TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs with 16 float lanes
+TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs (measured, AVX-512 and AVX2 alike)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,8 @@ def _normalized(e: Expr) -> Expr:
 
 
 def _step(data: Expr, out: Expr, red: Expr) -> int | None:
-    """``a`` where ``data`` reads ``out`` and ``red`` only as ``out + a red``, else ``None``."""
+    """``a`` where ``data`` reads ``out`` and ``red`` only as ``out + a red``, and never divides it, else
+    ``None``."""
     steps = set()
     for n in walk(data):
         if is_index(n) and n.op is not Op.VAR:
@@ -111,7 +110,10 @@ def _step(data: Expr, out: Expr, red: Expr) -> int | None:
     a = steps.pop()
     u = var("u", out.lo, out.hi, out.dtype)
     moved = _normalized(substitute(data, {out: u - const(a, out.dtype) * red}))
-    return a if red not in free_vars(moved) else None
+    divided = any(n.op in (Op.FLOORDIV, Op.MOD) and u in free_vars(n) for n in walk(moved))
+    if red in free_vars(moved) or divided:  # (divided: a transposed convolution's input, for parity)
+        return None
+    return a
 
 
 def match(op: ComputeOp, body: Expr) -> Conv | None:
@@ -168,24 +170,22 @@ def tile_count(conv: Conv, m: int) -> int:
     return _box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
 
 
-def macs(conv: Conv, m: int | None, lanes: int) -> float:
+def macs(conv: Conv, m: int | None) -> float:
     """The cost of the direct sum (``m=None``) or of F(m, 3), in multiply-adds of the products: each
-    transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`
-    ``x lanes / 16`` of them (the products speed up with the vectors more than the transforms' passes over
-    memory do)."""
+    transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`."""
     c, k = _box(conv.channels), _box(conv.cols)
     if m is None:
         return _box(conv.rows) * _box(tuple(w.out for w in conv.windows)) * 9 * c * k
     points = tile_count(conv, m) * (m + 2) ** 2
-    return points * c * k + TRANSFORM_MAC * lanes / 16 * points * (c + k)
+    return points * c * k + TRANSFORM_MAC * points * (c + k)
 
 
-def choose_tile(conv: Conv, lanes: int) -> int | None:
+def choose_tile(conv: Conv) -> int | None:
     """The tile ``m`` that costs least, where it pays (see the module docstring), else ``None``."""
-    best = min(TRANSFORMS, key=lambda m: macs(conv, m, lanes))
+    best = min(TRANSFORMS, key=lambda m: macs(conv, m))
     if tile_count(conv, best) < MIN_TILES:
         return None
-    return best if macs(conv, best, lanes) <= PAYS * macs(conv, None, lanes) else None
+    return best if macs(conv, best) <= PAYS * macs(conv, None) else None
 
 
 def _combination(coefs: tuple, terms: list[Expr], dtype: str) -> Expr:
@@ -339,7 +339,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
 
 
 def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
-             target: Target, tile: int | None = None) -> list[ComputeOp]:
+             tile: int | None = None) -> list[ComputeOp]:
     """``ops`` with every 3x3 sum where F(m, 3) pays computed by it (see the module docstring; ``tile``: the
     ``winograd`` option, ``0`` none, ``2`` or ``4`` that tile for every such sum): the new ops before the
     sum; ``bodies`` is updated in place; ``check(op, bodies)`` proves reads in bounds."""
@@ -348,7 +348,7 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     out: list[ComputeOp] = []
     for op in ops:
         conv = match(op, bodies[op][0]) if len(bodies[op]) == 1 else None
-        m = None if conv is None else tile or choose_tile(conv, target.lanes(conv.sum.dtype))
+        m = None if conv is None else tile or choose_tile(conv)
         if m is not None:
             made, body = rewrite(op, conv, m)
             if all(check(o, o.body) for o in made) and check(op, (body,)):
