@@ -6,7 +6,8 @@
   after differentiation (whose padding is the sum's condition);
 * the cost model rewrites where the products per transform point are long enough (the ResNet block's
   64 channels) and not where they are not (16 channels, a few tiles), on pinned targets and caches;
-* ``fastmath=False`` and ``winograd=0`` keep the direct sum.
+* ``fastmath=False`` and ``winograd=0`` keep the direct sum;
+* the ``models`` suite's ResNet block's gradients within 1e-4 of PyTorch's float64 ones.
 
 Oracles: float64 NumPy convolutions written here, window by window.
 """
@@ -169,3 +170,23 @@ def test_option_is_checked(bad):
     Y, X, W = _conv(1, 4, 4, 5, 5)
     with pytest.raises(ValueError, match="winograd"):
         ta.lower([Y], [X, W], winograd=bad)
+
+
+def test_resnet_block_training_step_gradients():
+    # The ``models`` suite's ResNet basic block (batch norm in training mode, ReLU, a residual, a classifier)
+    # trained through ``ta.function`` with its data, its convolutions by F(4x4, 3x3).  With the points +-2 the
+    # second convolution's weight gradient was 7e-3 off PyTorch's float64 one (relative to its largest
+    # element, against the suite's 1e-3); the points +-1/2 keep every gradient near the direct sum's error.
+    pytest.importorskip("torch")
+    from benchmarks.data import workload_data
+    from benchmarks.sys_tensorad import _resnet
+    from benchmarks.workloads import BY_NAME
+
+    w = BY_NAME["resnet_block"]
+    arrays, _, head, g_ref = workload_data(w, False)
+    p = {name: ta.placeholder(a.shape, str(a.dtype), name) for name, a in arrays.items()}
+    f = ta.function(_resnet(ta, p), list(p.values()), wrt=[p[g] for g in w.grads], winograd=4)
+    _, residuals = f.forward(*arrays.values())
+    for name, got in zip(w.grads, f.backward(residuals, head)):
+        want = g_ref[name]
+        assert np.abs(np.asarray(got, np.float64) - want).max() <= 1e-4 * np.abs(want).max(), name
