@@ -8,20 +8,24 @@ data gradient of a convolution after differentiation)::
 where ``r`` and ``q`` run over 3 values, ``A`` (the data: any expression, padding by ``if_then_else`` or a
 padded read included) depends on ``y`` and ``r`` only through ``y + a r`` and on ``x`` and ``q`` only through
 ``x + b q`` (``|a|``, ``|b|`` are the dilations; a negative one is a flipped kernel), and ``B`` (the kernel)
-reads no row axis.  The sum becomes four ops:
+reads no row axis.  The sum becomes short transforms around one product per transform point:
 
-* ``U[xi, nu, c..., cols...] = (G B G^T)[xi, nu]``, the kernel transform;
-* ``V[xi, nu, rows..., tiles..., c...] = (B^T d B)[xi, nu]`` over each input tile ``d`` of ``(m + 2)^2``
-  points, the input transform (zero past the points the sum reads, so odd sizes tile exactly);
-* ``M[xi, nu, rows..., tiles..., cols...] = sum_c V * U``, one matrix product per transform point, which
-  the product strategies plan as any other product;
-* ``O[i, j, rows..., tiles..., cols...] = (A^T M A)[i, j]``, the output transform, which ``Y`` reads.
+* ``U[xi, nu, cols..., c...] = (G B G^T)[xi, nu]``, the kernel transform (two short sums);
+* ``V[xi, nu, c..., rows..., tiles...] = (B^T d B)[xi, nu]`` over each input tile ``d`` of ``(m + 2)^2``
+  points, the input transform: the data deinterleaved by column residue, then columns and rows (zero past
+  the points the sum reads, so odd sizes tile exactly);
+* ``M[xi, nu, cols..., rows..., tiles...] = sum_c U * V``, which the product strategies plan as any product;
+* ``O[xi, cols..., rows..., tiles..., x] = (M A)[xi, x % m]`` (each tile's outputs side by side), and the
+  sum itself ``sum_xi A^T[y % m, xi] O[xi, ...]``.
 
 Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2``: 2.25 times fewer
-for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices both tiles and the direct sum in
-multiply-adds, the transforms and copies included, and rewrites only where a tile costs at most
-:data:`PAYS` of the direct sum and both channel counts reach :data:`MIN_CHANNELS`: below that the
-products per transform point are too short to run at the micro-kernel's speed.  Float sums only;
+for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices the tiles of :data:`CHOSEN` and the
+direct sum in multiply-adds (:func:`macs`: each transformed value :data:`TRANSFORM_MAC` of them, measured on
+AVX-512 and AVX2) and rewrites where the tile costs at most :data:`PAYS` of the direct sum and there are
+:data:`MIN_TILES` tiles: F(2x2, 3x3) with about 100 channels in and out.  F(4x4, 3x3) (``winograd=4``) pays
+from about 40 channels, but its float32 error, about ten times the direct sum's, flips ReLU masks at
+pre-activations near zero, which moved the ``layers`` suite's conv + ReLU input gradient 3e-2 away from
+float64 (its check: 1e-3); so the cost model never picks it.  Float sums only;
 ``fastmath=False`` keeps the direct sum (the transforms add in another order)."""
 
 from __future__ import annotations
@@ -39,8 +43,7 @@ from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficie
 
 F = Fraction
 # (B^T, G, A^T) of F(m, 3) for the tile sizes offered (Lavin and Gray, 2016): points 0, +-1 and infinity, and
-# for m = 4 +-1/2 rather than +-2, whose float32 error is about a thousandth as large where a batch norm
-# after the convolution takes its mean away (the ResNet block's weight gradients: 7e-3 against 6e-6)
+# +-1/2 for m = 4
 TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
     2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
         ((1, 0, 0), (F(1, 2), F(1, 2), F(1, 2)), (F(1, 2), F(-1, 2), F(1, 2)), (0, 0, 1)),
@@ -52,6 +55,7 @@ TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
         ((1, 1, 1, 1, 1, 0), (0, 1, -1, F(1, 2), F(-1, 2), 0), (0, 1, 1, F(1, 4), F(1, 4), 0),
          (0, 1, -1, F(1, 8), F(-1, 8), 1))),
 }
+CHOSEN = (2,)  # the tiles the cost model picks from (F(4x4, 3x3) only when asked: see the module docstring)
 MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
 PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
 TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs (measured, AVX-512 and AVX2 alike)
@@ -184,8 +188,8 @@ def macs(conv: Conv, m: int | None) -> float:
 
 
 def choose_tile(conv: Conv) -> int | None:
-    """The tile ``m`` that costs least, where it pays (see the module docstring), else ``None``."""
-    best = min(TRANSFORMS, key=lambda m: macs(conv, m))
+    """The tile of :data:`CHOSEN` that costs least, where it pays (module docstring), else ``None``."""
+    best = min(CHOSEN, key=lambda m: macs(conv, m))
     if tile_count(conv, best) < MIN_TILES:
         return None
     return best if macs(conv, best) <= PAYS * macs(conv, None) else None
@@ -362,5 +366,5 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     return out
 
 
-__all__ = ["MIN_TILES", "PAYS", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window", "choose_tile", "macs",
-           "match", "rewrite", "tile_count", "winograd"]
+__all__ = ["CHOSEN", "MIN_TILES", "PAYS", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window", "choose_tile",
+           "macs", "match", "rewrite", "tile_count", "winograd"]
