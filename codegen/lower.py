@@ -49,6 +49,7 @@ from .passes.speculate import speculate
 from .passes.stacked_sums import stack_shared_sides, stack_sums
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
+from .passes.winograd import winograd
 from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
@@ -201,7 +202,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     target = opts.target or parse_target()
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
-    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse)
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -241,6 +242,7 @@ class _Rewriting:
     bodies: dict
     outputs: frozenset
     fuse: bool
+    winograd: int | None  # the ``winograd`` option (0 with ``fastmath=False``: sums add in the spelled order)
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -286,6 +288,10 @@ def _stacked(state: _Rewriting) -> None:
     state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 
 
+def _winograd(state: _Rewriting) -> None:
+    state.ops = winograd(state.ops, state.bodies, _reads_in_bounds, state.winograd)
+
+
 def _copies(state: _Rewriting) -> None:
     if state.fuse:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
@@ -303,6 +309,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(factor_choices),      # costly contexts of eager choices computed once
     _transposed,                     # a sum spelled twice, once transposed, computed once
     _stacked,                        # several products summed as one product over one more axis
+    _winograd,                       # 3x3 sums by Winograd's transforms where they pay
     _copies,                         # an output copying a temporary computes it (with fuse)
     _each_body(unstride),            # sums over one residue class re-indexed
 )
