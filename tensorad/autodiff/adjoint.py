@@ -721,17 +721,11 @@ class AdjointBuilder:
                 return None
             factor = _factor(body.src[0], body.src[1])
             used = [a for a in op.axes if a in free_vars(factor)]
-            if len(raxes) == 1:
-                (k,) = raxes
-                t = var("t", k.lo, k.hi)
-                at_t = lambda e: rename(factor, {k: e})  # noqa: E731
-            else:
-                t = var("t", 0, combiners.box_size(raxes))
-                at_t = lambda e: rename(factor, dict(zip(raxes, _unflatten(e, raxes))))  # noqa: E731
-            axes = [*used, t]
-            found = self._prods[op] = (used, flat if len(raxes) > 1 else raxes[0],
-                                       [self._before(f"{op.name}.{side}", axes, len(used), at_t, step)
-                                        for side, step in (("before", 1), ("after", -1))])
+            axes = [*used, var("t", 0, combiners.box_size(raxes))]
+            found = self._prods[op] = (used, flat, [
+                self._before(f"{op.name}.{side}", axes, len(used),
+                             lambda e: rename(factor, dict(zip(raxes, _unflatten(e, raxes)))), step)
+                for side, step in (("before", 1), ("after", -1))])
         used, flat, sides = found
 
         def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr]:
