@@ -17,10 +17,11 @@ Other combiners:
   the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
-* ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
-  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0; over a box, ``Z`` is a float whose
-  tangent is the zero factors' tangents, so the branches that are 0 keep their derivatives (second
-  order).  A running product takes an exclusive running product and a recurrence of the head, two scans
+* ``prod``: ``dY/dg`` at a point is the product of the other factors, an exclusive prefix times an
+  exclusive suffix product along the box's points (:meth:`AdjointBuilder._others`): two scans, no
+  division, so it is finite where ``Y`` overflows or a factor is infinite or NaN, and its derivatives
+  are those of products (second order at zeros).  A running product (a prefix ``k <= i`` or ``k < i``,
+  a suffix) takes an exclusive running product and a recurrence of the head, two scans
   (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
@@ -556,8 +557,8 @@ class AdjointBuilder:
         return dims, guards, rest
 
     def _compared_source(self, op: ComputeOp, m: dict) -> Expr:
-        """The source of a max/min/prod ``op`` at the point ``m``, for the tie test and a product's zero
-        test and the reductions they compare with: the source itself where it recomputes exactly (inexact
+        """The source of a max/min ``op`` at the point ``m``, for the tie test and the reductions it
+        compares with: the source itself where it recomputes exactly (inexact
         elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
@@ -566,8 +567,8 @@ class AdjointBuilder:
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
-        """Values stored once (``Role.SAVED``) so that a max/min/prod's winner and tie or zero test
-        compare the same bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
+        """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test compare the same
+        bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
         reads copied (``C.tie``), or a source still rounding twice stored over the domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
@@ -757,7 +758,7 @@ class AdjointBuilder:
                     j: Sequence[Expr], kind: str) -> list[Expr] | None:
         """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
         along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
-        output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint of each source at its
+        output axes ride along), each term ``k`` entering at ``j = k`` (or a constant shift away).  The adjoint of each source at its
         term is a tensor over the output axes (:meth:`_line_adjoints`), read at each site as an elementwise
         op's head.  ``None`` for another domain, or a recurrence whose running product has a head."""
         body = op.body[0]
@@ -788,8 +789,8 @@ class AdjointBuilder:
         (:meth:`_suffix_recurrence`) and ``B[lo - 1] = 0``: the adjoint of a recurrence is a
         recurrence again, so every order of derivative stays a few scans.  Every product is
         strong in its zero factors ``g`` (:func:`combiners.strong_product`), so a term with a
-        zero factor is 0 whatever the other factors are, as :meth:`_prod`'s zero count makes
-        it: no NaN of ``0 * inf``."""
+        zero factor is 0 whatever the other factors are: no NaN of ``0 * inf``.  A term ``k``
+        that enters the output ``k + shift`` (``k < j``: 1) reads the head there."""
         d, lo, hi = sources[0].dtype, op.axes[pos].lo, op.axes[pos].hi
         pv = axis_vars(head.shape[:n_prefix], prefix="p")
         m = copy_vars(op.axes)
