@@ -720,7 +720,10 @@ class AdjointBuilder:
             flat = combiners.flat_index(raxes, self.holds)
             if flat is None:
                 return None
-            factor = _factor(body.src[0], body.src[1])
+            # (a conjunct of the condition that reads no point of the box keeps or drops the whole
+            # product: the terms' routing tests it, the factors need not)
+            cond = all_of([c for c in conjuncts(body.src[0]) if set(free_vars(c)) & set(raxes)])
+            factor = _factor(cond, body.src[1])
             used = [a for a in op.axes if a in free_vars(factor)]
             axes = [*used, var("t", 0, combiners.box_size(raxes))]
             found = self._prods[op] = (used, flat, [
@@ -758,9 +761,10 @@ class AdjointBuilder:
                     j: Sequence[Expr], kind: str) -> list[Expr] | None:
         """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
         along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
-        output axes ride along), each term ``k`` entering at ``j = k`` (or a constant shift away).  The adjoint of each source at its
-        term is a tensor over the output axes (:meth:`_line_adjoints`), read at each site as an elementwise
-        op's head.  ``None`` for another domain, or a recurrence whose running product has a head."""
+        output axes ride along), each term ``k`` entering at ``j = k`` or a constant shift away (``k < j``).
+        The adjoint of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
+        read at each site as an elementwise op's head.  ``None`` for another domain, or a recurrence
+        whose running product has a head."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
         if found is None or (kind == "recurrence" and (set(heads) != {1} or found[3])):

@@ -114,6 +114,15 @@ def _others(x: np.ndarray, axis_size: int) -> np.ndarray:
     return out.reshape(x.shape)
 
 
+def _box_gradient(shape: tuple[int, ...], dtype: str):
+    """``Y[i] = prod over the other axes of X[i, ...]`` and its gradient."""
+    X = ta.placeholder(shape, dtype, "X")
+    ks = [ta.reduce_axis((0, s), f"k{n}") for n, s in enumerate(shape[1:])]
+    Y = ta.compute(shape[:1], lambda i: ta.prod(X[(i, *ks)], axis=ks), name="Y")
+    H = ta.placeholder(shape[:1], dtype, "H")
+    return X, H, ta.JacobianRecursive(Y, [X], H)[0]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_an_infinite_or_nan_factor_leaves_the_product_of_the_others(dtype):
     """The factor that is inf or NaN gets the product of the others, finite (``P / g`` was
@@ -122,12 +131,8 @@ def test_an_infinite_or_nan_factor_leaves_the_product_of_the_others(dtype):
     rule does.  Over two reduction axes as over one."""
     x = np.array([[2, np.inf, 0.5, 3], [1, np.nan, 0.5, -3], [1.5, -2, np.inf, 0], [-np.inf, 2, 0, 0],
                   [np.inf, np.inf, 1, 2], [4, -0.0, 0.25, 2]], dtype=dtype)
-    for shape, axes in [((6, 4), 1), ((6, 2, 2), 2)]:
-        X = ta.placeholder(shape, dtype, "X")
-        ks = [ta.reduce_axis((0, 2 if axes == 2 else 4), f"k{n}") for n in range(axes)]
-        Y = ta.compute((6,), lambda i: ta.prod(X[(i, *ks)], axis=ks), name="Y")
-        H = ta.placeholder((6,), dtype, "H")
-        (g,) = ta.JacobianRecursive(Y, [X], H)
+    for shape in [(6, 4), (6, 2, 2)]:
+        X, H, g = _box_gradient(shape, dtype)
         h = np.ones(6, dtype)
         with np.errstate(invalid="ignore"):
             want = _others(x, 4).astype(dtype).reshape(shape)
@@ -149,20 +154,21 @@ def test_the_product_of_the_others_where_the_product_overflows():
     np.testing.assert_array_equal(got, np.array([[2.5e30, 2.5e30, np.inf, np.inf]], np.float32))
 
 
+def _prefix_second_order_work(n: int, strict: bool) -> list[int]:
+    """The work of the gradient of ``prod_{k < j} X[i, k]``'s (``k <= j``) gradient by ``X`` and by the head."""
+    X = ta.placeholder((4, n), "float32", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((4, n), lambda i, j: ta.prod(X[i, k], axis=k, where=k < j if strict else k <= j), name="Y")
+    H, W = (ta.placeholder((4, n), "float32", name) for name in "HW")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    return [ta.lower([ta.JacobianRecursive(g, [t], W)[0]], [X, H, W], target=TARGET).work for t in (X, H)]
+
+
 @pytest.mark.parametrize("strict", [True, False])
 def test_second_order_of_a_prefix_product_is_linear(strict):
     """The gradient of the gradient of ``prod_{k < j}`` (``k <= j``) by ``X`` and by the head: scans,
     linear in ``n`` (the exclusive prefix's adjoint is a suffix recurrence)."""
-    works = []
-    for n in (64, 128, 256):
-        X = ta.placeholder((4, n), "float32", "X")
-        k = ta.reduce_axis((0, n), "k")
-        Y = ta.compute((4, n), lambda i, j: ta.prod(X[i, k], axis=k, where=k < j if strict else k <= j),
-                       name="Y")
-        H, W = (ta.placeholder((4, n), "float32", name) for name in "HW")
-        (g,) = ta.JacobianRecursive(Y, [X], H)
-        works.append([ta.lower([ta.JacobianRecursive(g, [t], W)[0]], [X, H, W], target=TARGET).work
-                      for t in (X, H)])
+    works = [_prefix_second_order_work(n, strict) for n in (64, 128, 256)]
     for (a, b), (c, d) in zip(works, works[1:]):
         assert c <= 2 * a + 8 and d <= 2 * b + 8, works
     assert works[-1][0] <= 8 * 4 * 256 and works[-1][1] <= 5 * 4 * 256, works
