@@ -155,7 +155,7 @@ def test_the_product_of_the_others_where_the_product_overflows():
 
 
 def _prefix_second_order_work(n: int, strict: bool) -> list[int]:
-    """The work of the gradient of ``prod_{k < j} X[i, k]``'s (``k <= j``) gradient by ``X`` and by the head."""
+    """The work of the second gradients (by ``X``, by the head) of ``prod_{k < j} X[i, k]`` (``k <= j``)."""
     X = ta.placeholder((4, n), "float32", "X")
     k = ta.reduce_axis((0, n), "k")
     Y = ta.compute((4, n), lambda i, j: ta.prod(X[i, k], axis=k, where=k < j if strict else k <= j), name="Y")
