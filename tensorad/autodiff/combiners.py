@@ -335,13 +335,12 @@ def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
     product's gradient counts it (PyTorch's too).  Where the other is finite it is ``a * b``, so its
     derivative keeps both factors' tangents at a zero (second order).  A zero adjoint ``b`` meeting an
     infinite factor stays NaN."""
-    def finite(e: Expr) -> Expr:  # e, or 0 where e is infinite or NaN
-        inside = compare(Op.LT, unary(Op.ABS, e), const(math.inf, e.dtype))
-        return choice(Op.SELECT, inside, e, const(0, e.dtype))
+    def lost(z: Expr, other: Expr) -> Expr:  # z is 0 and other is infinite or NaN
+        finite = compare(Op.LT, unary(Op.ABS, other), const(math.inf, other.dtype))
+        return logical(Op.AND, compare(Op.EQ, z, const(0, z.dtype)), logical_not(finite))
 
-    zero = const(0, a.dtype)
-    out = a * b if not both else choice(Op.SELECT, compare(Op.EQ, b, zero), finite(a) * b, a * b)
-    return choice(Op.SELECT, compare(Op.EQ, a, zero), a * finite(b), out)
+    cond = logical(Op.OR, lost(a, b), lost(b, a)) if both else lost(a, b)
+    return choice(Op.SELECT, cond, const(0, a.dtype), a * b)
 
 
 def strong_product_reducer(comb: CommReducer) -> CommReducer:
