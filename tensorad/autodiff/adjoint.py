@@ -54,6 +54,7 @@ from ..ir.expr import (
     const,
     data_index,
     logical,
+    unary,
     var,
 )
 from ..ir.intrange import index_bounds
@@ -210,6 +211,14 @@ def _any_of(conds: Sequence[Expr]) -> Expr:
     return out
 
 
+def _where_linked(op: ComputeOp) -> bool:
+    """Whether a reduction's condition ties its box to the outputs or to data: a conjunct reading an
+    output axis or a tensor (a prefix ``k < j``, ``k != j``, a data mask).  A product that is not
+    differentiates from a zero count (:meth:`AdjointBuilder._box_others`), else from exclusive scans
+    (:meth:`AdjointBuilder._others`)."""
+    return any(set(free_vars(c)) & set(op.axes) or reads_data(c) for c in conjuncts(op.body[0].src[0]))
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -223,7 +232,8 @@ class AdjointBuilder:
         self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
-        self._prods: dict[ComputeOp, tuple] = {}
+        self._prods: dict[ComputeOp, tuple] = {}  # see _others
+        self._boxes: dict[ComputeOp, tuple[Tensor, Tensor]] = {}  # see _prod
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
@@ -299,7 +309,7 @@ class AdjointBuilder:
             if line is not None:
                 return line
         if kind == "prod":
-            others = self._others(op)
+            others = self._others(op) if _where_linked(op) else self._box_others(op)
             if others is not None:
                 return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
         return self._generic_terms(op, heads, x, p, j)
@@ -706,6 +716,61 @@ class AdjointBuilder:
         kv = axis_vars(op.shape)  # (each compute over variables of its own)
         return (value, compute(f"{op.name}.first", jv, [lone]),
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
+
+    def _box_others(self, op: ComputeOp) -> Callable:
+        """For a product over a box (:func:`_where_linked` false), the product of the other factors at
+        each point, as an ``extra`` of :meth:`_site_terms`: from the zero count ``Z`` and the product of
+        the nonzero factors ``P`` (:meth:`_prod`), ``P / g`` when ``Z == 0``, ``P`` at the single zero
+        when ``Z == 1``, else 0, one fused pass over the box.  ``Z`` is a float whose tangent is the zero
+        factors' tangents, so the branches that are 0 keep their derivatives (second order)."""
+        zeros, nonzero = self._prod(op)
+
+        def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr]:
+            g = self._compared_source(op, m)  # the bits Z and P were counted from
+            counted, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
+            is0 = compare(Op.EQ, g, const(0, g.dtype))
+            q = pr / choice(Op.SELECT, is0, const(1, g.dtype), g)
+            zero = const(0, g.dtype)
+            z = cast(dt.INDEX, counted)  # (the count, without the zeros' tangents ``counted`` carries)
+            zs = counted - cast(counted.dtype, z)  # 0, whose tangent is the zero factors' tangents
+
+            def vanishing(scale: Expr, carrier: Expr) -> Expr:  # (0 where ``P`` overflowed)
+                finite = compare(Op.LT, unary(Op.ABS, pr), const(math.inf, pr.dtype))
+                return choice(Op.SELECT, finite, scale * cast(scale.dtype, carrier), zero)
+            # Each branch's value is the product of the other factors, and so is its derivative: one
+            # zero elsewhere gives 0 whose tangent is q times that zero's; two zeros, one here, give 0
+            # whose tangent is P times the other's (what forward mode over this gradient reads).
+            one = choice(Op.SELECT, is0, pr, vanishing(q, zs))
+            two = choice(Op.SELECT, logical(Op.AND, compare(Op.EQ, z, const(2, z.dtype)), is0),
+                         vanishing(pr, zs - cast(zs.dtype, g)), zero)
+            return [], choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), q,
+                              choice(Op.SELECT, compare(Op.EQ, z, const(1, z.dtype)), one, two))
+
+        return others
+
+    def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
+        """``(Z, P)``: the number of zero factors of a box product (a float: each zero adds ``1 + g``,
+        whose tangent is g's) and the product of the nonzero ones, from the factors' bits that
+        :meth:`_box_others`' zero test reads too."""
+        found = self._boxes.get(op)
+        if found is not None:
+            return found
+        body = op.body[0]
+        out = []
+        for what in ("zeros", "nonzero_prod"):
+            m = copy_vars(op.axes + body.arg.axes)
+            cond, g = rename(body.src[0], m), self._compared_source(op, m)
+            is0 = compare(Op.EQ, g, const(0, g.dtype))
+            where = None if cond is TRUE else cond
+            kv = [m[k] for k in body.arg.axes]
+            if what == "zeros":
+                cd = dt.compute_dtype(g.dtype)
+                red = sum_reducer(choice(Op.SELECT, is0, const(1, cd) + cast(cd, g), const(0, cd)), kv, where)
+            else:
+                red = prod_reducer(choice(Op.SELECT, is0, const(1, g.dtype), g), kv, where)
+            out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
+        found = self._boxes[op] = (out[0], out[1])
+        return found
 
     def _others(self, op: ComputeOp) -> Callable | None:
         """For a product over a box, the product of the other factors at each point ``k``: ``E S``, with

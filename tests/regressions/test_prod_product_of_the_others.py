@@ -1,5 +1,5 @@
-"""The gradient of ``prod`` is the product of the other factors, built from an exclusive prefix and an
-exclusive suffix product (two scans, no division).
+"""The gradient of a ``prod`` whose ``where`` reads an output axis or data is the product of the other
+factors, built from an exclusive prefix and an exclusive suffix product (two scans, no division).
 
 It was ``P / g`` from a zero count and the nonzero factors' product ``P``, which was wrong in three ways:
 
@@ -8,6 +8,11 @@ It was ``P / g`` from a zero count and the nonzero factors' product ``P``, which
   no tangent, so Hessian-vector products, vjp-of-vjp and jvp-of-vjp lost the zero factors' terms;
 * a NaN at an infinite or NaN factor whose other factors have a finite product (``inf / inf``);
 * ``inf`` where ``P`` overflows but the product of the others is finite (``inf / g``).
+
+A plain box product (a ``where`` reading only its reduction axes) keeps ``P / g`` from a float zero count
+whose tangent carries the zero factors' (right at second order, one fused pass over the box): at inf,
+NaN and overflow it gives what PyTorch's first-order ``prod`` backward gives, so the last two tests read
+where-linked products (an all-ones data mask).
 
 Oracles: PyTorch float64 double backward (``prod``, ``cumprod``, ``where`` masks), NumPy formulas of the
 product of the others written here, and ``ta.evaluate`` against ``ta.build``."""
@@ -114,13 +119,14 @@ def _others(x: np.ndarray, axis_size: int) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def _box_gradient(shape: tuple[int, ...], dtype: str):
-    """``Y[i] = prod over the other axes of X[i, ...]`` and its gradient."""
+def _masked_gradient(shape: tuple[int, ...], dtype: str):
+    """``Y[i] = prod over the other axes of X[i, ...] where M[i, ...] > 0`` and its gradient."""
     X = ta.placeholder(shape, dtype, "X")
+    M = ta.placeholder(shape, dtype, "M")
     ks = [ta.reduce_axis((0, s), f"k{n}") for n, s in enumerate(shape[1:])]
-    Y = ta.compute(shape[:1], lambda i: ta.prod(X[(i, *ks)], axis=ks), name="Y")
+    Y = ta.compute(shape[:1], lambda i: ta.prod(X[(i, *ks)], axis=ks, where=M[(i, *ks)] > 0), name="Y")
     H = ta.placeholder(shape[:1], dtype, "H")
-    return X, H, ta.JacobianRecursive(Y, [X], H)[0]
+    return X, M, H, ta.JacobianRecursive(Y, [X], H)[0]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -128,29 +134,27 @@ def test_an_infinite_or_nan_factor_leaves_the_product_of_the_others(dtype):
     """The factor that is inf or NaN gets the product of the others, finite (``P / g`` was
     ``inf / inf``, NaN); PyTorch's first-order ``prod`` backward divides too (NaN), its double
     backward's exclusive cumulative products give the product of the others, as JAX's ``cumprod``
-    rule does.  Over two reduction axes as over one."""
+    rule does.  Over two reduction axes as over one, under a data mask that keeps every factor (a plain
+    box divides, as PyTorch's first order does)."""
     x = np.array([[2, np.inf, 0.5, 3], [1, np.nan, 0.5, -3], [1.5, -2, np.inf, 0], [-np.inf, 2, 0, 0],
                   [np.inf, np.inf, 1, 2], [4, -0.0, 0.25, 2]], dtype=dtype)
     for shape in [(6, 4), (6, 2, 2)]:
-        X, H, g = _box_gradient(shape, dtype)
-        h = np.ones(6, dtype)
+        X, M, H, g = _masked_gradient(shape, dtype)
+        h, m = np.ones(6, dtype), np.ones(shape, dtype)
         with np.errstate(invalid="ignore"):
             want = _others(x, 4).astype(dtype).reshape(shape)
-        got = ta.build([g], [X, H])(x.reshape(shape), h)
+        got = ta.build([g], [X, M, H])(x.reshape(shape), m, h)
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(ta.evaluate(g, {X: x.reshape(shape), H: h}), got)
+        np.testing.assert_array_equal(ta.evaluate(g, {X: x.reshape(shape), M: m, H: h}), got)
 
 
 def test_the_product_of_the_others_where_the_product_overflows():
-    """float32 ``[1e30, 1e30, 5, 0.5]``: the product overflows; the first two factors' others multiply
-    to 2.5e30 (PyTorch's ``P / g`` gives inf for all four), the last two's overflow (inf)."""
-    X = ta.placeholder((1, 4), "float32", "X")
-    k = ta.reduce_axis((0, 4), "k")
-    Y = ta.compute((1,), lambda i: ta.prod(X[i, k], axis=k), name="Y")
-    H = ta.placeholder((1,), "float32", "H")
-    (g,) = ta.JacobianRecursive(Y, [X], H)
+    """float32 ``[1e30, 1e30, 5, 0.5]`` under an all-ones data mask: the product overflows; the first two
+    factors' others multiply to 2.5e30 (PyTorch's ``P / g``, as a plain box's, gives inf for all four),
+    the last two's overflow (inf)."""
+    X, M, H, g = _masked_gradient((1, 4), "float32")
     x = np.array([[1e30, 1e30, 5, 0.5]], np.float32)
-    got = ta.build([g], [X, H])(x, np.ones(1, np.float32))
+    got = ta.build([g], [X, M, H])(x, np.ones((1, 4), np.float32), np.ones(1, np.float32))
     np.testing.assert_array_equal(got, np.array([[2.5e30, 2.5e30, np.inf, np.inf]], np.float32))
 
 
