@@ -17,12 +17,16 @@ Other combiners:
   the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
-* ``prod``: ``dY/dg`` at a point is the product of the other factors, an exclusive prefix times an
-  exclusive suffix product along the box's points (:meth:`AdjointBuilder._others`): two scans, no
-  division, so it is finite where ``Y`` overflows or a factor is infinite or NaN, and its derivatives
-  are those of products (second order at zeros).  A running product (a prefix ``k <= i`` or ``k < i``,
-  a suffix) takes an exclusive running product and a recurrence of the head, two scans
-  (:meth:`AdjointBuilder._line_terms`).
+* ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
+  reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
+  ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one fused pass
+  (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose tangent is the zero factors' tangents,
+  so the branches that are 0 keep their derivatives (second order).  A ``where`` that reads an output
+  axis or data takes an exclusive prefix times an exclusive suffix product along the box's points
+  (:meth:`AdjointBuilder._others`): two scans, no division, finite where ``Y`` overflows or a factor
+  is infinite or NaN, with the derivatives of products (second order at zeros).  A running product
+  (a prefix ``k <= i`` or ``k < i``, a suffix) takes an exclusive running product and a recurrence of
+  the head, two scans (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
@@ -567,9 +571,9 @@ class AdjointBuilder:
         return dims, guards, rest
 
     def _compared_source(self, op: ComputeOp, m: dict) -> Expr:
-        """The source of a max/min ``op`` at the point ``m``, for the tie test and the reductions it
-        compares with: the source itself where it recomputes exactly (inexact
-        elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
+        """The source of a max/min/prod ``op`` at the point ``m``, for the tie test and a box product's
+        zero test and the reductions they compare with: the source itself where it recomputes exactly
+        (inexact elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
@@ -577,9 +581,10 @@ class AdjointBuilder:
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
-        """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test compare the same
-        bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
-        reads copied (``C.tie``), or a source still rounding twice stored over the domain (``Y.tie``)."""
+        """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test, or a box product's
+        zero test and zero count, compare the same bits, or ``None`` when the source recomputes exactly:
+        each elementwise tensor it reads copied (``C.tie``), or a source still rounding twice stored over
+        the domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
@@ -773,7 +778,8 @@ class AdjointBuilder:
         return found
 
     def _others(self, op: ComputeOp) -> Callable | None:
-        """For a product over a box, the product of the other factors at each point ``k``: ``E S``, with
+        """For a product whose ``where`` reads an output axis or data (:func:`_where_linked`), the
+        product of the other factors at each point ``k``: ``E S``, with
         ``E`` the exclusive prefix and ``S`` the exclusive suffix product of the factors (1 where the
         condition fails) along the box's points in row-major order (:meth:`_before`), two scans that
         read no division.  As an ``extra`` of :meth:`_site_terms`; ``None`` for a box whose points may
