@@ -42,12 +42,14 @@ from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
 from .passes.row_bound import bound_rows
+from .passes.shared_packing import share_packed_sides
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
 from .passes.stacked_sums import stack_shared_sides, stack_sums
 from .passes.strided_sums import unstride
 from .passes.transposed_sums import merge_transposed
+from .passes.winograd import winograd
 from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
@@ -176,7 +178,8 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
         program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
-        result = LoweredFunc(bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program, *rest)
+        program = bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program
+        result = LoweredFunc(share_packed_sides(program), *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"
         trace.dump(stem, "tensors.txt", lambda: "\n".join(print_tensor_recursively(t) for t in outputs))
@@ -199,7 +202,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     target = opts.target or parse_target()
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
-    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse)
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -239,6 +242,7 @@ class _Rewriting:
     bodies: dict
     outputs: frozenset
     fuse: bool
+    winograd: int | None  # the ``winograd`` option (0 with ``fastmath=False``: sums add in the spelled order)
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -284,6 +288,10 @@ def _stacked(state: _Rewriting) -> None:
     state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 
 
+def _winograd(state: _Rewriting) -> None:
+    state.ops = winograd(state.ops, state.bodies, _reads_in_bounds, state.winograd)
+
+
 def _copies(state: _Rewriting) -> None:
     if state.fuse:
         state.ops = elide_copies(state.ops, state.bodies, state.outputs)
@@ -301,6 +309,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(factor_choices),      # costly contexts of eager choices computed once
     _transposed,                     # a sum spelled twice, once transposed, computed once
     _stacked,                        # several products summed as one product over one more axis
+    _winograd,                       # 3x3 sums by Winograd's transforms where they pay
     _copies,                         # an output copying a temporary computes it (with fuse)
     _each_body(unstride),            # sums over one residue class re-indexed
 )

@@ -98,7 +98,10 @@ class Options:
     * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a
       block's rows: the kernel runs any count of rows up to that axis's extent, read when it runs
       (:mod:`.passes.row_bound`; a generic kernel's blocks, :mod:`.runtime.rows`); ``row_sums``: positions
-      among the outputs of the sums over those rows."""
+      among the outputs of the sums over those rows.
+    * ``winograd``: 3x3 sums by Winograd's transforms (:mod:`.passes.winograd`): ``None`` where the cost
+      model finds they pay, ``0`` never, ``2`` or ``4`` with that output tile wherever the structure
+      matches."""
 
     parallel: bool = True
     microkernel: bool | None = None
@@ -118,6 +121,7 @@ class Options:
     variants: bool = False
     rows: tuple = ()
     row_sums: tuple = ()
+    winograd: int | None = None
 
     @classmethod
     def make(cls, options: dict[str, Any]) -> Options:
@@ -163,6 +167,9 @@ class Options:
         for k in ("rows", "row_sums"):
             if k in kw:
                 kw[k] = tuple(integer(k, x, 0, what="argument positions") for x in kw[k])
+        wino = kw.get("winograd")
+        if wino is not None and (isinstance(wino, bool) or wino not in (0, 2, 4)):
+            raise ValueError(f"option winograd must be None, 0, 2 or 4, got {kw['winograd']!r}")
         kw["target"] = parse_target(kw.get("target"))
         return cls(**kw)
 
@@ -174,4 +181,4 @@ class Options:
                        self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
                        choices=self.choices, variants=self.variants, rows=self.rows,
-                       row_sums=self.row_sums)
+                       row_sums=self.row_sums, winograd=self.winograd)

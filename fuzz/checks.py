@@ -825,8 +825,21 @@ class Case:
         lhs = float(np.sum(jv * feed[H]))
         rhs = float(sum(np.sum(g * feed[u]) for g, u in zip(grads, U)))
         evaluated = functools.cache(lambda: ta.evaluate([tangent], feed)[0])  # (asked on a mismatch)
+
+        def moved() -> tuple[float, float]:
+            """Both sides at the inputs moved by a few ulps (asked on a mismatch)."""
+            rng = np.random.default_rng(self.seed + 3)
+            f = {p: feed[p] * (1 + 4 * np.finfo(np.float64).eps * rng.choice([-1.0, 1.0], np.shape(feed[p])))
+                 if np.issubdtype(np.asarray(feed[p]).dtype, np.floating) else feed[p] for p in all_ins}
+            f = {**feed, **f}
+            jv_m = self.chain_rule_nans([self.build([tangent], all_ins + U)(*[f[p] for p in all_ins + U])],
+                                        [tangent], f)[0]
+            g_m = self.chain_rule_nans(_tuple(self.build(self._gradient(), all_ins + [H])(
+                *[f[p] for p in all_ins + [H]])), self._gradient(), f)
+            return float(np.sum(jv_m * f[H])), float(sum(np.sum(g * f[u]) for g, u in zip(g_m, U)))
+
         self._identity("h . jvp(u) vs u . reverse(h)", lhs, rhs, evaluated, feed[H], self._gradient(),
-                       feed, U)
+                       feed, U, moved=moved)
         if self.seed % 4 == 1:  # several heads at once (a head with a prefix), each against jvp
             H2 = ta.placeholder((2,) + out.shape, "float64", name="heads")
             rng = np.random.default_rng(self.seed + 2)
@@ -840,13 +853,16 @@ class Case:
                 self._identity(f"h[{k}] . jvp(u) vs u . reverse(h)[{k}] (a head with a prefix)",
                                float(np.sum(jv * h2[k])), rhs2, evaluated, h2[k], rev2, feed2, U, k)
 
-    def _identity(self, what: str, lhs: float, rhs: float, evaluated, h, rev, feed, U, k=None) -> None:
+    def _identity(self, what: str, lhs: float, rhs: float, evaluated, h, rev, feed, U, k=None,
+                  moved=None) -> None:
         """``h . J u`` (built jvp) against ``u . J^T h`` (built reverse), to ``1e-7``.  A program
         whose derivative rounding decides -- a layer norm over equal values, whose ``x - mean``
         is an ulp's residue times ``rstd = 1/sqrt(eps)`` (the reverse gradient from
         ``ta.evaluate`` and from the kernel 21 apart in 7,400) -- is allowed twice how far the
         same two sides move when ``ta.evaluate`` computes them instead (other summation
-        orders); a derivative that is wrong, not rounded, moves neither."""
+        orders), or, where ``moved`` gives them at the inputs moved by a few ulps, how far they move
+        there (a formula that rounds otherwise: rounding, not the formula, decides such a derivative);
+        a derivative that is wrong, not rounded, moves neither."""
         try:
             compare(what, np.array(lhs), np.array(rhs), "float64", rtol=1e-7)
             return
@@ -855,6 +871,9 @@ class Case:
             lhs_e = float(np.sum(evaluated() * h))
             rhs_e = float(sum(np.sum((g if k is None else g[k]) * feed[u]) for g, u in zip(vals, U)))
             noise = abs(lhs - lhs_e) + abs(rhs - rhs_e)
+            if moved is not None:
+                lhs_m, rhs_m = moved()
+                noise = max(noise, abs(lhs - lhs_m) + abs(rhs - rhs_m))
             if not np.isfinite(noise):
                 raise
         compare(what, np.array(lhs), np.array(rhs), "float64", rtol=1e-7, noise=np.array(2 * noise))

@@ -236,6 +236,9 @@ class Worker:
 
 WALL_FACTOR = 4  # a job's wall-clock limit, in multiples of its CPU limit
 POLL_SECONDS = 5.0  # how often busy workers' CPU times are read
+# how often once a worker has run past its limit in wall-clock time but not in CPU time (reading the
+# CPU times of every process below the workers costs the parent a few milliseconds)
+POLL_LATE_SECONDS = 0.25
 
 
 class Pool:
@@ -282,7 +285,7 @@ class Pool:
             now = time.monotonic()
             left = min(w.started + min(self.timeout, self.wall_timeout) - now for w in busy)
             ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
-                         timeout=min(max(left, 0.01), POLL_SECONDS))
+                         timeout=min(max(left, POLL_LATE_SECONDS), POLL_SECONDS))
             now = time.monotonic()
             for w in list(busy):
                 result = None

@@ -296,12 +296,17 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on),
                "row_sums": tuple(k for k, t in enumerate(listed(outputs)) if kinds[t] is RowKind.SUM)}
-    try:  # (each block runs any count of rows up to its own; a refusal comes from lowering, before LLVM)
-        parts = [(rows, _build(*bound(rows), *args, **bounded)) for rows in blocks]
-        why = ""
-    except RowBoundError as e:  # (else the last rows run as one padded block)
+    parts, refused = [], ""
+    for rows in blocks:  # (each block runs any count of rows up to its own; a refusal comes from lowering)
+        try:
+            parts.append((rows, _build(*bound(rows), *args, **bounded)))
+        except RowBoundError as e:  # (a block whose rows take no runtime count is left out of the ladder)
+            refused = refused or str(e)
+    why = ""
+    if not parts or parts[-1][0] != blocks[-1] or len(parts) == 1 < len(blocks):  # (the unit's block runs
+        # every count's last rows; alone, a row per call, it would run slower than padded blocks)
         parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
-        why = f"the last rows run as one padded block: {e}"
+        why = f"the last rows run as one padded block: {refused}"
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
                       [t.name for t in ins], zeroing_input(listed(outputs), ins, kinds), why)
 

@@ -5,7 +5,8 @@ A job's text is ``ACTION`` or ``ACTION when slp`` / ``ACTION when O3`` (only on 
 another it answers the pipeline's ``repr``).  ``pid``: this worker's process id; ``abort``: die of
 ``SIGABRT``; ``spin``: compute for ever; ``sleep``: wait for ever, using no CPU; ``raise``: a Python error;
 ``big``: 3 MB; ``say``: write a line on stderr.  Run as ``python stand_in_compile_worker.py JIT_FOLDER``;
-``STAND_IN_START_SECONDS`` in its environment makes it wait that long before it is ready (a slow start)."""
+``STAND_IN_START_SECONDS`` in its environment makes it wait that long before it is ready (a slow start),
+``STAND_IN_LINGER_SECONDS`` that long after it has said it retires."""
 
 import os
 import sys
@@ -46,3 +47,4 @@ def answer(wire: tuple) -> bytes:
 if __name__ == "__main__":
     time.sleep(float(os.environ.get("STAND_IN_START_SECONDS", 0)))
     compile_job.serve(answer)
+    time.sleep(float(os.environ.get("STAND_IN_LINGER_SECONDS", 0)))

@@ -70,6 +70,8 @@ class Contraction:
     accumulate: bool = False
     #: a generic kernel's block rows, of which the product runs the count read when it runs
     rows: RowCount | None = None
+    #: side B packed once in a buffer of the kernel for the products that read it alike
+    packed_b: SharedPack | None = None
 
     @property
     def c_at(self) -> tuple[Expr, ...]:
@@ -134,6 +136,19 @@ class Contraction:
         then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
                 f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
+
+
+@dataclass(frozen=True)
+class SharedPack:
+    """Side B of several products packed once into the buffer of ``tensor``
+    (:mod:`..passes.shared_packing`): the first of the ``products`` ``fills`` it, the others read it."""
+
+    tensor: Tensor
+    fills: bool
+    products: int
+
+    def describe(self) -> str:
+        return f"B packed {'here' if self.fills else 'before'} for the {self.products} products that read it"
 
 
 @dataclass(frozen=True)

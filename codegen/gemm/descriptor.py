@@ -62,7 +62,12 @@ H_BKEEP = H_BDIRECT + 1
 # 1: C holds a partial sum already (a later chunk of the reduction, see contraction.pad_contraction):
 # every ``k`` block adds to it; 0: the first ``k`` block stores
 H_ACC = H_BKEEP + 1
-DESC_LEN = H_ACC + 1
+# side B's packed copy in a buffer of the kernel that other products read too (0: none), laid out as a
+# side packed once per call; with ``H_BFILL`` 1 the call packs the column blocks it runs into it, else it
+# reads them packed by an earlier product (:mod:`..passes.shared_packing`)
+H_BSHARED = H_ACC + 1
+H_BFILL = H_BSHARED + 1
+DESC_LEN = H_BFILL + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4

@@ -16,10 +16,12 @@ BLIS-style (:mod:`.gemm.microkernel`):
       fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
 
 A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows
-into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call.  The micro-kernel keeps an
-``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile (unless C holds a partial sum,
-``gemmdesc.H_ACC``), later ones add to it; a row
-tile of fewer rows runs a shorter micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
+into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call, but for a side B that several
+products read alike: the kernel keeps that one packed in a buffer of its own (``gemmdesc.H_BSHARED``),
+into which the first product's call packs the column blocks it runs, and the others read.  The
+micro-kernel keeps an ``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile (unless C
+holds a partial sum, ``gemmdesc.H_ACC``), later ones add to it; a row tile of fewer rows runs a shorter
+micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
@@ -535,7 +537,13 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
         return several, share, smin(b, rate, I64((AHEAD_ROWS << RATE_BITS) // unroll)), helper0
 
     mpad, pre, apre = packed_once(gd.H_APRE, I64(1), M, mc, mr, fa, side_a, 1, ("pkc", "pic"))
-    npad, preb, bpre = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
+    npad, preb, bonce = packed_once(gd.H_BPRE, njc, N, nc, nr, fb, side_b, 0, ("pkcb", "pjc"))
+    # (B packed in the kernel's buffer, shared with other products: packed here only if this call fills it)
+    kept = b.icmp_unsigned("!=", ld(b, desc, gd.H_BSHARED), I64(0))
+    fills = b.icmp_unsigned("!=", ld(b, desc, gd.H_BFILL), I64(0))
+    bpre = b.select(kept, b.inttoptr(ld(b, desc, gd.H_BSHARED), PTR), bonce, name="Bpacked")
+    packs_b = b.and_(b.not_(preb), b.or_(b.not_(kept), fills))
+    preb = b.or_(preb, kept)
     with advancing(b, first_chunk, hi, name="chunk") as (start, after):
         with loop(b, start, smin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
             bflat = b.sdiv(pb, njc)
@@ -560,13 +568,13 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                 first = b.and_(b.icmp_signed("==", k0, I64(0)), b.not_(acc))
                 # (B read in place: only the block's last panel, if narrower, is packed)
                 whole = b.select(direct, b.mul(b.sdiv(ncl, I64(nr)), I64(nr)), I64(0))
-                with b.if_then(b.and_(b.not_(preb), b.icmp_signed("<", whole, ncl))):
-                    b.call(fb, [side_b, b.gep(bp, [b.mul(whole, kcl)], inbounds=True, source_etype=t), bflat,
-                                b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
-                brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
-                keep = b.icmp_unsigned("!=", ld(b, desc, gd.H_BKEEP), I64(0))
                 bblock = b.select(preb, b.gep(bpre, [b.add(b.mul(k0, npad), b.mul(jc, kcl))], inbounds=True,
                                               source_etype=t), bp)
+                with b.if_then(b.and_(packs_b, b.icmp_signed("<", whole, ncl))):
+                    b.call(fb, [side_b, b.gep(bblock, [b.mul(whole, kcl)], inbounds=True, source_etype=t),
+                                bflat, b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
+                brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
+                keep = b.icmp_unsigned("!=", ld(b, desc, gd.H_BKEEP), I64(0))
                 with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
                     mcl = smin(b, mc, b.sub(M, ic))
                     with b.if_then(b.not_(pre)):
@@ -621,7 +629,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
                        [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
         after[0] = next_chunk(True)
-    for x in (ap, bp, scratch, apre, bpre):
+    for x in (ap, bp, scratch, apre, bonce):
         b.call(free, [x])
     b.ret_void()
     return fn

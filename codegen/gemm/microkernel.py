@@ -41,7 +41,7 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     first, else 0; the first row tile then packs the panels where more than ``KEEP_TILES`` read them.  B
     must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
-            or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s)):
+            or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s) or s.packed_b is not None):
         return 0
     n_coefs = [plan.fields[gd.axis_field(gd.OUTER, i, 1)] for i in range(len(s.n))]
     k_coefs = [plan.fields[gd.axis_field(gd.KGROUP, i, 1)] for i in range(len(s.k))]
@@ -97,6 +97,7 @@ class GemmEmitter:
         fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
         fields[gd.H_BKEEP] = int(-(-s.M // s.mr) > KEEP_TILES)
         fields[gd.H_ACC] = int(s.accumulate)
+        fields[gd.H_BFILL] = int(s.packed_b is not None and s.packed_b.fills)
         # the constant part of the descriptor is a global; the pointers are stored per call
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
@@ -143,6 +144,8 @@ class GemmEmitter:
             put(gd.H_FIXCTX, ctx)
         if shared is not None:
             put(gd.H_SHARED, shared)
+        if s.packed_b is not None:
+            put(gd.H_BSHARED, ptr_of(s.packed_b.tensor))
         driver = gemmlib.driver_symbol(s.dtype, s.mr, s.nr, s.target)
         b.call(declare(self.m, driver, ir.VoidType(), [PTR, I64, I64]), [desc, lo, hi])
 
@@ -154,7 +157,8 @@ class GemmEmitter:
         if s.epilogue is not None:
             exprs.append(s.epilogue.apply(s.c_at, var(f"{s.c.op.name}.value", dtype=s.dtype)))
         reads = (n.arg for e in exprs for n in walk(e) if n.op is Op.READ)
-        return list(dict.fromkeys([self.c_tensor, *reads]))
+        packed = [s.packed_b.tensor] if s.packed_b is not None else []
+        return list(dict.fromkeys([self.c_tensor, *reads, *packed]))
 
     @property
     def c_tensor(self) -> Tensor:
@@ -166,7 +170,9 @@ class GemmEmitter:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
         the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
-        loop along the last column axis)."""
+        loop along the last column axis, one loop of masked vectors where the target has them).
+        ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
+        ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
@@ -174,6 +180,8 @@ class GemmEmitter:
         tensors, ctx = self._context(b, expr, ptr_of, [*sizes, exact[1] if exact else ir.Constant(PTR, None)])
         fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
         fctx, cbase, bflat, jc, ncl = fn.args
+        cbase.add_attribute("noalias")
+        masked = s.target.masked_memory
         if exact is not None:
             f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
         em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat)
@@ -183,7 +191,7 @@ class GemmEmitter:
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en") as j, pushed(em):
+                with for_range(f, 0, seglen, name="en", masked_tail=masked) as j, pushed(em):
                     em.env[s.n[-1]] = f.add(first, j)
                     at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                     em.env[value] = f.load(at, typ=self.t)
@@ -278,7 +286,7 @@ class GemmEmitter:
         ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
-        packer = Packer(f, em, self.s.k, self.t, self.vw)
+        packer = Packer(f, em, self.s.k, self.t, self.vw, self.s.target.masked_memory)
         if self.s.batch:
             packer.bind(self.s.batch, bflat)
         return em, packer

@@ -102,9 +102,10 @@ class Packer:
     """Packs panels for one contraction (``kaxes``: its reduction axes) in one function."""
 
     def __init__(self, b: ir.IRBuilder, em: ExprEmitter, kaxes: tuple[Expr, ...], t: ir.Type,
-                 vw: int) -> None:
+                 vw: int, masked: bool = False) -> None:
         self.b, self.em, self.kaxes, self.t = b, em, kaxes, t
         self.vw = vw  # the target's vector lanes for t
+        self.masked = masked  # (the target's masked vector memory operations are cheap)
 
     def bind(self, axes: tuple[Expr, ...], flat: ir.Value) -> None:
         """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
@@ -206,14 +207,16 @@ class Packer:
     def _stage(self, expr, outer, first, rows: int, count: ir.Value, staged: ir.Value) -> None:
         """Rows ``[first, first + rows)`` of ``expr``, ``count`` (at most :data:`STAGE_RUN`) consecutive
         values along ``k`` each (from its bound value), into the rows of ``staged``: one rolled loop over the
-        rows around a unit-stride loop the vectorizer widens, the expression emitted once."""
+        rows around a unit-stride loop the vectorizer widens (never unrolled; one loop of masked vectors
+        where the target has them: LLVM's vector epilogue and scalar remainder would copy it thrice),
+        the expression emitted once."""
         b, em = self.b, self.em
         klast = self.kaxes[-1]
         k = em.env[klast]
         with for_range(b, 0, rows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
             self.bind(outer, b.add(first, r))
             out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=self.t)
-            with for_range(b, 0, count, name="sk") as c, pushed(em):
+            with for_range(b, 0, count, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
                 em.env[klast] = b.add(k, c)
                 b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
 

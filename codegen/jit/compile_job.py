@@ -151,11 +151,12 @@ def _read(fd: int, size: int) -> bytes | None:
 
 
 def serve(answer: Callable[[tuple], bytes]) -> None:
-    """A worker's loop: each message on stdin, ``(job as plain tuples, CPU seconds)``, answered on stdout by
-    ``("ok", bytes, its CPU seconds, what it wrote on stderr, the worker's CPU seconds)`` or
-    ``("raised", message, ...)``; a job past
-    its CPU seconds ends the worker (``SIGXCPU``).  The first message out says the worker is ready.
-    The worker leaves when stdin ends, and at once when its parent closes stdin or dies mid-job."""
+    """A worker's loop: each message on stdin, ``(job as plain tuples, CPU seconds, idle seconds)``, answered
+    on stdout by ``("ok", bytes, its CPU seconds, what it wrote on stderr, the worker's CPU seconds)`` or
+    ``("raised", message, ...)``; a job past its CPU seconds ends the worker (``SIGXCPU``).  The first
+    message out says the worker is ready; ``("retired", ...)`` says it leaves, no job having come in the
+    idle seconds after its last answer (a job sent meanwhile is not read).  The worker leaves when stdin
+    ends, and at once when its parent closes stdin or dies mid-job."""
     if resource is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     jobs, out, errors = 0, os.dup(1), tempfile.TemporaryFile()
@@ -163,8 +164,14 @@ def serve(answer: Callable[[tuple], bytes]) -> None:
     os.dup2(errors.fileno(), 2)
     threading.Thread(target=_leave_with_parent, args=(jobs,), daemon=True).start()
     send(out, ("ready", b"", 0.0, b"", time.process_time()))
-    while (message := receive(jobs)) is not None:
-        wire, cpu_limit = message
+    idle = None
+    while True:
+        if idle is not None and not select.select([jobs], [], [], idle)[0]:
+            send(out, ("retired", b"", 0.0, b"", time.process_time()))
+            return
+        if (message := receive(jobs)) is None:
+            return
+        wire, cpu_limit, idle = message
         _limit_cpu(cpu_limit)
         os.ftruncate(2, 0)
         os.lseek(2, 0, os.SEEK_SET)

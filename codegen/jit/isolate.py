@@ -9,7 +9,10 @@ each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an
 ready): the caller retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces
 the dead one.  :data:`HERE` asks the caller to run the job in this process: where no worker can start (no
 ``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
-the job raised in its worker.
+the job raised in its worker.  A worker leaves after :data:`IDLE_SECONDS` without a job.  A worker that
+cannot start, or ends before it is ready, makes jobs run here for :data:`RETRY_SECONDS` (doubled at each
+failure in a row), then a build tries a new one; after :data:`MAX_FAILURES` in a row, jobs run here for the
+life of the process.  The first failure warns.
 What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
 succeeds; a dead worker's is dropped."""
 
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 
 import llvmlite
@@ -54,6 +58,17 @@ HERE = object()
 #: library loaded); less waits for the live workers
 START_BYTES = 64_000
 
+#: the seconds a worker waits for its next job before it leaves (freeing its ~100 MB: a long-running process
+#: that stops building keeps none); the next run starts another
+IDLE_SECONDS = 120.0
+
+#: the seconds jobs run in this process after a worker could not start or ended before it was ready (doubled
+#: at each such failure in a row), before a build tries a new worker
+RETRY_SECONDS = 2.0
+
+#: the failures in a row to start a worker after which jobs run in this process for good
+MAX_FAILURES = 6
+
 
 class _Worker:
     """One worker process; ``cpu``: its CPU seconds when it last answered."""
@@ -85,8 +100,25 @@ class Workers:
         self.command = command
         self.lock = threading.Lock()
         self.live: list[_Worker] = []
-        self.broken = False  # (a worker could not start: jobs run in the process)
-        self.closes_at_exit = False
+        self.failures = 0  # (workers in a row that could not start or ended before they were ready)
+        self.retry_at = 0.0  # (time.monotonic() from which a new worker is tried again)
+        self.warned = self.closes_at_exit = False
+
+    @property
+    def broken(self) -> bool:
+        """Whether jobs run in this process now: a worker failed to start, and its back-off is not over or
+        :data:`MAX_FAILURES` were in a row."""
+        return self.failures > 0 and (self.failures >= MAX_FAILURES or time.monotonic() < self.retry_at)
+
+    def _start_failed(self, why: str) -> None:
+        self.failures += 1
+        wait = RETRY_SECONDS * 2 ** (self.failures - 1)
+        self.retry_at = time.monotonic() + wait
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"tensorad: a compile worker {why}; compiles run in this process, a new worker is "
+                          f"tried in {wait:g} s (after {MAX_FAILURES} failures in a row, never)",
+                          RuntimeWarning, stacklevel=4)
 
     def _command(self) -> list[str] | None:
         if self.command is not None:
@@ -113,13 +145,15 @@ class Workers:
         lowering) rather than before the first job."""
         command = self._command()
         with self.lock:
+            for worker in [w for w in self.live if w.ready and w.proc.poll() is not None]:
+                self._drop(worker)  # (it left idle)
             if command is None or self.broken or self.live:
                 return
             self._close_at_exit()
             try:
                 self.live.append(_Worker(command))
-            except OSError:
-                self.broken = True
+            except OSError as e:
+                self._start_failed(f"could not start ({e})")
 
     def _close_at_exit(self) -> None:
         if not self.closes_at_exit:
@@ -141,16 +175,21 @@ class Workers:
                         i = queue.pop()
                         try:
                             worker = self._free(command, busy)
-                            deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
-                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit), deadline)
-                        except TimeoutError:  # (it never read its job: hung)
-                            self._drop(worker, kill=True)
-                            results[i] = (None, 0.0)
-                            continue
                         except OSError:  # (a worker died idle, or none can start: the job waits)
                             queue.append(i)
                             continue
-                        busy[worker.answers] = (i, worker, deadline)
+                        deadline = time.monotonic() + (HANG_SECONDS if worker.ready else START_SECONDS)
+                        busy[worker.answers] = (i, worker, deadline)  # (an interrupt mid-send ends it too)
+                        try:
+                            compile_job.send(worker.jobs, (jobs[i].wire(), cpu_limit, IDLE_SECONDS), deadline)
+                        except OSError as e:  # (it never read its job: hung; or it died idle: the job waits)
+                            if isinstance(e, TimeoutError):
+                                self._drop(worker, kill=True)
+                                results[i] = (None, 0.0)
+                            else:
+                                queue.append(i)
+                            del busy[worker.answers]
+                            continue
                         sel.register(worker.answers, selectors.EVENT_READ)
                     if not busy:
                         break
@@ -159,12 +198,16 @@ class Workers:
                         i, worker, _ = busy[key.fd]
                         answer = compile_job.receive(worker.answers)
                         if answer is not None and answer[0] == "ready":  # (its job's clock starts now)
-                            worker.ready, worker.cpu = True, answer[4]
+                            worker.ready, worker.cpu, self.failures = True, answer[4], 0
                             busy[key.fd] = (i, worker, time.monotonic() + HANG_SECONDS)
                             continue
                         sel.unregister(key.fd)
                         del busy[key.fd]
-                        results[i] = self._result(worker, answer)
+                        if answer is not None and answer[0] == "retired":  # (it left idle: the job waits)
+                            self._drop(worker)
+                            queue.append(i)
+                        else:
+                            results[i] = self._result(worker, answer)
                     for fd, (i, worker, deadline) in list(busy.items()):
                         if time.monotonic() > deadline:
                             sel.unregister(fd)
@@ -173,7 +216,8 @@ class Workers:
                             results[i] = (None, 0.0)
             except BaseException:  # (an interrupt: the jobs under way are dropped with their workers)
                 for _, worker, _ in busy.values():
-                    self._drop(worker, kill=True)
+                    if worker in self.live:
+                        self._drop(worker, kill=True)
                 raise
         return results
 
@@ -184,20 +228,22 @@ class Workers:
             if id(worker) not in taken:
                 if worker.proc.poll() is None:
                     return worker
-                self.broken |= not worker.ready
+                if not worker.ready:
+                    self._start_failed(f"ended before it was ready (status {worker.proc.returncode})")
                 self._drop(worker)
                 raise BrokenPipeError
         try:
             self.live.append(_Worker(command))
-        except OSError:
-            self.broken = True
+        except OSError as e:
+            self._start_failed(f"could not start ({e})")
             raise
         return self.live[-1]
 
     def _result(self, worker: _Worker, answer: tuple | None) -> tuple[bytes | None | object, float]:
-        if answer is None:  # (it died: an abort, its CPU limit; before it was ready, no worker can start)
-            self.broken |= not worker.ready
+        if answer is None:  # (it died: an abort, its CPU limit; before it was ready, it could not start)
             self._drop(worker)
+            if not worker.ready:
+                self._start_failed(f"ended before it was ready (status {worker.proc.returncode})")
             return (None if worker.ready else HERE), 0.0
         status, data, cpu, said, worker.cpu = answer
         if status != "ok":

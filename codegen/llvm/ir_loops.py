@@ -35,7 +35,8 @@ def at_most_level(fn: ir.Function, level: int) -> None:
 
 def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
                   masked_tail: bool = False):
-    """An ``llvm.loop`` node: ``width`` lanes for the vectorizer (``masked_tail``: the remainder masked),
+    """An ``llvm.loop`` node: ``width`` lanes for the vectorizer (``masked_tail``: the remainder masked,
+    at the width the vectorizer picks where ``width`` is ``None``),
     or ``vectorize=False`` (rolled too), or ``unroll=False`` alone.  Its self-reference, which llvmlite
     cannot build, is a unique placeholder that :func:`finish_ir` replaces."""
     def hint(*ops):
@@ -44,8 +45,8 @@ def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool =
     hints = []
     if width:
         hints.append(hint("llvm.loop.vectorize.width", I32(width)))
-        if masked_tail:
-            hints.append(hint(PREDICATE_HINT, ir.IntType(1)(1)))
+    if masked_tail:
+        hints.append(hint(PREDICATE_HINT, ir.IntType(1)(1)))
     if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)
         hints += [hint("llvm.loop.vectorize.enable", ir.IntType(1)(0)), hint("llvm.loop.unroll.disable")]
     elif not unroll:
@@ -61,10 +62,12 @@ def finish_ir(text: str) -> str:
 
 @contextmanager
 def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.Value | int = 1,
-              name: str = "i", vectorize: bool = True, unroll: bool = True):
+              name: str = "i", vectorize: bool = True, unroll: bool = True, masked_tail: bool = False):
     """``for iv in range(lo, hi, step)`` (rotated; ``iv`` is i64; ``step`` an int or a positive i64
     value); the body is the with-block.  ``vectorize=False`` keeps LLVM's vectorizer and unroller off it,
-    ``unroll=False`` the unroller alone."""
+    ``unroll=False`` the unroller alone; ``masked_tail``: where LLVM vectorizes it, the remainder folded
+    into masked iterations (one loop, where LLVM otherwise emits a vector loop, a vector epilogue and a
+    scalar remainder)."""
     lo = I64(lo) if isinstance(lo, int) else lo
     hi = I64(hi) if isinstance(hi, int) else hi
     step = I64(step) if isinstance(step, int) else step
@@ -79,8 +82,8 @@ def for_range(b: ir.IRBuilder, lo: ir.Value | int, hi: ir.Value | int, step: ir.
     nxt = b.add(iv, step, flags=("nsw",))
     iv.add_incoming(nxt, b.block)
     br = b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
-    if not vectorize or not unroll:
-        br.set_metadata("llvm.loop", loop_metadata(b.module, vectorize=vectorize, unroll=unroll))
+    if not vectorize or not unroll or masked_tail:
+        br.set_metadata("llvm.loop", loop_metadata(b.module, None, vectorize, unroll, masked_tail))
     b.position_at_end(done)
 
 

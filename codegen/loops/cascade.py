@@ -47,13 +47,15 @@ def is_sum_update(st, acc: Expr) -> bool:
         return False
     a, b = v.src
     term = b if a is acc else a if b is acc else None
-    return term is not None and acc not in walk(term)
+    return term is not None and all(n is not acc for n in walk(term))
 
 
 def _mentions(st, acc: Expr) -> list:
-    """The statements under ``st`` (itself too) that mention ``acc``; ``False`` for bounds, tests that do."""
+    """The statements under ``st`` (itself too) that mention ``acc`` (by identity: ``in`` would build an
+    ``EQ`` node for every node it passes); ``False`` for bounds, tests that do."""
     return [s if isinstance(s, (Store, Assign)) else False for s in walk_stmts((st,))
-            if any(acc in walk(e) for e in stmt_exprs(s)) or isinstance(s, Assign) and acc in s.targets]
+            if any(n is acc for e in stmt_exprs(s) for n in walk(e))
+            or isinstance(s, Assign) and any(t is acc for t in s.targets)]
 
 
 def reduces(loop: Loop, acc: Expr) -> bool:

@@ -13,5 +13,8 @@ where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
 * ``stacked_sums``     short products summed, or products sharing a side, as one product over one more axis
 * ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
 * ``shared_windows``   a compound operand read through windows, computed once as a tensor
+* ``winograd``         a 3x3 stride-1 sum (a convolution, its data gradient) by Winograd's transforms where
+                       they pay
 * ``row_bound``        after lowering, a generic kernel's block: its loops over rows bounded by a count read
-                       when it runs (the ``rows`` option)"""
+                       when it runs (the ``rows`` option)
+* ``shared_packing``   after lowering, one packed copy of a side B that several matrix products read alike"""

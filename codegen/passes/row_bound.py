@@ -3,22 +3,29 @@
 it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its arrays only.
 
 The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
-outputs) are row buffers; so is any buffer a loop over rows stores along its leading axis.  A loop is over
-rows when its variable ``v`` (or ``v // c``, rows and another axis scanned as one) indexes a row buffer
-along its leading axis; its upper bound becomes
-``min(hi, count)``, the count read from the program's last temporary (``int64[1]``, which the row driver
-writes before each call) and clipped to the block's rows; row 0, which every call runs, may be indexed
-by the constant.  A matrix product whose rows, batch or sum has the rows as its first axis runs that
-many of them (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
-Where rows are reached otherwise (an index that is not one loop variable, a product's other axis, a
-loop over rows storing across another buffer's other axes, a sum over the rows, ``sums``, with a term that
-reads no row buffer (a count of the block's rows)), :class:`RowBoundError` says where."""
+outputs) are row buffers; so is any buffer a loop over rows stores along one of its axes (rows on a second
+axis: a stacked product's), holding row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the
+block: a padded copy made per chunk of the batch), the rows its last writer stored from the row its
+index 0 is.  A loop is over rows when its variable ``v`` (or ``v // c``, ``v % c``, rows and another axis
+scanned as one, each plus a constant) indexes a row buffer along its rows; its upper bound becomes
+``min(hi, count - first)`` (times ``c``), or, for ``v % c`` and any other index of loop variables, the
+body of the innermost loop it reads runs where the row is below the count, the count read from the
+program's last temporary (``int64[1]``, which the row driver writes before each call) and clipped to the
+block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix product whose rows,
+batch or sum has the rows as its first axis runs those of them below the count
+(:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
+Where rows are reached otherwise (an index of no loop, a product's other axis, a store along rows on
+an axis no loop over rows indexes, a sum over the rows, ``sums``, with a term that reads no row buffer
+(a count of the block's rows)), :class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
-from tensorad.ir.expr import Expr, Op, binary, const, data_index, var
+from tensorad.simplify.algebra.consts import evaluate_scalar
+
+from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logical, var
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import Tensor
 from tensorad.lang import placeholder
@@ -26,6 +33,8 @@ from tensorad.lang import placeholder
 from ..gemm.contraction import Contraction, RowCount
 from ..gemm.descriptor import KGROUP
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
+
+EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
 
 
 class RowBoundError(ValueError):
@@ -37,40 +46,65 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     count's buffer is its last temporary.  ``sums``: the positions among the outputs of sums over the
     rows, each of which must add its terms under a loop over rows."""
     args = program.inputs + program.outputs
-    rows = {id(args[k]): args[k] for k in carriers}
     extent = args[carriers[0]].shape[0]
+    rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
-    row_vars: dict[Expr, int] = {}  # a loop over rows: its steps per row
-    groups: dict[int, int] = {}  # id(a product's nest) -> the group of its axes the rows are first of
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
-        known = (len(rows), len(row_vars), len(groups))
-        steps = [_filled(s) if isinstance(s, Fill) and id(s.buffer) in rows else s for s in steps]
+        known = (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded))
+        rows.offsets.clear()  # (a chunk's buffer holds the rows its last writer stored, in program order)
+        steps = [_filled(s, rows.axis[id(s.buffer)][1]) if isinstance(s, Fill) and rows.full(s.buffer)
+                 else s for s in steps]
         for step in steps:
             if isinstance(step, Nest) and step.attrs.gemm is not None:
-                _scan_product(step, program.buffers, rows, groups, extent)
+                _scan_product(step, program.buffers, rows)
             elif isinstance(step, Nest):
-                _scan(step, program.buffers, rows, row_vars, extent)
-        if (len(rows), len(row_vars), len(groups)) == known:
+                _scan(step, program.buffers, rows)
+        if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
-        if isinstance(step, Nest) and id(step) not in groups \
-                and not _sums_under_rows(step.body, summed, row_vars):  # (a product runs the count)
+        under = {**rows.vars, **rows.guards}  # (a product runs the count)
+        if isinstance(step, Nest) and id(step) not in rows.products \
+                and not _sums_under_rows(step.body, summed, under):
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
     bound = data_index(count_tensor(0), extent + 1, "clip")
-    steps = [s if isinstance(s, Fill) else _bounded_nest(s, row_vars, bound, groups) for s in steps]
+    steps = [s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
     return replace(program, temps=[*program.temps, count], steps=steps,
                    buffers={**program.buffers, count_tensor: count})
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0
+class _Rows:
+    """What :func:`bound_rows` knows of a program's rows: each row buffer's axis of rows, the rows a
+    chunk's buffer (fewer rows than the block) holds now, each loop over rows and each product over them."""
+
+    def __init__(self, extent: int, axis: dict[int, tuple[Buffer, int]]) -> None:
+        self.extent, self.axis = extent, axis  # id(buffer) -> (buffer, its axis of rows)
+        self.offsets: dict[int, int] = {}  # id(a chunk's buffer) -> the row its first holds
+        self.vars: dict[Expr, tuple[Expr, int]] = {}  # loop variable v -> (v, v // c or v % c; row at 0)
+        self.products: dict[int, tuple[int, int, Expr]] = {}  # id(nest) -> (group, first row, axis)
+        self.guards: dict[Expr, set[tuple[Expr, int]]] = {}  # loop variable -> rows its body runs below
+        self.guarded: set[Expr] = set()  # the loop variables those rows read
+
+    def full(self, buf: Buffer) -> bool:
+        found = self.axis.get(id(buf))
+        return found is not None and buf.shape[found[1]] == self.extent
+
+    def at(self, buf: Buffer, index: tuple) -> tuple[Expr, int] | None:
+        """``(index along the rows, the row its 0 is)`` of an access of a row buffer, else ``None``."""
+        found = self.axis.get(id(buf))
+        return None if found is None or not index else (index[found[1]], self.offsets.get(id(buf), 0))
 
 
-def _filled(fill: Fill) -> Nest:
-    """A fill of a row buffer as a loop nest (whose loop over rows can then be bounded)."""
+def _first_row(index: Expr, first: int) -> bool:
+    """Whether ``index`` is row 0 of the block, which every call runs, where index 0 is row ``first``."""
+    return index.op is Op.CONST and index.arg + first == 0
+
+
+def _filled(fill: Fill, axis: int) -> Nest:
+    """A fill of a row buffer (its rows along ``axis``) as a loop nest (whose loop over rows can then be
+    bounded)."""
     buf = fill.buffer
     index = tuple(var(f"f{d}", 0, n) for d, n in enumerate(buf.shape))
     body: tuple = (Store(buf, index, fill.value, counted=False),)
@@ -79,29 +113,67 @@ def _filled(fill: Fill) -> Nest:
     return Nest(f"fill_{buf.name}", body, (buf,))
 
 
-def _scan(nest: Nest, buffers: dict, rows: dict, row_vars: dict[Expr, int], extent: int) -> None:
-    """Marks the loops over rows of ``nest`` and the buffers it stores along them; raises where rows are
-    reached otherwise."""
-    loops = {s.var for s in walk_stmts(nest.body) if isinstance(s, Loop)}
+def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
+    """Marks the loops over rows of ``nest`` and the buffers it stores along them; an index along rows
+    of another form guards the body of the innermost loop it reads; raises where rows are reached
+    otherwise."""
+    depth = {s.var: d for s, d in _loops(nest.body, 0)}
+    bounds = {s.var: (s.lo.arg, s.hi.arg) if s.lo.op is Op.CONST and s.hi.op is Op.CONST else None
+              for s, _ in _loops(nest.body, 0)}
     reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]
     stores = [(s.buffer, s.index) for s in walk_stmts(nest.body) if isinstance(s, Store)]
-    for buf, index in reads + stores:
-        if buf is not None and id(buf) in rows:
-            if index and _is_zero(index[0]):  # (a block runs at least one row)
-                continue
-            found = _row_var(index[0], loops) if index else None
-            if found is None or row_vars.get(found[0], found[1]) != found[1]:
-                raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by "
-                                    f"{index[0] if index else 'nothing'}, not by one loop")
-            row_vars[found[0]] = found[1]
+    for buf, index in reads + [(b, i) for b, i in stores if rows.full(b)]:  # (a chunk's: rows its store says)
+        found = rows.at(buf, index) if buf is not None else None
+        if found is None or _first_row(*found):
+            continue
+        row = _row_expr(found[0], bounds)
+        mark = None if row is None else (row[1], row[2] + found[1])
+        if mark is None or not _same(rows.vars.setdefault(row[0], mark), mark):
+            free = [n for n in walk(found[0]) if n in depth]
+            if not free:
+                raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by {found[0]}, "
+                                    f"not by a loop")
+            rows.guards.setdefault(max(free, key=depth.__getitem__), set()).add(found)
+            rows.guarded.update(free)
     for buf, index in stores:
-        along = [k for k, i in enumerate(index) if any(n in row_vars for n in walk(i))]
-        if along and id(buf) not in rows:
-            found = _row_var(index[0], loops)
-            if found is None or row_vars.get(found[0]) != found[1] or buf.shape[0] != extent:
-                raise RowBoundError(f"nest {nest.name}: {buf.name} is stored along the rows on its axes "
-                                    f"{along}")
-            rows[id(buf)] = buf
+        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in walk(i)):
+            _stored(nest.name, buf, index, bounds, rows)
+
+
+def _loops(stmts: tuple, d: int):
+    """Each loop among ``stmts`` (inside their loops and ifs too) and its depth."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield s, d
+            yield from _loops(s.body, d + 1)
+        elif isinstance(s, If):
+            yield from _loops(s.then + s.orelse, d)
+
+
+def _same(a: tuple[Expr, int], b: tuple[Expr, int]) -> bool:
+    return a[0] is b[0] and a[1] == b[1]
+
+
+def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> None:
+    """Records a store along rows: a new row buffer (its rows along the one axis indexed by a loop over
+    rows), a full one's rows at their own index, a chunk's (fewer rows than the block) from the row its
+    index 0 is."""
+    at = {k: row for k, i in enumerate(index) if (row := _row_expr(i, loops)) is not None
+          and rows.vars.get(row[0], (None,))[0] is row[1]}
+    guarded = {e: first for found in rows.guards.values() for e, first in found}
+    at.update({k: (None, i, 0) for k, i in enumerate(index) if k not in at and i in guarded})
+    known = rows.axis.get(id(buf))
+    axis = known[1] if known is not None else next(iter(at)) if len(at) == 1 else None
+    if axis not in at:
+        raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows on its axes "
+                            f"{[k for k, i in enumerate(index) if any(n in rows.vars for n in walk(i))]}")
+    row = at[axis]
+    first = guarded[row[1]] if row[0] is None else rows.vars[row[0]][1] - row[2]
+    rows.axis[id(buf)] = (buf, axis)
+    if buf.shape[axis] < rows.extent:
+        rows.offsets[id(buf)] = first
+    elif first:
+        raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows {first} rows off")
 
 
 def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -> bool:
@@ -142,61 +214,105 @@ def _from(e: Expr, accs: set) -> bool:
     return e.op in (Op.NEG, Op.CAST, Op.DIV) and _from(e.src[0], accs)
 
 
-def _row_var(index: Expr, loops: set[Expr]) -> tuple[Expr, int] | None:
-    """``(v, c)`` where ``index`` is the loop variable ``v`` (``c`` 1) or ``v // c`` (a loop over rows and
-    another axis as one, :mod:`..loops.coalesce`)."""
+def _row_expr(index: Expr, loops: dict) -> tuple[Expr, Expr, int] | None:
+    """``(v, g, o)`` where ``index`` is ``g + o``, ``g`` the loop variable ``v``, ``v // c`` or ``v % c`` (a
+    loop over rows and another axis as one, :mod:`..loops.coalesce`) and ``o`` a constant: as written, or
+    at each point of ``v``'s loop (``loops``: each loop variable's ``(lo, hi)`` where constant)."""
+    o = 0
+    if index.op in (Op.ADD, Op.SUB) and index.src[1].op is Op.CONST and isinstance(index.src[1].arg, int):
+        index, o = index.src[0], index.src[1].arg * (1 if index.op is Op.ADD else -1)
     if index in loops:
-        return index, 1
-    if index.op is Op.FLOORDIV and index.src[0] in loops and index.src[1].op is Op.CONST \
+        return index, index, o
+    if index.op in (Op.FLOORDIV, Op.MOD) and index.src[0] in loops and index.src[1].op is Op.CONST \
             and index.src[1].arg > 0:
-        return index.src[0], int(index.src[1].arg)
+        return index.src[0], index, o
+    free = {n for n in walk(index) if n in loops}
+    v = free.pop() if len(free) == 1 else None
+    lo, hi = loops.get(v) or (0, 0)
+    if not 1 < hi - lo <= EVALUATED:  # (one loop of known, few points: its values name the form)
+        return None
+    at = [evaluate_scalar(index, {v: x}) + o for x in range(lo, hi)]
+    steps = [k for k in range(1, len(at)) if at[k] != at[0]]
+    repeats = [k for k in range(1, len(at)) if at[k] == at[0]]
+    for g in (v, binary(Op.FLOORDIV, v, const(steps[0] if steps else 1, v.dtype)),
+              binary(Op.MOD, v, const(repeats[0] if repeats else 1, v.dtype))):
+        first = at[0] - evaluate_scalar(g, {v: lo})
+        if all(evaluate_scalar(g, {v: x}) + first == y for x, y in zip(range(lo, hi), at)):
+            return v, g, first
     return None
 
 
-def _scan_product(nest: Nest, buffers: dict, rows: dict, groups: dict[int, int], extent: int) -> None:
-    """Records in ``groups`` the group of the product of ``nest`` whose first axis indexes its row
-    buffers (and marks its ``C`` a row buffer, but for a sum over the rows); raises where another does."""
+def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
+    """Records the group of the product of ``nest`` whose first axis indexes its row buffers, and the row
+    its first point is (and marks its ``C`` a row buffer, but for a sum over the rows); raises where
+    another axis does."""
     s: Contraction = nest.attrs.gemm
     c = Tensor(s.epilogue.consumer, 0) if s.epilogue is not None else s.c
     exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
     if s.epilogue is not None:
         exprs.append(s.epilogue.apply(s.c_at, var("value", dtype=s.dtype)))
-    found = {n.src[0] for e in exprs for n in walk(e) if n.op is Op.READ and id(buffers.get(n.arg)) in rows}
-    found |= {s.c_at[0]} if id(buffers.get(c)) in rows else set()
-    found = {i for i in found if not _is_zero(i)}  # (a block runs at least one row)
-    firsts = [axes[0] if axes else None for axes in (s.batch, s.m, s.k)]
+    axes = dict.fromkeys(s.batch + s.m + s.n + s.k)
+    accesses = [(buffers.get(n.arg), n.src) for e in exprs for n in walk(e) if n.op is Op.READ]
+    if rows.full(buffers[c]):
+        accesses.append((buffers[c], s.c_at))
+    found: dict = {}
+    for buf, index in accesses:
+        at = rows.at(buf, index) if buf is not None else None
+        if at is not None and not _first_row(*at):
+            row = _row_expr(at[0], axes)
+            mark = (row[0], row[2] + at[1]) if row is not None and row[0] is row[1] else (None, 0)
+            found[id(mark[0]), mark[1]] = mark
     if not found:
         return
-    axis = found.pop() if len(found) == 1 else None
-    if axis not in firsts or axis.lo != 0 or axis.extent != extent:
+    axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
+    firsts = [group[0] if group else None for group in (s.batch, s.m, s.k)]
+    if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
                             f"axis of its batch, rows or sum")
     group = firsts.index(axis)
     if group != KGROUP:  # (C is stored along the rows)
-        if s.c_at[0] is not axis or buffers[c].shape[0] != extent:
-            raise RowBoundError(f"nest {nest.name}: {c.name} is stored along the rows on another axis")
-        rows[id(buffers[c])] = buffers[c]
-    groups[id(nest)] = group
+        rows.vars[axis] = (axis, first)
+        _stored(nest.name, buffers[c], s.c_at, axes, rows)
+    rows.products[id(nest)] = (group, first, axis)
 
 
-def _bounded_nest(nest: Nest, row_vars: dict[Expr, int], bound: Expr, groups: dict[int, int]) -> Nest:
-    if id(nest) in groups:
-        spec = replace(nest.attrs.gemm, rows=RowCount(groups[id(nest)], bound))
-        return replace(nest, attrs=replace(nest.attrs, gemm=spec))
-    return replace(nest, body=_bounded(nest.body, row_vars, bound))
+def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
+    if id(nest) in rows.products:
+        group, first, axis = rows.products[id(nest)]
+        count = bound  # (the product's points along the rows: those below the count)
+        if first + axis.lo or axis.extent != rows.extent:
+            count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
+                                              const(axis.extent, bound.dtype)), const(0, bound.dtype))
+        spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
+        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
+    return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 
 
-def _bounded(stmts: tuple, row_vars: dict[Expr, int], bound: Expr) -> tuple:
+def _nest(nest: Nest, body: tuple, attrs) -> Nest:
+    """A plain nest of ``nest``'s fields (a renamed twin's body as it reads), with ``body`` and ``attrs``."""
+    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators, attrs)
+
+
+def _below(row: Expr, first: int, bound: Expr) -> Expr:
+    """``row + first < bound``: an index along rows whose 0 is row ``first`` below the count."""
+    return compare(Op.LT, row, bound - const(first, bound.dtype) if first else bound)
+
+
+def _bounded(stmts: tuple, rows: _Rows, bound: Expr) -> tuple:
     out = []
     for s in stmts:
         if isinstance(s, Loop):
-            scale = row_vars.get(s.var)
-            hi = s.hi if scale is None else binary(Op.MINIMUM, s.hi, bound if scale == 1 else
-                                                   binary(Op.MUL, bound, const(scale, bound.dtype)))
-            out.append(replace(s, hi=hi, body=_bounded(s.body, row_vars, bound)))
+            (row, first), hi, body = rows.vars.get(s.var, (None, 0)), s.hi, _bounded(s.body, rows, bound)
+            count = bound - const(first, bound.dtype) if first else bound  # (rows from the loop's 0)
+            conds = [_below(row, first, bound)] if row is not None and row.op is Op.MOD else []
+            conds += [_below(e, f, bound) for e, f in sorted(rows.guards.get(s.var, ()), key=str)]
+            if conds:
+                body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body, affine=False),)
+            if row is not None and row.op is not Op.MOD:
+                hi = binary(Op.MINIMUM, s.hi, count if row is s.var else binary(Op.MUL, count, row.src[1]))
+            out.append(replace(s, hi=hi, body=body))
         elif isinstance(s, If):
-            out.append(replace(s, then=_bounded(s.then, row_vars, bound),
-                               orelse=_bounded(s.orelse, row_vars, bound)))
+            out.append(replace(s, then=_bounded(s.then, rows, bound), orelse=_bounded(s.orelse, rows, bound)))
         else:
             out.append(s)
     return tuple(out)

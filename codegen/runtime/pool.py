@@ -12,8 +12,12 @@ A region's ``n`` thread numbers are handed out from one 64-bit ticket ``generati
 
 Every number runs exactly once.  The generation makes a stale claim fail; the next region is published
 only after every number of this one is done.  A second caller while a region runs runs all ``n`` numbers
-itself, as the caller does after ``fork`` until new workers start (:func:`ensure_workers`).  An idle worker
-spins ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then they sleep on the futex."""
+itself, as a caller does while no worker has started (:func:`ensure_workers`; a forked child starts as
+many as its parent had).  An idle worker
+spins up to ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then they sleep on the futex.  A
+worker's spin follows the gaps between regions (twice the last gap it slept through, or half its spin
+after a gap longer than ``IDLE_SPIN_CYCLES``, down to ``MIN_SPIN_CYCLES``): back-to-back regions find it
+awake, and regions called now and then cost it no CPU between them."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import os
 import threading
 
 IDLE_SPIN_CYCLES = 400_000  # ~0.15 ms at 3 GHz: back-to-back kernels find the workers awake
+MIN_SPIN_CYCLES = 32_000  # ~12 us: past a Python call between back-to-back kernels; then it sleeps
 WAIT_SPIN_CYCLES = 200_000  # a running worker's share is normally done within this
 MAX_TEAM = 0xFFFF  # the ticket's 16-bit fields
 
@@ -251,11 +256,16 @@ define void @tensorad_pool_stop_all() {
   ret void
 }
 
-; a worker's life: claim thread numbers of published regions until told to stop
+; a worker's life: claim thread numbers of published regions until told to stop.  It spins for its budget,
+; then sleeps; woken, it sets the budget from the gap it slept through: twice a gap shorter than
+; IDLE_SPIN_CYCLES (a spin that long would have caught the region), else half the budget (down to
+; MIN_SPIN_CYCLES), so regions far apart cost it no CPU between them and close ones find it awake
 define void @tensorad_pool_work() {
 entry:
   br label %idle
 idle:
+  %budget = phi i64 [ IDLE_SPIN_CYCLES, %entry ], [ %next_budget, %woken ],
+                    [ %budget, %run ], [ %budget, %tell ], [ %budget, %wakemaster ]
   %t0 = call i64 @llvm.readcyclecounter()
   br label %poll
 poll:
@@ -270,7 +280,7 @@ wait:
   call void @llvm.x86.sse2.pause()
   %now = call i64 @llvm.readcyclecounter()
   %el = sub i64 %now, %t0
-  %short = icmp ult i64 %el, IDLE_SPIN_CYCLES
+  %short = icmp ult i64 %el, %budget
   br i1 %short, label %poll, label %sleep
 sleep:
   %s0 = atomicrmw add ptr @tensorad_pool_sleepers, i32 1 seq_cst, align 4
@@ -288,6 +298,16 @@ block:
   br label %woken
 woken:
   %s1 = atomicrmw sub ptr @tensorad_pool_sleepers, i32 1 seq_cst, align 4
+  %woke = call i64 @llvm.readcyclecounter()
+  %gap = sub i64 %woke, %t0
+  %gap2 = shl i64 %gap, 1
+  %close = icmp ult i64 %gap, IDLE_SPIN_CYCLES
+  %half = lshr i64 %budget, 1
+  %want = select i1 %close, i64 %gap2, i64 %half
+  %over = icmp ugt i64 %want, IDLE_SPIN_CYCLES
+  %capped = select i1 %over, i64 IDLE_SPIN_CYCLES, i64 %want
+  %under = icmp ult i64 %capped, MIN_SPIN_CYCLES
+  %next_budget = select i1 %under, i64 MIN_SPIN_CYCLES, i64 %capped
   br label %idle
 run:
   %fn = load ptr, ptr @tensorad_pool_fn, align 8
@@ -359,19 +379,26 @@ class Pool:
         return ctype.from_address(self.globals[name])
 
     def after_fork(self) -> None:
-        """In a forked child: no worker exists and no region is running."""
-        self._workers = []
+        """In a forked child: no worker exists and no region is running; as many workers as the parent had
+        start (a child forked by a server or a process pool runs regions in parallel as its parent did)."""
+        wanted, self._workers = len(self._workers), []
         self._lock = threading.Lock()
         ticket = self.word("ticket", ctypes.c_uint64)
         ticket.value = ticket.value & ~0xFFFF | (ticket.value >> 16) & 0xFFFF  # every number taken
         for name in ("done", "waiting", "lock", "sleepers"):
             self.word(name).value = 0
+        try:
+            self.ensure_workers(wanted)
+        except RuntimeError:  # (no thread can start: regions run on their callers)
+            pass
 
 
 def ir_text() -> str:
     """The runtime module's LLVM IR, with the spin limits filled in."""
-    return (_IR.replace("WAIT_SPIN_CYCLES", str(WAIT_SPIN_CYCLES))
-            .replace("IDLE_SPIN_CYCLES", str(IDLE_SPIN_CYCLES)))
+    text = _IR
+    for name, cycles in (("WAIT", WAIT_SPIN_CYCLES), ("IDLE", IDLE_SPIN_CYCLES), ("MIN", MIN_SPIN_CYCLES)):
+        text = text.replace(f"{name}_SPIN_CYCLES", str(cycles))
+    return text
 
 
 def start() -> Pool:

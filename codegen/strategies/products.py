@@ -145,7 +145,7 @@ class SplitK:
     name = "split-k"
 
     def match(self, op, bodies, ctx):
-        if not ctx.opts.parallel:
+        if not ctx.opts.parallel or ctx.opts.rows:  # (a generic kernel's block: halves run no count of rows)
             return []
         spec = default_spec(op, bodies, ctx)
         if spec is None or not wants_split(spec):

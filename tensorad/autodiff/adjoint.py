@@ -17,11 +17,16 @@ Other combiners:
   the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
-* ``prod``: from a zero count ``Z`` and the product of the nonzero factors ``P``, ``dY/dg`` is ``P / g``
-  when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0; over a box, ``Z`` is a float whose
-  tangent is the zero factors' tangents, so the branches that are 0 keep their derivatives (second
-  order).  A running product takes an exclusive running product and a recurrence of the head, two scans
-  (:meth:`AdjointBuilder._line_terms`).
+* ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
+  reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
+  ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one fused pass
+  (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose tangent is the zero factors' tangents,
+  so the branches that are 0 keep their derivatives (second order).  A ``where`` that reads an output
+  axis or data takes an exclusive prefix times an exclusive suffix product along the box's points
+  (:meth:`AdjointBuilder._others`): two scans, no division, finite where ``Y`` overflows or a factor
+  is infinite or NaN, with the derivatives of products (second order at zeros).  A running product
+  (a prefix ``k <= i`` or ``k < i``, a suffix) takes an exclusive running product and a recurrence of
+  the head, two scans (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
@@ -243,6 +248,14 @@ def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr]) -> Exp
                                                                for e in r.src)))
 
 
+def _where_linked(op: ComputeOp) -> bool:
+    """Whether a reduction's condition ties its box to the outputs or to data: a conjunct reading an
+    output axis or a tensor (a prefix ``k < j``, ``k != j``, a data mask).  A product that is not
+    differentiates from a zero count (:meth:`AdjointBuilder._box_others`), else from exclusive scans
+    (:meth:`AdjointBuilder._others`)."""
+    return any(set(free_vars(c)) & set(op.axes) or reads_data(c) for c in conjuncts(op.body[0].src[0]))
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -256,7 +269,8 @@ class AdjointBuilder:
         self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
-        self._prods: dict[ComputeOp, tuple[Tensor, Tensor]] = {}
+        self._prods: dict[ComputeOp, tuple] = {}  # see _others
+        self._boxes: dict[ComputeOp, tuple[Tensor, Tensor]] = {}  # see _prod
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
         self._saved_values: dict[ComputeOp, Tensor | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
@@ -336,35 +350,9 @@ class AdjointBuilder:
             if line is not None:
                 return line
         if kind == "prod":
-            zeros, nonzero = self._prod(op)
-
-            def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr | None]:
-                g = self._compared_source(op, m)  # the bits Z and P were counted from
-                counted, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
-                is0 = compare(Op.EQ, g, const(0, g.dtype))
-                q = pr / choice(Op.SELECT, is0, const(1, g.dtype), g)
-                zero = const(0, g.dtype)
-                if counted.dtype == dt.INDEX:
-                    lone = logical(Op.AND, compare(Op.EQ, counted, const(1, dt.INDEX)), is0)
-                    return [], choice(Op.SELECT, compare(Op.EQ, counted, const(0, dt.INDEX)), q,
-                                      choice(Op.SELECT, lone, pr, zero))
-                z = cast(dt.INDEX, counted)  # (the count, without the zeros' tangents ``counted`` carries)
-                zs = counted - cast(counted.dtype, z)  # 0, whose tangent is the zero factors' tangents
-
-                def vanishing(scale: Expr, carrier: Expr) -> Expr:  # (0 where ``P`` overflowed)
-                    finite = compare(Op.LT, unary(Op.ABS, pr), const(math.inf, pr.dtype))
-                    return choice(Op.SELECT, finite, scale * cast(scale.dtype, carrier), zero)
-                # Each branch's value is the product of the other factors, and so is its derivative: one
-                # zero elsewhere gives 0 whose tangent is q times that zero's; two zeros, one here, give 0
-                # whose tangent is P times the other's (what forward mode over this gradient reads).
-                one = choice(Op.SELECT, is0, pr, vanishing(q, zs))
-                two = choice(Op.SELECT, logical(Op.AND, compare(Op.EQ, z, const(2, z.dtype)), is0),
-                             vanishing(pr, zs - cast(zs.dtype, g)), zero)
-                factor = choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), q,
-                                choice(Op.SELECT, compare(Op.EQ, z, const(1, z.dtype)), one, two))
-                return [], factor
-
-            return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
+            others = self._others(op) if _where_linked(op) else self._box_others(op)
+            if others is not None:
+                return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j, others)
         return self._generic_terms(op, heads, x, p, j)
 
     def _uncopied(self, op: ComputeOp, heads: dict[int, Tensor],
@@ -620,9 +608,9 @@ class AdjointBuilder:
         return dims, guards, rest
 
     def _compared_source(self, op: ComputeOp, m: dict) -> Expr:
-        """The source of a max/min/prod ``op`` at the point ``m``, for the tie test and a product's zero
-        test and the reductions they compare with: the source itself where it recomputes exactly (inexact
-        elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
+        """The source of a max/min/prod ``op`` at the point ``m``, for the tie test and a box product's
+        zero test and the reductions they compare with: the source itself where it recomputes exactly
+        (inexact elementwise reads replaced by saved copies), else a read of ``op.tie`` (:meth:`_saved`)."""
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
@@ -630,9 +618,10 @@ class AdjointBuilder:
         return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
     def _saved(self, op: ComputeOp) -> Tensor | None:
-        """Values stored once (``Role.SAVED``) so that a max/min/prod's winner and tie or zero test
-        compare the same bits, or ``None`` when the source recomputes exactly: each elementwise tensor it
-        reads copied (``C.tie``), or a source still rounding twice stored over the domain (``Y.tie``)."""
+        """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test, or a box product's
+        zero test and zero count, compare the same bits, or ``None`` when the source recomputes exactly:
+        each elementwise tensor it reads copied (``C.tie``), or a source still rounding twice stored over
+        the domain (``Y.tie``)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
@@ -770,57 +759,136 @@ class AdjointBuilder:
         return (value, compute(f"{op.name}.first", jv, [lone]),
                 compute(f"{op.name}.ties", kv, [rename(ties, dict(zip(jv, kv)))])[0])
 
+    def _box_others(self, op: ComputeOp) -> Callable:
+        """For a product over a box (:func:`_where_linked` false), the product of the other factors at
+        each point, as an ``extra`` of :meth:`_site_terms`: from the zero count ``Z`` and the product of
+        the nonzero factors ``P`` (:meth:`_prod`), ``P / g`` when ``Z == 0``, ``P`` at the single zero
+        when ``Z == 1``, else 0, one fused pass over the box.  ``Z`` is a float whose tangent is the zero
+        factors' tangents, so the branches that are 0 keep their derivatives (second order)."""
+        zeros, nonzero = self._prod(op)
+
+        def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr]:
+            g = self._compared_source(op, m)  # the bits Z and P were counted from
+            counted, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
+            is0 = compare(Op.EQ, g, const(0, g.dtype))
+            q = pr / choice(Op.SELECT, is0, const(1, g.dtype), g)
+            zero = const(0, g.dtype)
+            z = cast(dt.INDEX, counted)  # (the count, without the zeros' tangents ``counted`` carries)
+            zs = counted - cast(counted.dtype, z)  # 0, whose tangent is the zero factors' tangents
+
+            def vanishing(scale: Expr, carrier: Expr) -> Expr:  # (0 where ``P`` overflowed)
+                finite = compare(Op.LT, unary(Op.ABS, pr), const(math.inf, pr.dtype))
+                return choice(Op.SELECT, finite, scale * cast(scale.dtype, carrier), zero)
+            # Each branch's value is the product of the other factors, and so is its derivative: one
+            # zero elsewhere gives 0 whose tangent is q times that zero's; two zeros, one here, give 0
+            # whose tangent is P times the other's (what forward mode over this gradient reads).
+            one = choice(Op.SELECT, is0, pr, vanishing(q, zs))
+            two = choice(Op.SELECT, logical(Op.AND, compare(Op.EQ, z, const(2, z.dtype)), is0),
+                         vanishing(pr, zs - cast(zs.dtype, g)), zero)
+            return [], choice(Op.SELECT, compare(Op.EQ, z, const(0, z.dtype)), q,
+                              choice(Op.SELECT, compare(Op.EQ, z, const(1, z.dtype)), one, two))
+
+        return others
+
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
-        """``(Z, P)``: the number of zero factors (a float whose tangent is theirs) and the product of the
-        nonzero ones, from the factors' bits that :meth:`contributions`' zero test reads too."""
-        found = self._prods.get(op)
+        """``(Z, P)``: the number of zero factors of a box product (a float: each zero adds ``1 + g``,
+        whose tangent is g's) and the product of the nonzero ones, from the factors' bits that
+        :meth:`_box_others`' zero test reads too."""
+        found = self._boxes.get(op)
         if found is not None:
             return found
         body = op.body[0]
-        ra = body.arg
         out = []
         for what in ("zeros", "nonzero_prod"):
-            m = copy_vars(op.axes + ra.axes)
+            m = copy_vars(op.axes + body.arg.axes)
             cond, g = rename(body.src[0], m), self._compared_source(op, m)
             is0 = compare(Op.EQ, g, const(0, g.dtype))
             where = None if cond is TRUE else cond
-            kv = [m[k] for k in ra.axes]
-            if what == "zeros" and set(free_vars(body.src[0])) & set(op.axes):
-                # (over a domain the outputs bound, a prefix: an int count, whose adjoint at second order
-                # stays a scan; its zeros' tangents are not carried)
-                red = sum_reducer(choice(Op.SELECT, is0, const(1, dt.INDEX), const(0, dt.INDEX)), kv, where)
-            elif what == "zeros":  # (counted in floats: each zero adds ``1 + g``, whose tangent is g's)
+            kv = [m[k] for k in body.arg.axes]
+            if what == "zeros":
                 cd = dt.compute_dtype(g.dtype)
-                one = const(1, cd) + cast(cd, g)
-                red = sum_reducer(choice(Op.SELECT, is0, one, const(0, cd)), kv, where)
+                red = sum_reducer(choice(Op.SELECT, is0, const(1, cd) + cast(cd, g), const(0, cd)), kv, where)
             else:
                 red = prod_reducer(choice(Op.SELECT, is0, const(1, g.dtype), g), kv, where)
             out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
-        found = self._prods[op] = (out[0], out[1])
+        found = self._boxes[op] = (out[0], out[1])
         return found
+
+    def _others(self, op: ComputeOp) -> Callable | None:
+        """For a product whose ``where`` reads an output axis or data (:func:`_where_linked`), the
+        product of the other factors at each point ``k``: ``E S``, with
+        ``E`` the exclusive prefix and ``S`` the exclusive suffix product of the factors (1 where the
+        condition fails) along the box's points in row-major order (:meth:`_before`), two scans that
+        read no division.  As an ``extra`` of :meth:`_site_terms`; ``None`` for a box whose points may
+        not fit an int32."""
+        found = self._prods.get(op)
+        if found is None:
+            body = op.body[0]
+            raxes = body.arg.axes
+            flat = combiners.flat_index(raxes, self.holds)
+            if flat is None:
+                return None
+            # (a conjunct of the condition that reads no point of the box keeps or drops the whole
+            # product: the terms' routing tests it, the factors need not)
+            cond = all_of([c for c in conjuncts(body.src[0]) if set(free_vars(c)) & set(raxes)])
+            factor = _factor(cond, body.src[1])
+            used = [a for a in op.axes if a in free_vars(factor)]
+            axes = [*used, var("t", 0, combiners.box_size(raxes))]
+            found = self._prods[op] = (used, flat, [
+                self._before(f"{op.name}.{side}", axes, len(used),
+                             lambda e: rename(factor, dict(zip(raxes, _unflatten(e, raxes)))), step)
+                for side, step in (("before", 1), ("after", -1))])
+        used, flat, sides = found
+
+        def others(m: dict, iv: list, kv: list) -> tuple[list[Expr], Expr]:
+            at = rename(flat, m)
+            e, s = (rename(side, {**dict(zip(used, (m[a] for a in used))), side_t: at})
+                    for side, side_t in sides)
+            return [], combiners.strong_product(e, s, both=True)
+
+        return others
+
+    def _before(self, name: str, axes: list[Expr], pos: int, factor: Callable[[Expr], Expr],
+                step: int) -> tuple[Expr, Expr]:
+        """``(value, t)``: the product of the factors ``factor(w)`` strictly before ``t = axes[pos]``
+        (``step = 1``) or after it (``step = -1``), read at ``t``: an exclusive prefix, a scan, whose
+        factors combine as :func:`combiners.strong_product` (a zero factor gives 0 beside an infinite
+        one); a suffix is the prefix over the mirrored axis, read back mirrored."""
+        t = axes[pos]
+        lo, hi = t.lo, t.hi
+        w = var("w", lo, hi)
+        real = w if step > 0 else const(lo + hi - 1, w.dtype) - w
+        d = factor(real).dtype
+        exclusive = combiners.strong_product_reducer(prod_reducer.instantiate((d,)))
+        (prefix,) = compute(name, axes, [Expr(Op.REDUCE, d, (compare(Op.LT, w, t), factor(real)),
+                                               ReduceArg(exclusive, (w,), 0))])
+        mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
+        return prefix[tuple(axes[:pos]) + (mirrored,) + tuple(axes[pos + 1:])], t
 
     def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
                     j: Sequence[Expr], kind: str) -> list[Expr] | None:
         """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
         along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
-        output axes ride along), each term ``k`` entering at ``j = k``.  The adjoint of each source at its
-        term is a tensor over the output axes (:meth:`_line_adjoints`), read at each site as an elementwise
-        op's head.  ``None`` for another domain, or a recurrence whose running product has a head."""
+        output axes ride along), each term ``k`` entering at ``j = k`` or a constant shift away (``k < j``).
+        The adjoint of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
+        read at each site as an elementwise op's head.  ``None`` for another domain, or a recurrence
+        whose running product has a head."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
-        if found is None or (kind == "recurrence" and set(heads) != {1}):
+        if found is None or (kind == "recurrence" and (set(heads) != {1} or found[3])):
             return None
-        pos, step, rest = found
+        pos, step, rest, shift = found
         jax, (k,) = op.axes[pos], body.arg.axes
         cond = rename(all_of(rest), {k: jax})
         sources = [rename(e, {k: jax}) for e in body.src[1:]]
         key = (op, heads[max(heads)])
         if key not in self._lines:
-            self._lines[key] = self._line_adjoints(op, heads[max(heads)], len(p), pos, step, cond, sources)
+            self._lines[key] = self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond,
+                                                   sources)
         return [t for src, adj in zip(sources, self._lines[key])
                 for t in self._site_terms(op.axes, (), cond, src, adj, x, p, j)]
 
-    def _line_adjoints(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
+    def _line_adjoints(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int, shift: int,
                        cond: Expr, sources: Sequence[Expr]) -> list[Tensor]:
         """The adjoint of each source at its term, over the head's prefix and ``op``'s axes.
         Division-free, for a prefix (a suffix mirrored); ``g`` the factor (the source of a
@@ -833,8 +901,8 @@ class AdjointBuilder:
         (:meth:`_suffix_recurrence`) and ``B[lo - 1] = 0``: the adjoint of a recurrence is a
         recurrence again, so every order of derivative stays a few scans.  Every product is
         strong in its zero factors ``g`` (:func:`combiners.strong_product`), so a term with a
-        zero factor is 0 whatever the other factors are, as :meth:`_prod`'s zero count makes
-        it: no NaN of ``0 * inf``."""
+        zero factor is 0 whatever the other factors are: no NaN of ``0 * inf``.  A term ``k``
+        that enters the output ``k + shift`` (``k < j``: 1) reads the head there."""
         d, lo, hi = sources[0].dtype, op.axes[pos].lo, op.axes[pos].hi
         pv = axis_vars(head.shape[:n_prefix], prefix="p")
         m = copy_vars(op.axes)
@@ -844,7 +912,7 @@ class AdjointBuilder:
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
 
-        after = self._suffix_recurrence(op, head, pv, m, pos, step, _factor(cond, sources[0]))
+        after = self._suffix_recurrence(op, head, pv, m, pos, step, shift, _factor(cond, sources[0]))
         g_after = after[tuple(pv) + tuple(av)]
         if len(sources) == 2:  # a recurrence: its sum before the term
             first = compare(Op.EQ, t, const(lo if step > 0 else hi - 1, t.dtype))
@@ -852,18 +920,14 @@ class AdjointBuilder:
             before = choice(Op.IF_THEN_ELSE, first, const(0, d), carried)
             values = [before * g_after, g_after]
         else:
-            w = var("w", lo, hi)
-            real = w if step > 0 else const(lo + hi - 1, w.dtype) - w
-            term = rename(_factor(cond, sources[0]), {**m, op.axes[pos]: real})
-            exclusive = combiners.strong_product_reducer(prod_reducer.instantiate((d,)))
-            (prefix,) = compute(f"{op.name}.before", av, [Expr(Op.REDUCE, d, (compare(Op.LT, w, t), term),
-                                                                ReduceArg(exclusive, (w,), 0))])
-            mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
-            values = [combiners.strong_product(prefix[tuple(at(mirrored))], g_after)]
+            term = _factor(cond, sources[0])
+            before, _ = self._before(f"{op.name}.before", av, pos,
+                                     lambda e: rename(term, {**m, op.axes[pos]: e}), step)
+            values = [combiners.strong_product(before, g_after)]
         return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
 
     def _suffix_recurrence(self, op: ComputeOp, head: Tensor, pv: list[Expr], m: dict, pos: int,
-                           step: int, factor: Expr) -> Tensor:
+                           step: int, shift: int, factor: Expr) -> Tensor:
         """``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)`` over ``pv`` and ``op``'s axes (the
         copies ``m``), ``g`` the expression ``factor`` at the scanned axis: the fold of the
         recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`),
@@ -882,7 +946,11 @@ class AdjointBuilder:
                      else (u - const(1, u.dtype), u))
         a = choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
                    rename(factor, {**m, jax: nxt}))
-        b = cast(d, head[tuple(pv) + tuple(at(here))])
+        b = cast(d, head[tuple(pv) + tuple(at(here + const(step * shift, u.dtype) if shift else here))])
+        if shift:  # (the term ``k`` enters the output ``k + step * shift``, 0 past the ends)
+            inside = all_of([compare(Op.GE, here, const(lo - step * shift, u.dtype)),
+                             compare(Op.LT, here, const(hi - step * shift, u.dtype))])
+            b = choice(Op.IF_THEN_ELSE, inside, b, const(0, d))
         rec = combiners.recurrence_reducer(prod_reducer.instantiate((d,)))
         src = (compare(Op.LE, u, t), a, b)
         fold = compute(f"{op.name}.after", pv + av,

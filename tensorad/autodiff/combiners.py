@@ -36,6 +36,7 @@ from ..ir.expr import (
     const,
     logical,
     logical_not,
+    unary,
     var,
 )
 from ..ir.reducer import CommReducer
@@ -329,14 +330,17 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
 # ---- reverse mode: running products -------------------------------------------------------
 
 def strong_product(a: Expr, b: Expr, both: bool = False) -> Expr:
-    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) whatever the other is
-    (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a product's
-    gradient counts it (PyTorch's too).  A zero adjoint ``b`` meeting an infinite factor stays NaN."""
-    zero = const(0, a.dtype)
-    cond = compare(Op.EQ, a, zero)
-    if both:
-        cond = logical(Op.OR, cond, compare(Op.EQ, b, zero))
-    return choice(Op.SELECT, cond, zero, a * b)
+    """``a * b``, but 0 where the factor ``a`` is 0 (``both``: either factor) and the other is infinite
+    or NaN (``0 * inf = 0``): a term of a product with a zero factor is a zero of calculus, as a
+    product's gradient counts it (PyTorch's too).  Where the other is finite it is ``a * b``, so its
+    derivative keeps both factors' tangents at a zero (second order).  A zero adjoint ``b`` meeting an
+    infinite factor stays NaN."""
+    def lost(z: Expr, other: Expr) -> Expr:  # z is 0 and other is infinite or NaN
+        finite = compare(Op.LT, unary(Op.ABS, other), const(math.inf, other.dtype))
+        return logical(Op.AND, compare(Op.EQ, z, const(0, z.dtype)), logical_not(finite))
+
+    cond = logical(Op.OR, lost(a, b), lost(b, a)) if both else lost(a, b)
+    return choice(Op.SELECT, cond, const(0, a.dtype), a * b)
 
 
 def strong_product_reducer(comb: CommReducer) -> CommReducer:

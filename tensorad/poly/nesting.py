@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from ..ir.expr import Expr, Op, compare
+from ..ir.expr import Expr, Op, compare, const
 from ..ir.rewrite import chain, free_vars
 from .affine import IndexSpace, NotAffine
 
@@ -127,14 +127,14 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 
 def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
-                 reads: Sequence[Expr]) -> tuple[int, int, list[Expr]] | None:
-    """``(pos, step, rest)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix (``step = 1``)
-    or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one reduction axis ``k`` over
-    ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say exactly ``k <= j`` (``k >= j``; isl
-    proves it), and ``rest``, the other conjuncts, and ``reads`` do not mention ``j``.  Then the point
-    ``j`` reduces the terms on its side that ``rest`` keeps, each term ``k`` entering at ``j = k``.
-    ``prod_k X[i, k] where k <= j`` over ``(i, j)`` gives ``(1, 1, [])``; ``where k < j`` gives ``None``
-    (the first point reduces nothing)."""
+                 reads: Sequence[Expr]) -> tuple[int, int, list[Expr], int] | None:
+    """``(pos, step, rest, shift)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix
+    (``step = 1``) or suffix (``step = -1``) along the output axis ``j = axes[pos]``: one reduction axis
+    ``k`` over ``j``'s range, the conjuncts of ``cond`` that mention ``j`` say exactly ``k <= j - shift``
+    (``k >= j + shift``; isl proves it), and ``rest``, the other conjuncts, and ``reads`` do not mention
+    ``j``.  Then the point ``j`` reduces the terms on its side that ``rest`` keeps, each term ``k``
+    entering at ``j = k + step * shift``.  ``prod_k X[i, k] where k <= j`` over ``(i, j)`` gives
+    ``(1, 1, [], 0)``; ``where k < j`` gives ``(1, 1, [], 1)``."""
     if len(raxes) != 1:
         return None
     (k,) = raxes
@@ -153,7 +153,15 @@ def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                 dom = dom.intersect(space.cond(t))
         except NotAffine:
             continue
-        for step, side in ((1, Op.LE), (-1, Op.GE)):
-            if dom.is_equal(space.box().intersect(space.cond(compare(side, k, j)))):
-                return pos, step, [t for t in terms if j not in free_vars(t)]
+        if dom.is_empty():
+            continue
+        ls = isl.LocalSpace.from_space(dom.get_space())
+        k_aff, j_aff = (isl.Aff.var_on_domain(ls, isl.dim_type.set, q) for q in (1, 0))
+        diff = k_aff.sub(j_aff)  # k - j
+        for step, side, bound in ((1, Op.LE, dom.max_val(diff)), (-1, Op.GE, dom.min_val(diff))):
+            if not bound.is_int():
+                continue
+            d = const(int(bound.to_python()), j.dtype)
+            if dom.is_equal(space.box().intersect(space.cond(compare(side, k, j + d)))):
+                return pos, step, [t for t in terms if j not in free_vars(t)], -step * int(bound.to_python())
     return None

@@ -40,7 +40,7 @@ def _must_share(t: Tensor) -> bool:
 
 def _decides_by_comparing(t: Tensor) -> bool:
     """Whether the backward compares values with ``t`` to make a discrete choice: a reduction that is not
-    a sum (a max's winner and ties, a product's zero count)."""
+    a sum (a max's winner and ties, a product's zero count or exclusive scans)."""
     return isinstance(t.op, ComputeOp) and t.op.is_reduction and any(
         b.op is Op.REDUCE and classify(b.arg.combiner)[0] != "sum" for b in t.op.body)
 

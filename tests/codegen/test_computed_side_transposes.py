@@ -82,3 +82,27 @@ def test_a_computed_side_is_staged_by_one_loop_over_the_panel_rows(target, m, n,
         a, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B))
         s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
         _run(kern, (a, s, b), (np.exp(a.astype(np.float64) - s[:, None]) / s[:, None]) @ b)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_staging_loop_is_one_loop_of_masked_vectors_on_avx512(target):
+    """LLVM emitted the staged expression three times (a vector loop, a vector epilogue and a scalar
+    remainder), each unrolled, for a loop of at most ``packing.STAGE_RUN`` trips.  With cheap masked
+    vector memory the remainder is folded into masked iterations: one vector copy; elsewhere it is
+    vectorized as before, never unrolled."""
+    A = ta.placeholder((64, 150), name="A")
+    S = ta.placeholder((64,), name="S")
+    B = ta.placeholder((150, 40), name="B")
+    r = ta.reduce_axis((0, 150), name="r")
+    C = ta.compute((64, 40), lambda i, j: ta.sum(ta.exp(A[i, r] - S[i]) * B[r, j], axis=r), name="C")
+    kern = ta.build([C], [A, S, B], microkernel=True, parallel_min_work=0, target=target, cache=False)
+    text = kern.llvm_ir
+    start = re.search(r"^define [^\n]*_packA\(", text, re.M).start()
+    packer = text[start:text.index("\n}\n", start)]
+    assert "vector.memcheck" not in packer
+    if "avx512" in target:
+        assert "vec.epilog" not in packer and "llvm.masked.store" in packer
+    a, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B))
+    s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
+    if _here(target) == target:
+        _run(kern, (a, s, b), np.exp(a.astype(np.float64) - s[:, None]) @ b)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from tensorad.codegen.jit import engine as jit
@@ -131,6 +133,94 @@ def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
     assert done == [[(None, 0.0)]] and not workers.live
 
 
+
+def test_a_worker_killed_before_it_is_ready_is_replaced_after_a_back_off(monkeypatch, stand_in_workers):
+    """A compile worker killed before it was ready (by a user, by the kernel's OOM killer) made every
+    later compile of the process run in the process, for the life of a server or a notebook.  Jobs now
+    run here for a back-off, then the next run starts a new worker; a warning says so once."""
+    monkeypatch.setattr(isolate, "RETRY_SECONDS", 0.3, raising=False)
+    monkeypatch.setenv("STAND_IN_START_SECONDS", "60")  # (it is killed long before it is ready)
+    stand_in_workers.prestart()
+    stand_in_workers.live[0].proc.kill()
+    stand_in_workers.live[0].proc.wait()
+    monkeypatch.delenv("STAND_IN_START_SECONDS")
+    with pytest.warns(RuntimeWarning, match="ended before it was ready") as said:
+        assert stand_in_workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]
+        assert stand_in_workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]  # (within the back-off)
+        assert not stand_in_workers.live
+        time.sleep(0.6)
+        [(pid, _)] = stand_in_workers.run([_job("pid")])
+    assert len(said) == 1
+    assert int(pid) == stand_in_workers.live[0].proc.pid and stand_in_workers.failures == 0
+
+
+def test_workers_that_never_start_are_tried_a_bounded_number_of_times(monkeypatch, tmp_path):
+    """Restarts after failed starts are bounded: after MAX_FAILURES in a row, jobs run here for good."""
+    monkeypatch.setattr(isolate, "RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(isolate, "MAX_FAILURES", 3)
+    starts = tmp_path / "starts"
+    workers = isolate.Workers([sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x')"])
+    try:
+        with pytest.warns(RuntimeWarning, match="compile worker") as said:
+            for _ in range(6):
+                assert workers.run([_job("pid")]) == [(isolate.HERE, 0.0)]
+    finally:
+        workers.close()
+    assert starts.read_text() == "xxx" and workers.broken and len(said) == 1
+
+
+class _Interrupt(BaseException):
+    """What a signal handler raises here, as Ctrl-C raises ``KeyboardInterrupt``."""
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer on this platform")
+def test_an_interrupt_while_a_job_is_sent_leaves_no_worker_with_half_a_job(monkeypatch, stand_in_workers):
+    """Ctrl-C while a job larger than a pipe was being sent to a worker left that worker live, holding half
+    a message: the next job sent to it completed the old message's bytes, and that compile waited for an
+    answer until the hang limit (300 s), then went down its ladder to a weaker pipeline.  A worker
+    whose job is not wholly sent and answered when the run is interrupted is now ended with it."""
+    monkeypatch.setattr(isolate, "HANG_SECONDS", 10)
+    monkeypatch.setenv("STAND_IN_START_SECONDS", "2")  # (it reads nothing for 2 s: the send waits)
+
+    def interrupt(*_):
+        raise _Interrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(_Interrupt):
+            stand_in_workers.run([_job("big" + " " * (8 << 20))])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    monkeypatch.delenv("STAND_IN_START_SECONDS")
+    [(pid, _)] = stand_in_workers.run([_job("pid")])
+    assert pid is not None and int(pid) == stand_in_workers.live[0].proc.pid
+
+
+def test_an_idle_worker_leaves_and_the_next_run_starts_another(monkeypatch, stand_in_workers):
+    """Idle compile workers (about 100 MB each, one per CPU) stayed for the life of the process: a server
+    or a notebook that built once kept them all.  A worker now leaves after IDLE_SECONDS without a job."""
+    monkeypatch.setattr(isolate, "IDLE_SECONDS", 0.5, raising=False)
+    [(first, _)] = stand_in_workers.run([_job("pid")])
+    stand_in_workers.live[0].proc.wait(timeout=20)
+    stand_in_workers.prestart()  # (it finds the worker gone and starts another)
+    [(second, _)] = stand_in_workers.run([_job("pid")])
+    assert first != second and int(second) == stand_in_workers.live[0].proc.pid
+    assert stand_in_workers.failures == 0
+
+
+def test_a_job_sent_as_its_worker_leaves_is_sent_to_another(monkeypatch, stand_in_workers):
+    """A job sent while its worker leaves idle is answered ``retired``, not lost: it goes to a new worker
+    (here the worker leaves right after its first answer and lingers, so the next job is sent to it)."""
+    monkeypatch.setattr(isolate, "IDLE_SECONDS", 0.0)
+    monkeypatch.setenv("STAND_IN_LINGER_SECONDS", "30")
+    [(first, _)] = stand_in_workers.run([_job("pid")])
+    time.sleep(0.5)  # (it has said it retires: the answer waits in its pipe)
+    monkeypatch.delenv("STAND_IN_LINGER_SECONDS")
+    [(second, _)] = stand_in_workers.run([_job("pid")])
+    assert second not in (None, isolate.HERE) and int(second) != int(first)
+    assert stand_in_workers.failures == 0
 
 def test_a_module_whose_worker_dies_goes_down_its_ladder(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)

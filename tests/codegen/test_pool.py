@@ -14,8 +14,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
+from tensorad.codegen.runtime import pool as pool_runtime
 from tensorad.codegen.runtime import threads as runtime
 
 import tensorad as ta
@@ -114,5 +116,60 @@ def test_a_forked_child_runs_regions():
               "assert os.WEXITSTATUS(status) == 0, status\n"
               "print('fork ok')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "fork ok" in out.stdout
+
+
+def test_workers_sleep_between_regions_called_now_and_then():
+    """An idle worker spun IDLE_SPIN_CYCLES (~0.15 ms) after every region before it slept, so a kernel
+    called now and then (a server, a training loop with Python between its kernels) cost each worker that
+    much CPU per call on top of its share: on a loaded 2-core machine, CPU taken from other work.  A
+    worker's spin now follows the gaps between regions, so its CPU between such calls stays near zero.
+    The region does almost no work: what a worker spends is its waiting."""
+    A = ta.placeholder((4, 8), "float64", "A")
+    kern = ta.build([ta.compute((4, 8), lambda i, j: A[i, j] * 3.0, name="E")], [A], num_threads=2,
+                    parallel_min_work=0)
+    assert "GOMP_parallel" in kern.llvm_ir
+    _pool()
+    workers = [t for t in threading.enumerate() if t.name.startswith("tensorad-worker")]
+    clocks = [time.pthread_getcpuclockid(t.ident) for t in workers]
+    a = np.random.default_rng(3).standard_normal((4, 8))
+
+    def cpu() -> float:
+        return sum(time.clock_gettime(c) for c in clocks)
+
+    for _ in range(10):  # (the spins settle)
+        kern(a)
+        time.sleep(0.02)
+    calls, begin = 20, cpu()
+    for _ in range(calls):
+        np.testing.assert_array_equal(kern(a), a * 3.0)
+        time.sleep(0.02)
+    spin = pool_runtime.IDLE_SPIN_CYCLES / 3e9  # (seconds at 3 GHz: what each worker spun per call)
+    assert cpu() - begin < 0.5 * spin * calls * len(workers), (cpu() - begin, len(workers))
+
+
+def test_a_forked_child_starts_the_workers_its_parent_had():
+    """A child forked after its parent ran parallel kernels (a pre-forking server's workers, a process
+    pool) started no pool worker until a kernel's ``num_threads`` was set again, so every region of the
+    child ran on one thread, silently.  The child now starts as many workers as its parent had."""
+    script = ("import os, threading, numpy as np, tensorad as ta\n"
+              "from tensorad.codegen.runtime import threads as runtime\n"
+              "A = ta.placeholder((300, 64), 'float64', 'A')\n"
+              "E = ta.compute((300, 64), lambda i, j: ta.exp(A[i, j]) * 3.0, name='E')\n"
+              "kern = ta.build([E], [A], num_threads=2, parallel_min_work=0)\n"
+              "a = np.random.default_rng(1).standard_normal((300, 64))\n"
+              "assert np.allclose(kern(a), np.exp(a) * 3)\n"
+              "parent = runtime._RUNTIME.pool.workers\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    ok = all(np.allclose(kern(a), np.exp(a) * 3) for _ in range(20))\n"
+              "    names = [t.name for t in threading.enumerate() if t.name.startswith('tensorad-worker')]\n"
+              "    os._exit(0 if ok and runtime._RUNTIME.pool.workers == parent == len(names) else 1)\n"
+              "_, status = os.waitpid(pid, 0)\n"
+              "assert parent >= 1 and os.WEXITSTATUS(status) == 0, (parent, status)\n"
+              "print('fork ok')\n")
+    out = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", script],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "fork ok" in out.stdout

@@ -4,6 +4,7 @@ failures are shrunk and saved as reproducer scripts that run on their own."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -46,14 +47,23 @@ def test_crash_and_hang_are_failures_and_the_run_goes_on():
     assert results["good"] == [{"check": "forward", "status": "ok"}]
 
 
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def test_a_hang_is_counted_in_cpu_seconds():
     # a loop that computes is a hang after `timeout` CPU seconds, long before the wall-clock
     # limit; a job that waits longer than `timeout` without computing (a worker starved of
-    # CPU on a shared machine looks the same to a clock) still answers
+    # CPU on a shared machine looks the same to a clock) still answers.  Meanwhile the parent
+    # reads the workers' CPU times a few times a second, not in a loop that takes a core (each
+    # reading walks /proc: milliseconds)
     jobs = [("spin", _job("while True:\n    pass\n")),
             ("waits", _job("import time\ntime.sleep(4)\n" + GOOD))]
-    with Pool(workers=2, timeout=3, wall_timeout=300) as pool:
+    before = _own_cpu()
+    with Pool(workers=2, timeout=1.5, wall_timeout=300) as pool:
         results = dict(pool.run(jobs))
+    assert _own_cpu() - before < 0.5
     assert results["spin"][0]["status"] == "hang" and "CPU-s" in results["spin"][0]["message"]
     assert results["waits"] == [{"check": "forward", "status": "ok"}]
 
@@ -65,7 +75,7 @@ def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path, running
     pid_file = tmp_path / "child.pid"
     source = ("import os\npid = os.fork()\nif pid == 0:\n    while True:\n        pass\n"
               f"open({str(pid_file)!r}, 'w').write(str(pid))\nos.waitpid(pid, 0)\n")
-    with Pool(workers=1, timeout=3, wall_timeout=300) as pool:
+    with Pool(workers=1, timeout=1.5, wall_timeout=300) as pool:
         ((_, results),) = list(pool.run([("forks", _job(source))]))
     assert results[0]["status"] == "hang" and "CPU-s" in results[0]["message"], results
     child = int(pid_file.read_text())

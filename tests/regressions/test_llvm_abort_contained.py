@@ -83,7 +83,8 @@ def test_without_workers_compiles_run_in_the_process(monkeypatch, loop_ir):
 def test_where_no_worker_can_start_jobs_run_here(command):
     workers = isolate.Workers(command)
     try:
-        assert workers.run([_job("pid"), _job("pid")]) == [(isolate.HERE, 0.0)] * 2
+        with pytest.warns(RuntimeWarning, match="compile worker"):
+            assert workers.run([_job("pid"), _job("pid")]) == [(isolate.HERE, 0.0)] * 2
         assert workers.broken and not workers.live
     finally:
         workers.close()

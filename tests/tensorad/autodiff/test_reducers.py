@@ -72,13 +72,16 @@ def test_prod_with_zero_factors(zeros, check_reverse, rng):
         assert np.count_nonzero(got[0]) == 1 and got[0, 0] != 0
 
 
-def test_prod_adjoint_uses_zero_count_not_jacobian():
+@pytest.mark.parametrize("linked", [False, True])
+def test_prod_adjoint_uses_zero_count_or_exclusive_scans_not_jacobian(linked):
+    """A plain box product differentiates from its zero count and nonzero product (one fused pass), a
+    product whose ``where`` reads data from exclusive scans; neither builds the generic Jacobian."""
     x = ta.placeholder((3, 5), F, name="X")
     k = ta.reduce_axis((0, 5), name="k")
-    y = ta.compute((3,), lambda i: ta.prod(x[i, k], axis=k), name="Y")
+    y = ta.compute((3,), lambda i: ta.prod(x[i, k], axis=k, where=x[i, k] > 0 if linked else None), name="Y")
     g = jacobian_recursive(y, [x], _head())[0]
     names = {t.name for t in tensor_graph([g])}
-    assert {"Y.zeros", "Y.nonzero_prod"} <= names
+    assert ({"Y.before", "Y.after"} if linked else {"Y.zeros", "Y.nonzero_prod"}) <= names
     assert "Y.jacobian" not in names
 
 

@@ -126,13 +126,15 @@ def test_a_running_product_of_an_expression_equals_differences(case, numeric_gra
 def test_the_gradient_of_the_gradient_is_scans_too(numeric_grad):
     """The first gradient's recurrence differentiates as a recurrence (its adjoint runs the
     other way), not by the generic rule's Jacobian of every output by every input: linear in
-    ``n``, by ``X`` and by the head.  Oracle: central differences of the NumPy formula."""
+    ``n``, by ``X`` and by the head (whose transpose also runs the first gradient's recurrence:
+    the strong zero of ``E S`` tests it for infinities).  Oracle: central differences of the NumPy
+    formula."""
     r, n = 4, 32
     X, H, (dX,) = _running((r, n), 1)
     W = ta.placeholder((r, n), "float32", "W")
     by_x, by_h = (ta.JacobianRecursive(dX, [t], W)[0] for t in (X, H))
     assert ta.lower([by_x], [X, H, W], target=AVX512).work <= 10 * r * n
-    assert ta.lower([by_h], [X, H, W], target=AVX512).work <= 3 * r * n
+    assert ta.lower([by_h], [X, H, W], target=AVX512).work <= 5 * r * n
 
     r, n = 2, 8
     X, H, (dX,) = _running((r, n), 1, dtype=F64)

@@ -1,0 +1,370 @@
+"""3x3 convolutions with fewer multiplications: Winograd's minimal filtering F(m x m, 3 x 3).
+
+A sum recognized by structure, whatever spells it (``ta.topi.nn.conv2d``, a user's ``ta.compute``, the
+data gradient of a convolution after differentiation)::
+
+    Y[rows..., cols..., y, x] = sum_{c..., r, q} A(rows..., c..., y + a r, x + b q) * B(cols..., c..., r, q)
+
+where ``r`` and ``q`` run over 3 values, ``A`` (the data: any expression, padding by ``if_then_else`` or a
+padded read included) depends on ``y`` and ``r`` only through ``y + a r`` and on ``x`` and ``q`` only through
+``x + b q`` (``|a|``, ``|b|`` are the dilations; a negative one is a flipped kernel), and ``B`` (the kernel)
+reads no row axis.  The sum becomes short transforms around one product per transform point:
+
+* ``U[xi, nu, cols..., c...] = (G B G^T)[xi, nu]``, the kernel transform (two short sums);
+* ``V[xi, nu, c..., rows..., tiles...] = (B^T d B)[xi, nu]`` over each input tile ``d`` of ``(m + 2)^2``
+  points, the input transform: the data deinterleaved by column residue, then columns and rows (zero past
+  the points the sum reads, so odd sizes tile exactly);
+* ``M[xi, nu, cols..., rows..., tiles...] = sum_c U * V``, which the product strategies plan as any product;
+* ``O[xi, cols..., rows..., tiles..., x] = (M A)[xi, x % m]`` (each tile's outputs side by side), and the
+  sum itself ``sum_xi A^T[y % m, xi] O[xi, ...]``.
+
+Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2``: 2.25 times fewer
+for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices the tiles of :data:`CHOSEN` and the
+direct sum in multiply-adds (:func:`macs`: each transformed value :data:`TRANSFORM_MAC` of them, measured on
+AVX-512 and AVX2) and rewrites where the tile costs at most :data:`PAYS` of the direct sum and there are
+:data:`MIN_TILES` tiles: F(2x2, 3x3) with about 100 channels in and out.  F(4x4, 3x3) (``winograd=4``) pays
+from about 40 channels, but its float32 error, about ten times the direct sum's, flips ReLU masks at
+pre-activations near zero, which moved the ``layers`` suite's conv + ReLU input gradient 3e-2 away from
+float64 (its check: 1e-3); so the cost model never picks it.  Float sums only;
+``fastmath=False`` keeps the direct sum (the transforms add in another order)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from tensorad.ir.dtype import is_float
+from tensorad.ir.expr import COMPARISONS, TRUE, Expr, Op, ReduceArg, choice, const, var
+from tensorad.ir.rewrite import chain, free_vars, substitute, walk
+from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
+from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficients
+
+F = Fraction
+# (B^T, G, A^T) of F(m, 3) for the tile sizes offered (Lavin and Gray, 2016): points 0, +-1 and infinity, and
+# +-1/2 for m = 4
+TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
+    2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+        ((1, 0, 0), (F(1, 2), F(1, 2), F(1, 2)), (F(1, 2), F(-1, 2), F(1, 2)), (0, 0, 1)),
+        ((1, 1, 1, 0), (0, 1, -1, -1))),
+    4: (((1, 0, -5, 0, 4, 0), (0, -1, -1, 4, 4, 0), (0, 1, -1, -4, 4, 0), (0, 1, 2, -1, -2, 0),
+         (0, -1, 2, 1, -2, 0), (0, 1, 0, -5, 0, 4)),
+        ((1, 0, 0), (F(1, 6), F(1, 6), F(1, 6)), (F(1, 6), F(-1, 6), F(1, 6)), (F(4, 3), F(2, 3), F(1, 3)),
+         (F(4, 3), F(-2, 3), F(1, 3)), (0, 0, F(1, 4))),
+        ((1, 1, 1, 1, 1, 0), (0, 1, -1, F(1, 2), F(-1, 2), 0), (0, 1, 1, F(1, 4), F(1, 4), 0),
+         (0, 1, -1, F(1, 8), F(-1, 8), 1))),
+}
+CHOSEN = (2,)  # the tiles the cost model picks from (F(4x4, 3x3) only when asked: see the module docstring)
+MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
+PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
+TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs (measured, AVX-512 and AVX2 alike)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One spatial axis of the sum: output axis ``out`` reads ``out + step * red``."""
+
+    out: Expr
+    red: Expr
+    step: int
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A recognized 3x3 sum: its data and kernel factors, the axes of each kind."""
+
+    data: Expr
+    kernel: Expr
+    windows: tuple[Window, Window]
+    rows: tuple[Expr, ...]
+    cols: tuple[Expr, ...]
+    channels: tuple[Expr, ...]
+    sum: Expr  # the sum itself: its dtype and combiner
+
+
+def _box(axes: tuple[Expr, ...]) -> int:
+    return math.prod(a.hi - a.lo for a in axes)
+
+
+def _normalized(e: Expr) -> Expr:
+    """``e`` with each index expression rebuilt from its linear form (``u - 2 r + 2 r`` is ``u``), and a
+    comparison of two as one of their difference with zero."""
+    if is_index(e) and e.op not in (Op.VAR, Op.CONST) and var_coefficients(e) is not None:
+        return from_linear(to_linear(e), e.dtype)
+    if not e.src:
+        return e
+    if e.op in COMPARISONS and is_index(e.src[0]) and var_coefficients(e.src[0] - e.src[1]) is not None:
+        return Expr(e.op, e.dtype, (from_linear(to_linear(e.src[0] - e.src[1]), e.src[0].dtype),
+                                    const(0, e.src[0].dtype)))
+    src = tuple(_normalized(s) for s in e.src)
+    return e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
+
+
+def _step(data: Expr, out: Expr, red: Expr) -> int | None:
+    """``a`` where ``data`` reads ``out`` and ``red`` only as ``out + a red``, and never divides it, else
+    ``None``."""
+    steps = set()
+    for n in walk(data):
+        if is_index(n) and n.op is not Op.VAR:
+            vc = var_coefficients(n)
+            if vc is not None and vc.get(red) and vc.get(out):
+                if vc[red] % vc[out]:
+                    return None
+                steps.add(vc[red] // vc[out])
+    if len(steps) != 1:
+        return None
+    a = steps.pop()
+    u = var("u", out.lo, out.hi, out.dtype)
+    moved = _normalized(substitute(data, {out: u - const(a, out.dtype) * red}))
+    divided = any(n.op in (Op.FLOORDIV, Op.MOD) and u in free_vars(n) for n in walk(moved))
+    if red in free_vars(moved) or divided:  # (divided: a transposed convolution's input, for parity)
+        return None
+    return a
+
+
+def match(op: ComputeOp, body: Expr) -> Conv | None:
+    """The 3x3 sum ``body`` (``op``'s inlined body) spells, else ``None``."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
+            or not is_float(body.dtype) or op.num_outputs != 1:
+        return None
+    if any(n.op in (Op.REDUCE, Op.DATA_INDEX) for n in walk(body.src[1]) if n is not body):
+        return None
+    red, outs = body.arg.axes, op.axes
+    factors = chain(body.src[1], Op.MUL)
+    if body.src[0] is not TRUE:  # a condition on the data's points (padding after differentiation) guards it
+        first = next((k for k, f in enumerate(factors) if set(free_vars(f)) & set(outs)), None)
+        if first is None:
+            return None
+        f = factors[first]
+        factors[first] = choice(Op.IF_THEN_ELSE, body.src[0], f, const(0.0, f.dtype))
+    windows: list[Window] = []
+    for r in (r for r in red if r.hi - r.lo == 3):
+        for y in (y for y in outs if y not in (w.out for w in windows)):
+            steps = {_step(f, y, r) for f in factors if y in free_vars(f)}
+            if len(steps) == 1 and None not in steps:
+                windows.append(Window(y, r, steps.pop()))
+                break
+    if len(windows) != 2:
+        return None
+    spatial = {w.out for w in windows} | {w.red for w in windows}
+    data_f = [f for f in factors if set(free_vars(f)) & {w.out for w in windows}]
+    kernel_f = [f for f in factors if f not in data_f]
+    if not kernel_f:
+        return None
+    data = math.prod(data_f[1:], start=data_f[0])
+    kernel = math.prod(kernel_f[1:], start=kernel_f[0])
+    dvars, kvars = set(free_vars(data)), set(free_vars(kernel))
+    channels = tuple(r for r in red if r not in spatial)
+    rows = tuple(a for a in outs if a in dvars and a not in spatial)
+    cols = tuple(a for a in outs if a in kvars)
+    if not channels or not cols or any(a in dvars for a in cols) or len(rows) + len(cols) + 2 != len(outs) \
+            or kvars & {w.out for w in windows} or any(c not in dvars or c not in kvars for c in channels):
+        return None
+    if any(_step(data, w.out, w.red) != w.step for w in windows):
+        return None
+    return Conv(data, kernel, (windows[0], windows[1]), rows, cols, channels, body)
+
+
+def _tiles(w: Window, m: int) -> tuple[int, int]:
+    """``(tiles, residues)`` along ``w``: outputs ``lo + d m t + d i + p`` for ``i < m``, ``p < d``."""
+    d = abs(w.step)
+    return -(-(w.out.hi - w.out.lo) // (d * m)), min(d, w.out.hi - w.out.lo)
+
+
+def tile_count(conv: Conv, m: int) -> int:
+    """The output tiles of F(m, 3): the columns of each product per transform point."""
+    return _box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
+
+
+def macs(conv: Conv, m: int | None) -> float:
+    """The cost of the direct sum (``m=None``) or of F(m, 3), in multiply-adds of the products: each
+    transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`."""
+    c, k = _box(conv.channels), _box(conv.cols)
+    if m is None:
+        return _box(conv.rows) * _box(tuple(w.out for w in conv.windows)) * 9 * c * k
+    points = tile_count(conv, m) * (m + 2) ** 2
+    return points * c * k + TRANSFORM_MAC * points * (c + k)
+
+
+def choose_tile(conv: Conv) -> int | None:
+    """The tile of :data:`CHOSEN` that costs least, where it pays (module docstring), else ``None``."""
+    best = min(CHOSEN, key=lambda m: macs(conv, m))
+    if tile_count(conv, best) < MIN_TILES:
+        return None
+    return best if macs(conv, best) <= PAYS * macs(conv, None) else None
+
+
+def _combination(coefs: tuple, terms: list[Expr], dtype: str) -> Expr:
+    """``sum coefs[j] terms[j]`` over the nonzero coefficients."""
+    out: Expr | None = None
+    for k, t in zip(coefs, terms):
+        if not k:
+            continue
+        term = t if abs(k) == 1 else const(float(abs(k)), dtype) * t
+        out = (term if k > 0 else -term) if out is None else out + term if k > 0 else out - term
+    return out if out is not None else const(0.0, dtype)
+
+
+def _tree(axis: Expr, leaves: list[Expr]) -> Expr:
+    """``leaves[axis]`` as a tree of ``if_then_else`` on ``axis`` (from 0)."""
+    def node(lo: int, hi: int) -> Expr:
+        if hi - lo == 1:
+            return leaves[lo]
+        mid = (lo + hi) // 2
+        return choice(Op.IF_THEN_ELSE, axis < const(mid, axis.dtype), node(lo, mid), node(mid, hi))
+    return node(0, len(leaves))
+
+
+def _fresh(axes: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    return tuple(var(a.name, a.lo, a.hi, a.dtype) for a in axes)
+
+
+class _Builder:
+    """The ops of one rewrite, named after the sum and derived from it (``Role.SPLIT``)."""
+
+    def __init__(self, op: ComputeOp, conv: Conv) -> None:
+        self.op, self.conv, self.made = op, conv, []
+        self.role = Provenance(Role.SPLIT, op.provenance.group, Tensor(op, 0))
+        self.dt, self.fdt = op.axes[0].dtype, conv.sum.dtype
+
+    def table(self, name: str, rows: tuple) -> Tensor:
+        """A constant matrix as a tensor (a tree of constants over its two axes)."""
+        i, j = var("i", 0, len(rows), self.dt), var("j", 0, len(rows[0]), self.dt)
+        body = _tree(i, [_tree(j, [const(float(v), self.fdt) for v in row]) for row in rows])
+        return self.add(name, (i, j), body)
+
+    def add(self, name: str, axes: tuple[Expr, ...], body: Expr) -> Tensor:
+        made = ComputeOp(f"{self.op.name}.wino_{name}", self.op.tag, axes, (body,), (), self.role)
+        self.made.append(made)
+        return Tensor(made, 0)
+
+    def sum(self, name: str, axes: tuple[Expr, ...], extent: int, term: Callable[[Expr], Expr]) -> Tensor:
+        """``name[axes] = sum_{k < extent} term(k)``."""
+        k = var("k", 0, extent, self.dt)
+        body = Expr(Op.REDUCE, self.fdt, (TRUE, term(k)), ReduceArg(self.conv.sum.arg.combiner, (k,), 0))
+        return self.add(name, axes, body)
+
+
+def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
+    """``(the new ops, op's new body)`` computing ``op``'s sum by F(m, 3) (module docstring); every
+    transform of the data and the output is a tree of constant combinations over an outer axis or over the
+    last axis's digits, the kernel's a short sum against a constant matrix."""
+    bt, g, at = TRANSFORMS[m]
+    a = m + 2
+    bld = _Builder(op, conv)
+    dt = bld.dt
+    wy, wx = conv.windows
+    dy, dx = abs(wy.step), abs(wx.step)
+    (ty_n, py_n), (tx_n, px_n) = _tiles(wy, m), _tiles(wx, m)
+    g_t, a_t = bld.table("g", g), bld.table("at", at)
+
+    def c(v: int) -> Expr:
+        return const(v, dt)
+
+    def first_input(w: Window) -> tuple[int, int]:
+        """(the first input point the sum reads along ``w``, the last)"""
+        shift = w.step * w.red.lo + (0 if w.step > 0 else 2 * w.step)
+        return w.out.lo + shift, w.out.hi - 1 + shift + 2 * abs(w.step)
+    (ylo, yhi), (xlo, xhi) = first_input(wy), first_input(wx)
+    uy, ux = var("uy", ylo, yhi + 1, dt), var("ux", xlo, xhi + 1, dt)
+    data = _normalized(substitute(conv.data, {wy.out: uy - c(wy.step) * wy.red,
+                                              wx.out: ux - c(wx.step) * wx.red}))
+
+    # D[r, rows, ch, uy, px, t]: the data at column xlo + px + dx (m t + r), zero past the last it reads
+    rows, ch = _fresh(conv.rows), _fresh(conv.channels)
+    r_, py_rows = var("r", 0, m, dt), var("uy", 0, dy * (m * (ty_n - 1) + a - 1) + py_n, dt)  # (from ylo)
+    px, t = var("px", 0, px_n, dt), var("t", 0, tx_n + 1, dt)
+    col = c(xlo) + px + c(dx) * (c(m) * t + r_)
+    value = substitute(data, dict(zip(conv.rows, rows)) | dict(zip(conv.channels, ch))
+                       | {uy: c(ylo) + py_rows, ux: col})
+    guard = TRUE
+    if ylo + py_rows.hi - 1 > yhi:
+        guard = py_rows <= c(yhi - ylo)
+    if xlo + px_n - 1 + dx * (m * tx_n + m - 1) > xhi:
+        guard = col <= c(xhi) if guard is TRUE else guard & (col <= c(xhi))
+    if guard is not TRUE:
+        value = choice(Op.IF_THEN_ELSE, guard, value, const(0.0, value.dtype))
+    d_t = bld.add("d", (r_,) + rows + ch + (py_rows, px, t), value)
+
+    # V1[nu, rows, ch, uy, px, tx] = sum_k B^T[nu, k] D[k % m, ..., tx + k // m]: the columns
+    nu, tx = var("nu", 0, a, dt), var("tx", 0, tx_n, dt)
+    rows, ch, uy1 = _fresh(conv.rows), _fresh(conv.channels), _fresh((py_rows,))
+    dk = [d_t[(c(k % m),) + rows + ch + uy1 + (px, tx + c(k // m))] for k in range(a)]
+    v1 = bld.add("v1", (nu,) + rows + ch + uy1 + (px, tx),
+                 _tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
+
+    # V[xi, nu, ch, rows, ty, py, px, tx] = sum_k B^T[xi, k] V1[nu, ..., py + dy (m ty + k), ...]: the rows
+    xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
+    ty, py = var("ty", 0, ty_n, dt), var("py", 0, py_n, dt)
+    rows, ch, px, tx = _fresh(conv.rows), _fresh(conv.channels), _fresh((px,))[0], _fresh((tx,))[0]
+    tiles = (ty, py, px, tx)
+    vk = [v1[(nu,) + rows + ch + (py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
+    v_t = bld.add("v", (xi, nu) + ch + rows + tiles,
+                  _tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
+
+    # U1[xi, cols, ch, q] = sum_r G[xi, r] W(r, q), U[xi, nu, cols, ch] = sum_q G[nu, q] U1[xi, ..., q]
+    def kernel_at(cols: tuple, ch: tuple, r: Expr, q: Expr) -> Expr:  # (flipped where the step is negative)
+        at_r = c(wy.red.lo) + (r if wy.step > 0 else c(2) - r)
+        at_q = c(wx.red.lo) + (q if wx.step > 0 else c(2) - q)
+        return substitute(conv.kernel, dict(zip(conv.channels, ch)) | dict(zip(conv.cols, cols))
+                          | {wy.red: at_r, wx.red: at_q})
+    cols, ch, q = _fresh(conv.cols), _fresh(conv.channels), var("q", 0, 3, dt)
+    u1 = bld.sum("u1", (xi,) + cols + ch + (q,), 3, lambda k: g_t[xi, k] * kernel_at(cols, ch, k, q))
+    xi, nu, cols, ch = var("xi", 0, a, dt), var("nu", 0, a, dt), _fresh(conv.cols), _fresh(conv.channels)
+    u_t = bld.sum("u", (xi, nu) + cols + ch, 3, lambda k: g_t[nu, k] * u1[(xi,) + cols + ch + (k,)])
+
+    # M[xi, nu, rows, cols, tiles] = sum_ch U V: one product per transform point
+    xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
+    rows, cols, ch = _fresh(conv.rows), _fresh(conv.cols), _fresh(conv.channels)
+    tiles = _fresh(tiles)
+    prod = u_t[(xi, nu) + cols + ch] * v_t[(xi, nu) + ch + rows + tiles]
+    m_t = bld.add("m", (xi, nu) + cols + rows + tiles,
+                  Expr(Op.REDUCE, bld.fdt, (TRUE, prod), ReduceArg(conv.sum.arg.combiner, ch, 0)))
+
+    # O[xi, cols, rows, ty, py, px, xq] = (A^T M[xi, :, ..., xq // m])[xq % m]: the output transform's
+    # columns, each tile's m outputs side by side (xq = m tx + j), so that Y reads them in order
+    xi, rows, cols = var("xi", 0, a, dt), _fresh(conv.rows), _fresh(conv.cols)
+    ty, py, px = _fresh(tiles[:3])
+    xq = var("xq", 0, m * tx_n, dt)
+    mq = [m_t[(xi, c(k)) + cols + rows + (ty, py, px, xq // c(m))] for k in range(a)]
+    o_t = bld.add("o", (xi,) + cols + rows + (ty, py, px, xq),
+                  _tree(xq % c(m), [_combination(row, mq, bld.fdt) for row in at]))
+
+    # Y[..., y, x] = sum_xi A^T[i, xi] O[xi, ...] at y = lo + py + dy (m ty + i), x = lo + px + dx xq
+    def split(w: Window) -> tuple[Expr, Expr, Expr, Expr]:
+        """(tile, point in the tile, residue, the tiles' points side by side) of ``w``'s output axis"""
+        d, rel = abs(w.step), w.out - c(w.out.lo) if w.out.lo else w.out
+        if d == 1:
+            return rel // c(m), rel % c(m), c(0), rel
+        return rel // c(d * m), (rel // c(d)) % c(m), rel % c(d), rel // c(d)
+    (ty_, iy, py_, _), (_, _, px_, xq_) = split(wy), split(wx)
+    s = var("xi", 0, a, dt)
+    term = a_t[iy, s] * o_t[(s,) + conv.cols + conv.rows + (ty_, py_, px_, xq_)]
+    body = Expr(Op.REDUCE, bld.fdt, (TRUE, term), ReduceArg(conv.sum.arg.combiner, (s,), 0))
+    return [t.op for t in (g_t, a_t, d_t, v1, v_t, u1, u_t, m_t, o_t)], body
+
+
+def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
+             tile: int | None = None) -> list[ComputeOp]:
+    """``ops`` with every 3x3 sum where F(m, 3) pays computed by it (see the module docstring; ``tile``: the
+    ``winograd`` option, ``0`` none, ``2`` or ``4`` that tile for every such sum): the new ops before the
+    sum; ``bodies`` is updated in place; ``check(op, bodies)`` proves reads in bounds."""
+    if tile == 0:
+        return ops
+    out: list[ComputeOp] = []
+    for op in ops:
+        conv = match(op, bodies[op][0]) if len(bodies[op]) == 1 else None
+        m = None if conv is None else tile or choose_tile(conv)
+        if m is not None:
+            made, body = rewrite(op, conv, m)
+            if all(check(o, o.body) for o in made) and check(op, (body,)):
+                out.extend(made)
+                bodies.update((o, o.body) for o in made)
+                bodies[op] = (body,)
+        out.append(op)
+    return out
+
+
+__all__ = ["CHOSEN", "MIN_TILES", "PAYS", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window", "choose_tile",
+           "macs", "match", "rewrite", "tile_count", "winograd"]

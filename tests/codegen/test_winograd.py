@@ -1,0 +1,173 @@
+"""3x3 convolutions by Winograd's transforms (``codegen.passes.winograd``).
+
+* values of F(2x2, 3x3) and F(4x4, 3x3), forced by ``winograd=2`` / ``4``, at odd sizes, with padding
+  and dilation, at 1 and 2 threads, on the host and on ``-mcpu=haswell``: the forward, a convolution the
+  user writes with ``ta.compute`` (padding by ``if_then_else``, a flipped kernel), and the data gradient
+  after differentiation (whose padding is the sum's condition);
+* the cost model rewrites by F(2x2, 3x3) where the products per transform point are long enough (128
+  channels) and not where they are not (64 channels or fewer, a few tiles), on pinned targets and caches;
+* ``fastmath=False`` and ``winograd=0`` keep the direct sum.
+
+Oracles: float64 NumPy convolutions written here, window by window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from tensorad.codegen.passes.winograd import choose_tile, match
+from tensorad.codegen.target import parse_target
+
+import tensorad as ta
+
+TARGETS = ("llvm", "llvm -mcpu=haswell")
+PINNED = {"avx512": lambda: replace(parse_target("llvm -mcpu=skylake-avx512"), l1d=32 << 10, l2=1 << 20,
+                                    l3=32 << 20),
+          "avx2": lambda: replace(parse_target("llvm -mcpu=haswell"), l1d=32 << 10, l2=256 << 10, l3=8 << 20)}
+
+
+def conv(x: np.ndarray, w: np.ndarray, p: int, d: int) -> np.ndarray:
+    """``Y[n, f, y, x] = sum_{c, r, q} Xp[n, c, y + d r, x + d q] W[f, c, r, q]``, ``Xp`` padded by ``p``."""
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = xp.shape[2] - 2 * d, xp.shape[3] - 2 * d
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for r in range(3):
+        for q in range(3):
+            y += np.einsum("ncyx,fc->nfyx", xp[:, :, r * d:r * d + oh, q * d:q * d + ow], w[:, :, r, q])
+    return y
+
+
+def input_grad(h: np.ndarray, w: np.ndarray, x_shape: tuple, p: int, d: int) -> np.ndarray:
+    """dX of :func:`conv` for the head ``h``: each tap's window receives ``sum_f H[n, f] W[f, c, r, q]``."""
+    n, c, hh, ww = x_shape
+    oh, ow = h.shape[2:]
+    dxp = np.zeros((n, c, hh + 2 * p, ww + 2 * p))
+    for r in range(3):
+        for q in range(3):
+            dxp[:, :, r * d:r * d + oh, q * d:q * d + ow] += np.einsum("nfyx,fc->ncyx", h, w[:, :, r, q])
+    return dxp[:, :, p:p + hh, p:p + ww]
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def _temporaries(lowered) -> int:
+    return len(lowered.temporaries)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("shape,p,d", [((2, 16, 24, 7, 13), 1, 1), ((1, 8, 16, 11, 10), 2, 2),
+                                       ((3, 16, 8, 9, 9), 0, 1), ((1, 8, 8, 13, 6), 3, 3)])
+def test_forward_values(rng, target, m, shape, p, d):
+    n, c, f, h, w = shape
+    X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, padding=p, dilation=d)
+    direct = ta.lower([Y], [X, W], target=target, winograd=0)
+    kernel = ta.build([Y], [X, W], target=target, winograd=m)
+    assert _temporaries(kernel.lowered) > _temporaries(direct)  # the transforms' buffers
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    want = conv(x.astype(np.float64), wt.astype(np.float64), p, d)
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(x, wt), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_user_written_conv_with_flipped_kernel(rng, target):
+    # Written as a user writes it: the padding an if_then_else in the body, the kernel read flipped
+    # (``2 - r``), so the data is read at ``y - r`` (a negative step) and the kernel transform flips back.
+    n, c, f, h, w = 2, 8, 12, 9, 7
+    X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
+    rc, r, q = ta.reduce_axis((0, c), "rc"), ta.reduce_axis((0, 3), "r"), ta.reduce_axis((0, 3), "q")
+
+    def at(b, ch, yy, xx):
+        inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+        return ta.if_then_else(inside, X[b, ch, yy, xx], 0.0)
+    Y = ta.compute((n, f, h, w), lambda b, k, y, x: ta.sum(
+        at(b, rc, y + 1 - r, x + 1 - q) * W[k, rc, 2 - r, 2 - q], axis=[rc, r, q]), name="Y")
+    kernel = ta.build([Y], [X, W], target=target, winograd=4)
+    assert _temporaries(kernel.lowered) > _temporaries(ta.lower([Y], [X, W], target=target, winograd=0))
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    _close(kernel(x, wt), conv(x.astype(np.float64), wt.astype(np.float64), 1, 1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("p,d", [(1, 1), (2, 2)])
+def test_input_gradient_values(rng, target, m, p, d):
+    # The data gradient of a stride-1 3x3 convolution is a 3x3 convolution of the head with the flipped
+    # kernel; after differentiation its padding is the sum's condition, which the rewrite moves onto the data.
+    n, c, f, h, w = 2, 12, 16, 11, 9
+    X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, padding=p, dilation=d)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    dX, = ta.gradient(Y, [X], head=H)
+    kernel = ta.build([dX], [H, W], target=target, winograd=m)
+    assert _temporaries(kernel.lowered) > _temporaries(ta.lower([dX], [H, W], target=target, winograd=0))
+    hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    want = input_grad(hh.astype(np.float64), wt.astype(np.float64), X.shape, p, d)
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(hh, wt), want)
+
+
+def _conv(n: int, c: int, f: int, h: int, w: int):
+    X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
+    return ta.topi.nn.conv2d(X, W, padding=1), X, W
+
+
+@pytest.mark.parametrize("isa", sorted(PINNED))
+def test_chosen_where_it_pays(isa):
+    # 128 channels (the conv 3x3 + bias + ReLU layer at batch 32, 28x28): F(2x2, 3x3) multiplies 2.25 times
+    # less, and its products per transform point have 128 x 128 x 6272 multiply-adds.
+    target = PINNED[isa]()
+    Y, X, W = _conv(32, 128, 128, 28, 28)
+    assert choose_tile(match(Y.op, Y.op.body[0])) == 2
+    chosen = ta.lower([Y], [X, W], target=target)
+    assert chosen.work == ta.lower([Y], [X, W], target=target, winograd=2).work
+    assert chosen.work < 0.6 * ta.lower([Y], [X, W], target=target, winograd=0).work
+
+
+@pytest.mark.parametrize("isa", sorted(PINNED))
+@pytest.mark.parametrize("shape", [(16, 64, 64, 16, 16), (8, 16, 16, 28, 28), (2, 128, 128, 7, 9),
+                                   (8, 3, 64, 32, 32)])
+def test_not_chosen_where_it_does_not_pay(isa, shape):
+    # 64 channels or fewer: F(2x2, 3x3)'s transforms cost more than the multiplications they save (and
+    # F(4x4, 3x3), which would pay at 64, is left to the user: its float32 error flips ReLU masks); few
+    # tiles (2 images of 7x9: 40 tiles of 2x2) leave the products per transform point too short.
+    target = PINNED[isa]()
+    Y, X, W = _conv(*shape)
+    assert choose_tile(match(Y.op, Y.op.body[0])) is None
+    assert ta.lower([Y], [X, W], target=target).work == ta.lower([Y], [X, W], target=target, winograd=0).work
+
+
+def test_exact_order_keeps_the_direct_sum():
+    # fastmath=False adds in the program's order: the transforms would add in another.
+    Y, X, W = _conv(16, 64, 64, 16, 16)
+    exact = ta.lower([Y], [X, W], fastmath=False)
+    assert exact.work == ta.lower([Y], [X, W], fastmath=False, winograd=4).work
+    assert _temporaries(exact) == _temporaries(ta.lower([Y], [X, W], fastmath=False, winograd=0))
+
+
+def test_strided_and_grouped_are_not_matched():
+    X, W = ta.placeholder((2, 8, 9, 9), "float32", "X"), ta.placeholder((8, 8, 3, 3), "float32", "W")
+    strided = ta.topi.nn.conv2d(X, W, strides=2, padding=1)
+    grouped = ta.topi.nn.conv2d(X, ta.placeholder((8, 4, 3, 3), "float32", "G"), padding=1, groups=2)
+    five = ta.topi.nn.conv2d(X, ta.placeholder((8, 8, 5, 5), "float32", "F"), padding=2)
+    upsampled = ta.topi.nn.conv2d_transpose(X, W, 3, 0)  # (reads X at (y - r) // 3: parity's)
+    for t in (strided, grouped, five, upsampled):
+        assert match(t.op, t.op.body[0]) is None
+
+
+@pytest.mark.parametrize("bad", [3, True, 1, "4"])
+def test_option_is_checked(bad):
+    Y, X, W = _conv(1, 4, 4, 5, 5)
+    with pytest.raises(ValueError, match="winograd"):
+        ta.lower([Y], [X, W], winograd=bad)
