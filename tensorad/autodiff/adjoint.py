@@ -273,7 +273,7 @@ class AdjointBuilder:
         self._prods: dict[ComputeOp, tuple] = {}  # see _others
         self._boxes: dict[ComputeOp, tuple[Tensor, Tensor]] = {}  # see _prod
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
-        self._saved_values: dict[ComputeOp, Tensor | None] = {}
+        self._saved_values: dict[ComputeOp, tuple[Tensor, list[Expr]] | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
@@ -615,14 +615,16 @@ class AdjointBuilder:
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
+        tensor, axes = saved
         ra = op.body[0].arg
-        return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
+        return tensor[tuple(m[a] for a in axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
-    def _saved(self, op: ComputeOp) -> Tensor | None:
+    def _saved(self, op: ComputeOp) -> tuple[Tensor, list[Expr]] | None:
         """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test, or a box product's
         zero test and zero count, compare the same bits, or ``None`` when the source recomputes exactly:
         each elementwise tensor it reads copied (``C.tie``), or a source still rounding twice stored over
-        the domain (``Y.tie``)."""
+        the domain (``Y.tie``) with the output axes it stores along: those the source reads, where the
+        ``where`` projects onto them (a running max's terms once, not once per output)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
@@ -637,17 +639,24 @@ class AdjointBuilder:
         if not recomputes_exactly(source):
             source = body.src[1]
             ra = body.arg
-            m = copy_vars(op.axes)
+            axes, where = list(op.axes), body.src[0]
+            read = [a for a in axes if a in free_vars(source)]
+            met = _window_met([*read, *ra.axes], [a for a in axes if a not in read], where) \
+                if len(read) < len(axes) else None
+            if met is not None:
+                axes, where = read, met
+            m = copy_vars(axes)
             kz = {k: var(k.name, 0, k.extent) for k in ra.axes}
             m.update({k: z + const(k.lo, z.dtype) if k.lo else z for k, z in kz.items()})
-            cond = rename(body.src[0], m)
+            cond = rename(where, m)
             value = rename(source, m)
             if cond is not TRUE:  # out of the domain the source may read out of bounds; what is
                 # stored there is never read (each reader reduces where ``cond`` holds): a zero, so
                 # that the copy runs on the domain only
                 value = choice(Op.IF_THEN_ELSE, cond, value, const(0, value.dtype))
-            (found,) = compute(f"{op.name}.tie", [m[a] for a in op.axes] + list(kz.values()), [value],
-                               provenance=Provenance(Role.SAVED))
+            (tensor,) = compute(f"{op.name}.tie", [m[a] for a in axes] + list(kz.values()), [value],
+                                provenance=Provenance(Role.SAVED))
+            found = tensor, axes
         self._saved_values[op] = found
         self._exact_sources[op] = source
         return found
