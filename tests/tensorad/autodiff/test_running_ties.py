@@ -117,3 +117,22 @@ def test_a_running_max_or_min_gradient_is_linear_when_every_point_ties(kind, suf
         X, M, H, dX = _running(kind, suffix, 0, False, inexact, shape=(4, n), dtype="float32")
         work = ta.lower([dX], [X, M, H], target=AVX512).work
         assert work == (4 if inexact else 3) * 4 * n, str(ta.lower([dX], [X, M, H], target=AVX512))
+
+
+def test_a_running_max_hessian_vector_product_equals_pytorch_with_ties():
+    """Forward over the routed gradient: the shares' scan differentiates as a recurrence."""
+    n = 7
+    X, V = ta.placeholder((2, n), "float64", "X"), ta.placeholder((2, n), "float64", "V")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((2, n), lambda i, j: ta.max(X[i, k] * X[i, k], k, where=k <= j), name="Y")
+    r, q = ta.reduce_axis((0, 2), "r"), ta.reduce_axis((0, n), "q")
+    L = ta.compute((), lambda: ta.sum(Y[r, q] * Y[r, q] * (q + 1.0), [r, q]), name="L")
+    (hv,) = ta.hessian_vector_product(L, [X], [V])
+    rng = np.random.default_rng(1)
+    x, v = rng.integers(-2, 3, (2, n)).astype(np.float64), rng.standard_normal((2, n))
+    xt = torch.tensor(x, requires_grad=True)
+    loss = sum((torch.stack([torch.max(xt[i, :j + 1] ** 2) for i in range(2)]) ** 2).sum() * (j + 1.0)
+               for j in range(n))
+    (g,) = torch.autograd.grad(loss, xt, create_graph=True)
+    (want,) = torch.autograd.grad((g * torch.tensor(v)).sum(), xt)
+    np.testing.assert_allclose(ta.build([hv], [X, V])(x, v), want.numpy(), rtol=1e-12, atol=1e-12)
