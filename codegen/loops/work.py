@@ -8,7 +8,8 @@ value per point per loop variable in scope):
 * an affine ``if`` masks the frontier;
 * a block execution that runs a counted statement outside its inner loops is one innermost-body execution;
   counted statements of one op in one execution count once, of different ops once per op; bookkeeping
-  (``counted=False``) never counts; a data-dependent ``if`` guarding loops is one execution, the test's.
+  (``counted=False``) never counts; a data-dependent ``if`` counts as taken (the worst case: the larger of
+  its branches), so loops hoisted under a data test count every execution of their bodies.
 
 A loop whose only statement is an inner unit-step loop with affine bounds and a body independent of both
 variables is summed in closed form (:meth:`WorkCounter.series`).  Counts are exact (Python ints past
@@ -86,8 +87,8 @@ class WorkCounter:
             for b in s.body:
                 out |= self.deps(b)
             out.discard(s.var)
-        elif isinstance(s, If) and s.affine:
-            out |= _vars(s.cond)
+        elif isinstance(s, If):
+            out |= _vars(s.cond) if s.affine else set()
             for b in s.then + s.orelse:
                 out |= self.deps(b)
         found = self._deps[key] = frozenset(out)
@@ -109,15 +110,17 @@ class WorkCounter:
         for s in stmts:
             if isinstance(s, Loop):
                 nested = exact_add(nested, self.loop(s, env, n))
-            elif isinstance(s, If) and s.affine:
-                mask = evaluate_index(s.cond, env, n)
+            elif isinstance(s, If):  # (a data test: taken, its larger branch)
+                mask = evaluate_index(s.cond, env, n) if s.affine else None
                 d_then, n_then = self.parts(s.then, env, n)
                 d_else, n_else = self.parts(s.orelse, env, n)
                 for o in {**d_then, **d_else}:
-                    hit = np.where(mask, d_then.get(o, False), d_else.get(o, False))
-                    direct[o] = direct[o] | hit if o in direct else hit
-                nested = exact_add(nested, np.where(mask, n_then, n_else))
-            elif counted(s):
+                    hit = (d_then.get(o, False) | d_else.get(o, False) if mask is None else
+                           np.where(mask, d_then.get(o, False), d_else.get(o, False)))
+                    direct[o] = direct[o] | hit if o in direct else np.broadcast_to(hit, (n,))
+                nested = exact_add(nested, np.maximum(n_then, n_else) if mask is None else
+                                   np.where(mask, n_then, n_else))
+            elif s.counted:
                 direct[self.owner(s)] = np.ones(n, bool)
         return direct, nested
 
@@ -173,11 +176,11 @@ class WorkCounter:
         ``v`` in ``hi_t - lo_t``, ``b`` its value at 0): the positive terms form one run of ``m`` (from
         ``floor(-B / A) + 1`` when ``A > 0``, below ``ceil(B / -A)`` when ``A < 0``): arithmetic series."""
         loops = [x for x in s.body if isinstance(x, Loop)]
-        others = [x for x in s.body if not isinstance(x, Loop)]
-        if len(loops) != 1 or loops[0].step != 1 or any(isinstance(x, If) and x.affine for x in others):
+        others = tuple(x for x in s.body if not isinstance(x, Loop))
+        if len(loops) != 1 or loops[0].step != 1 or any(s.var in self.deps(x) for x in others):
             return None
         t = loops[0]
-        direct = len({self.owner(x) for x in others if counted(x)})  # (counted statements beside the loop)
+        direct = self.block(others, env, n)  # (statements beside the loop, per iteration)
         body_deps = frozenset().union(*(self.deps(b) for b in t.body))
         if s.var in body_deps or t.var in body_deps:
             return None
@@ -186,7 +189,7 @@ class WorkCounter:
             pieces = self.piecewise_series(s, t, env, n, lo, trips)
             if pieces is None:
                 return None
-            return _exact(pieces) * _exact(self.block(t.body, env, n)) + direct * _exact(trips)
+            return _exact(pieces) * _exact(self.block(t.body, env, n)) + _exact(direct) * _exact(trips)
         a = co_hi.get(s.var, 0) - co_lo.get(s.var, 0)
         at0 = {**env, s.var: np.zeros(n, np.int64)}
         b = _exact(evaluate_index(t.hi, at0, n)) - _exact(evaluate_index(t.lo, at0, n))
@@ -200,7 +203,7 @@ class WorkCounter:
         else:
             m1 = np.minimum(np.maximum(-((-big_b) // -big_a), 0), T)
             total = big_a * ((m1 - 1) * m1 // 2) + big_b * m1
-        return _exact(total) * _exact(self.block(t.body, env, n)) + direct * T
+        return _exact(total) * _exact(self.block(t.body, env, n)) + _exact(direct) * T
 
     def piecewise_series(self, s: Loop, t: Loop, env: dict, n: int, lo: np.ndarray,
                          trips: np.ndarray) -> np.ndarray | None:
@@ -220,20 +223,6 @@ class WorkCounter:
                 return None  # not affine between crossings (floor divisions): expand instead
             out.append(total)
         return np.array(out, dtype=object)
-
-
-def _has_loop(s) -> bool:
-    if isinstance(s, Loop):
-        return True
-    return isinstance(s, If) and any(_has_loop(x) for x in s.then + s.orelse)
-
-
-def counted(s) -> bool:
-    """Whether a body statement is work: a data-dependent ``if`` is when what it guards is; one guarding
-    loops is one execution, the test's."""
-    if isinstance(s, If):
-        return _has_loop(s) or any(counted(x) for x in s.then + s.orelse)
-    return s.counted
 
 
 def _vars(e: Expr) -> set:

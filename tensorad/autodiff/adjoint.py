@@ -16,7 +16,8 @@ Other combiners:
   walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one sum beside
   the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
-  suffix's over the reversed axis), and its head goes straight from ``W`` and ``T`` to the winner.
+  suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
+  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
   ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one fused pass
@@ -272,7 +273,7 @@ class AdjointBuilder:
         self._prods: dict[ComputeOp, tuple] = {}  # see _others
         self._boxes: dict[ComputeOp, tuple[Tensor, Tensor]] = {}  # see _prod
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
-        self._saved_values: dict[ComputeOp, Tensor | None] = {}
+        self._saved_values: dict[ComputeOp, tuple[Tensor, list[Expr]] | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
@@ -324,6 +325,10 @@ class AdjointBuilder:
             return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        if kind in ("max", "min", "prod", "recurrence"):
+            line = self._line_terms(op, heads, x, p, j, kind)
+            if line is not None:
+                return line
         if kind in ("max", "min", "select"):
             best, winner, ties = self._winner(op)
 
@@ -345,10 +350,6 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
-        if kind in ("prod", "recurrence"):
-            line = self._line_terms(op, heads, x, p, j, kind)
-            if line is not None:
-                return line
         if kind == "prod":
             others = self._others(op) if _where_linked(op) else self._box_others(op)
             if others is not None:
@@ -614,14 +615,16 @@ class AdjointBuilder:
         saved = self._saved(op)
         if saved is None:
             return rename(self._exact_sources[op], m)
+        tensor, axes = saved
         ra = op.body[0].arg
-        return saved[tuple(m[a] for a in op.axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
+        return tensor[tuple(m[a] for a in axes) + tuple(m[k] - k.lo if k.lo else m[k] for k in ra.axes)]
 
-    def _saved(self, op: ComputeOp) -> Tensor | None:
+    def _saved(self, op: ComputeOp) -> tuple[Tensor, list[Expr]] | None:
         """Values stored once (``Role.SAVED``) so that a max/min's winner and tie test, or a box product's
         zero test and zero count, compare the same bits, or ``None`` when the source recomputes exactly:
         each elementwise tensor it reads copied (``C.tie``), or a source still rounding twice stored over
-        the domain (``Y.tie``)."""
+        the domain (``Y.tie``) with the output axes it stores along: those the source reads, where the
+        ``where`` projects onto them (a running max's terms once, not once per output)."""
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
@@ -636,17 +639,24 @@ class AdjointBuilder:
         if not recomputes_exactly(source):
             source = body.src[1]
             ra = body.arg
-            m = copy_vars(op.axes)
+            axes, where = list(op.axes), body.src[0]
+            read = [a for a in axes if a in free_vars(source)]
+            met = _window_met([*read, *ra.axes], [a for a in axes if a not in read], where) \
+                if len(read) < len(axes) else None
+            if met is not None:
+                axes, where = read, met
+            m = copy_vars(axes)
             kz = {k: var(k.name, 0, k.extent) for k in ra.axes}
             m.update({k: z + const(k.lo, z.dtype) if k.lo else z for k, z in kz.items()})
-            cond = rename(body.src[0], m)
+            cond = rename(where, m)
             value = rename(source, m)
             if cond is not TRUE:  # out of the domain the source may read out of bounds; what is
                 # stored there is never read (each reader reduces where ``cond`` holds): a zero, so
                 # that the copy runs on the domain only
                 value = choice(Op.IF_THEN_ELSE, cond, value, const(0, value.dtype))
-            (found,) = compute(f"{op.name}.tie", [m[a] for a in op.axes] + list(kz.values()), [value],
-                               provenance=Provenance(Role.SAVED))
+            (tensor,) = compute(f"{op.name}.tie", [m[a] for a in axes] + list(kz.values()), [value],
+                                provenance=Provenance(Role.SAVED))
+            found = tensor, axes
         self._saved_values[op] = found
         self._exact_sources[op] = source
         return found
@@ -883,8 +893,10 @@ class AdjointBuilder:
         sources = [rename(e, {k: jax}) for e in body.src[1:]]
         key = (op, heads[max(heads)])
         if key not in self._lines:
-            self._lines[key] = self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond,
-                                                   sources)
+            self._lines[key] = (self._tie_adjoint(op, heads[0], len(p), pos, step, shift)
+                                if kind in ("max", "min") else
+                                self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond,
+                                                    sources))
         return [t for src, adj in zip(sources, self._lines[key])
                 for t in self._site_terms(op.axes, (), cond, src, adj, x, p, j)]
 
@@ -912,7 +924,8 @@ class AdjointBuilder:
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
 
-        after = self._suffix_recurrence(op, head, pv, m, pos, step, shift, _factor(cond, sources[0]))
+        after = self._suffix_recurrence(op, lambda e: head[tuple(pv) + tuple(e)], pv, m, pos, step, shift,
+                                        _factor(cond, sources[0]))
         g_after = after[tuple(pv) + tuple(av)]
         if len(sources) == 2:  # a recurrence: its sum before the term
             first = compare(Op.EQ, t, const(lo if step > 0 else hi - 1, t.dtype))
@@ -926,10 +939,51 @@ class AdjointBuilder:
             values = [combiners.strong_product(before, g_after)]
         return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
 
-    def _suffix_recurrence(self, op: ComputeOp, head: Tensor, pv: list[Expr], m: dict, pos: int,
-                           step: int, shift: int, factor: Expr) -> Tensor:
+    def _tie_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
+                     shift: int) -> list[Tensor]:
+        """The adjoint of a running max/min's source at its term ``k``, over the head's prefix and
+        ``op``'s axes, linear in the worst case.  For a prefix ``Y[j] = max_{k <= j - shift} A[k]``
+        (a suffix mirrored) with ``T[j]`` the tie count of the winner scan (:meth:`_winner`), a term
+        ``k`` that ties ``Y`` at the first output that reads it, ``e = k + shift``, ties every later
+        output while ``Y`` keeps its value (``Y`` is monotone) and no other, so::
+
+            G[k] = [A[k] ~ Y[e]] S[e],   S[j] = H[j] / T[j] + [Y[j + 1] ~ Y[j]] S[j + 1]
+
+        ``S`` a suffix recurrence (:meth:`_suffix_recurrence`) whose 0 links hold back an infinite or
+        NaN head of another run, ``~`` the tie test (equal, or both NaN)."""
+        best, _, ties = self._winner(op)
+        body = op.body[0]
+        (k,) = body.arg.axes
+        jax, d = op.axes[pos], body.src[1].dtype
+        pv = axis_vars(head.shape[:n_prefix], prefix="p")
+        m = copy_vars(op.axes)
+        av = [m[a] for a in op.axes]
+
+        def at(axes: Sequence[Expr], e: Expr) -> tuple[Expr, ...]:
+            return (*axes[:pos], e, *axes[pos + 1:])
+
+        back = at(op.axes, jax - const(step, jax.dtype))
+        link = choice(Op.SELECT, combiners.ties_result(best[back], best[tuple(op.axes)]), const(1, d),
+                      const(0, d))
+        after = self._suffix_recurrence(
+            op, lambda e: cast(d, head[tuple(pv) + tuple(e)]) / cast(d, ties[tuple(e)]), pv, m, pos,
+            step, 0, link)
+        t = av[pos]
+        e = t + const(step * shift, t.dtype) if shift else t
+        source = self._compared_source(op, {**m, jax: e, k: t})
+        value = choice(Op.IF_THEN_ELSE, combiners.ties_result(source, best[at(av, e)]),
+                       after[tuple(pv) + at(av, e)], const(0, d))
+        if shift:  # (a term no output reads: past the end)
+            inside = compare(Op.LT, e, const(jax.hi, e.dtype)) if step > 0 else \
+                compare(Op.GE, e, const(jax.lo, e.dtype))
+            value = choice(Op.IF_THEN_ELSE, inside, value, const(0, d))
+        return [compute(f"{op.name}.adjoint", pv + av, [value])[0]]
+
+    def _suffix_recurrence(self, op: ComputeOp, head: Callable[[list[Expr]], Expr], pv: list[Expr], m: dict,
+                           pos: int, step: int, shift: int, factor: Expr) -> Tensor:
         """``S[k] = sum_{j >= k} H[j] prod_{k < i <= j} g(i)`` over ``pv`` and ``op``'s axes (the
-        copies ``m``), ``g`` the expression ``factor`` at the scanned axis: the fold of the
+        copies ``m``), ``H[j]`` the expression ``head`` at the output index ``j`` (without the
+        prefix), ``g`` the expression ``factor`` at the scanned axis: the fold of the
         recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`),
         an ordered prefix over a mirrored index that a scan carries, then read back in place.
         A suffix (``step = -1``) mirrored: ``S[k] = sum_{j <= k} H[j] prod_{j <= i < k} g(i)``."""
@@ -946,7 +1000,7 @@ class AdjointBuilder:
                      else (u - const(1, u.dtype), u))
         a = choice(Op.IF_THEN_ELSE, compare(Op.EQ, u, const(lo, u.dtype)), const(1, d),
                    rename(factor, {**m, jax: nxt}))
-        b = cast(d, head[tuple(pv) + tuple(at(here + const(step * shift, u.dtype) if shift else here))])
+        b = cast(d, head(at(here + const(step * shift, u.dtype) if shift else here)))
         if shift:  # (the term ``k`` enters the output ``k + step * shift``, 0 past the ends)
             inside = all_of([compare(Op.GE, here, const(lo - step * shift, u.dtype)),
                              compare(Op.LT, here, const(hi - step * shift, u.dtype))])

@@ -68,10 +68,11 @@ def test_a_long_prefix_reduction_is_scanned(kind, target):
 
 def _gradient_hand_work(kind: str, r: int, n: int) -> int:
     """The hand-written gradients: a sum's is the suffix sum of the head (``R N``); a max's the
-    running winner's scan and one add of the head at each winner (``2 R N``); a product's the
+    running winner's scan (value and tie count), the suffix scan of the head's shares ``H / T``
+    over runs of equal values and their routing to the tied points (``3 R N``); a product's the
     exclusive running product (``R (N - 1)``), the recurrence of the head on the other side
     (``R N``) and their product (``R N``)."""
-    return {"sum": r * n, "max": 2 * r * n, "prod": 3 * r * n - r}[kind]
+    return {"sum": r * n, "max": 3 * r * n, "prod": 3 * r * n - r}[kind]
 
 
 @pytest.mark.parametrize("target", [AVX512, HASWELL])
@@ -173,10 +174,10 @@ def test_avx2_scans_equal_numpy(kind, n, direction):
 
 @pytest.mark.parametrize("target", [AVX512, HASWELL])
 def test_the_running_winner_of_a_cummax_gradient_is_scanned(target):
-    """The winner's scan and the head's routing, which reads the winner and its tie count: two
-    passes."""
+    """The winner's scan (value and tie count), the scan of the head's shares and their routing to
+    the tied points: three passes, whatever ties."""
     X, H, grads = _gradient("max", 4, 16)
-    assert ta.lower(grads, [X, H], target=target).work == 2 * 4 * 16
+    assert ta.lower(grads, [X, H], target=target).work == 3 * 4 * 16
 
 
 @pytest.mark.parametrize("target", ["llvm", HASWELL])
@@ -194,10 +195,9 @@ def test_prefix_sum_and_product_gradients_equal_differences(kind, n, direction, 
 @pytest.mark.parametrize("target", [AVX512, HASWELL])
 def test_a_prefix_gradient_over_rows_of_four_is_linear(kind, target):
     """Within 1.25x of the hand count: the forward scan and the suffix scans, ``R * N`` each (two
-    for a sum, three for a max, four for a product).  A running max routes the head to each
-    row's lone winner by one add per output (a scatter), not by a test of every point of the row
-    per output: an accumulating loop over four points is too short to vectorize, whether or not
-    its op could also accumulate in strips."""
+    for a sum, three for a max, four for a product).  A running max routes each head's shares to
+    the tied points by a scan over runs of equal values, not by a test of every point of the row
+    per output."""
     X, H, grads = _gradient(kind, 4, 4)
     passes = {"sum": 2, "max": 3, "prod": 4}[kind]
     assert ta.lower(grads, [X, H], target=target).work <= 1.25 * passes * 4 * 4

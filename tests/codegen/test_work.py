@@ -3,7 +3,8 @@
 Two oracles:
 
 * **Running the loop program.**  :func:`executed_work` interprets the lowered program literally
-  -- every loop iterates with Python ints, every ``if`` is evaluated -- and collects the distinct
+  -- every loop iterates with Python ints, every affine ``if`` is evaluated, a test reading data
+  is taken (the worst case) -- and collects the distinct
   executions of innermost loop bodies that run a counted statement (a body execution is named by
   its enclosing loops and their iteration values; several counted statements in one body
   execution, e.g. the stores of a multi-output op, are one execution).  Accumulator
@@ -62,14 +63,6 @@ def _int(e, env: dict) -> int:
     return fold(e, rules)
 
 
-def _counted(s) -> bool:
-    if isinstance(s, Loop):  # loops under a data-dependent guard: the guard's one execution
-        return True
-    if isinstance(s, If):  # a data-dependent guard in a body: counted if what it guards is
-        return any(_counted(x) for x in s.then + s.orelse)
-    return s.counted
-
-
 def _run(stmts: tuple, env: dict, path: tuple, seen: set) -> None:
     for s in stmts:
         if isinstance(s, Loop):
@@ -77,8 +70,13 @@ def _run(stmts: tuple, env: dict, path: tuple, seen: set) -> None:
                 _run(s.body, {**env, s.var: v}, path + ((id(s), v),), seen)
         elif isinstance(s, If) and s.affine:
             _run(s.then if _int(s.cond, env) else s.orelse, env, path, seen)
-        elif isinstance(s, (Store, Assign, If)):
-            if _counted(s):  # (a fused nest: each member op's body execution is its own)
+        elif isinstance(s, If):  # a test reading data: taken, the worst case (its larger branch)
+            runs: tuple = (set(), set())
+            _run(s.then, env, path, runs[0])
+            _run(s.orelse, env, path, runs[1])
+            seen |= max(runs, key=len)
+        elif isinstance(s, (Store, Assign)):
+            if s.counted:  # (a fused nest: each member op's body execution is its own)
                 seen.add((path, owner_of(s)))
         else:
             raise TypeError(s)
@@ -304,3 +302,23 @@ def test_piecewise_bounds_that_are_not_integer_arithmetic_expand():
     outer = Loop(v, zero, E.const(8, v.dtype), (inner,))
     body = (Loop(o, zero, E.const(5, v.dtype), (outer,)),)
     assert count_work(body) == 5 * sum(x if x >= 3 else 2 * x for x in range(8))
+
+
+def test_loops_under_a_data_test_count_as_taken():
+    """A scatter hoists a test that reads data out of its inner loop (``if M[i] > 0: for j:
+    dE[idx[i], j] += H[i, j]``).  The work counted such a test as one execution and the loop it
+    guards as nothing, so a scatter under one looked nearly free (6 instead of 30); it counts as
+    taken, the worst case: every row's 5 columns."""
+    from tensorad.codegen.program import walk_stmts
+
+    E = ta.placeholder((7, 5), "float64", name="E")
+    M = ta.placeholder((6,), "float64", name="M")
+    idx = ta.placeholder((6,), "int32", name="idx")
+    Y = ta.compute((6, 5), lambda i, j: ta.select(M[i] > 0, E.take(idx[i], j, mode="clip"), 0.0), name="Y")
+    H = ta.placeholder((6, 5), "float64", name="H")
+    low = ta.lower(list(ta.JacobianRecursive(Y, [E], H)), [E, M, idx, H])
+    nest, = [s for s in low.program.steps if isinstance(s, Nest)]
+    assert any(isinstance(s, If) and not s.affine and any(isinstance(x, Loop) for x in s.then)
+               for s in walk_stmts(nest.body)), str(low)  # (the test is hoisted over a loop)
+    assert low.work == 6 * 5
+    _check_against_execution(low)

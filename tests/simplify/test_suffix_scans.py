@@ -5,7 +5,9 @@ axis or a middle one.  The direction is read from the structure of the ``where``
 
 Work is counted on a pinned target against hand-written counts (a forward scan: one combine per
 element; the gradient of a sum: one scan of the head; of a max or min: the winner's scan carrying
-value, index and tie count, then one add per output; of a product: three scans).  Values are
+value and tie count, a suffix scan of the head's shares ``H / T`` over runs of equal values, and the
+routing of that scan to the tied points, each linear however many points tie; of a product: three
+scans).  Values are
 checked against PyTorch (``torch.cummax``/``cummin``/``cumsum``/``cumprod`` on flipped tensors),
 NumPy formulas written here (a tie splits the head evenly, ``docs/conventions.md``) and float64
 central differences where there are no ties."""
@@ -21,7 +23,7 @@ from tensorad.poly.nesting import running_order
 AVX512 = "llvm -mcpu=skylake-avx512"
 RNG = np.random.default_rng(2026)
 REDUCE = {"sum": ta.sum, "prod": ta.prod, "max": ta.max, "min": ta.min}
-HAND = {"sum": 1, "prod": 3, "max": 2, "min": 2}  # the gradient's combines per element
+HAND = {"sum": 1, "prod": 3, "max": 3, "min": 3}  # the gradient's combines per element
 LAYOUTS = [((6, 48), 1), ((3, 48, 5), 1)]  # the last axis; a middle axis
 
 
@@ -110,8 +112,8 @@ def test_a_running_max_or_min_gradient_splits_ties_in_both_directions(kind, bett
     X, Y, H, dX = _running(kind, shape, axis, suffix, "float64")
     size = int(np.prod(shape))
     # the winner's scan is the plain loop's left fold (over the reversed axis for a suffix):
-    # exact, so it scans without fast math too
-    assert ta.lower([dX], [X, H], target=AVX512, fastmath=fastmath).work <= 2 * size
+    # exact, so it scans without fast math too; then the shares' scan and the routing
+    assert ta.lower([dX], [X, H], target=AVX512, fastmath=fastmath).work <= 3 * size
     x, h = RNG.integers(-2, 3, shape).astype(np.float64), RNG.standard_normal(shape)
     got = ta.build([dX], [X, H], fastmath=fastmath)(x, h)
     np.testing.assert_allclose(got, _routed(x, h, axis, suffix, better), rtol=1e-12, atol=1e-12)
@@ -130,13 +132,13 @@ def test_a_running_reduction_gradient_without_ties_equals_differences(kind, suff
 
 
 @pytest.mark.parametrize("kind", ["max", "min"])
-def test_the_gradient_of_a_running_suffix_winner_is_its_scan_and_one_add_per_output(kind):
-    """``min_{s >= t} X[b, s]`` at 32 x 128: the winner's downward scan and the routing of the head,
-    reading the winner's index and tie count (no pass of its own for the destination, no sum over
-    the suffix per output)."""
+def test_the_gradient_of_a_running_suffix_winner_is_three_scans_of_its_elements(kind):
+    """``min_{s >= t} X[b, s]`` at 32 x 128: the winner's downward scan (value and tie count), the
+    scan of the head's shares over runs of equal values, and the routing to the tied points, one
+    pass each (no sum over the suffix per output, which every point tying would make quadratic)."""
     X, Y, H, dX = _running(kind, (32, 128), 1, True)
     low = ta.lower([dX], [X, H], target=AVX512)
-    assert low.work == 2 * 32 * 128, str(low)
+    assert low.work == 3 * 32 * 128, str(low)
 
 
 @pytest.mark.parametrize("suffix", [False, True], ids=["prefix", "suffix"])

@@ -8,6 +8,7 @@ of the hand-written gradient formula -- innermost loop-body executions, counted 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,9 +60,12 @@ def pool(kind: str, k: int, stride: int, pad: int = 0) -> Workload:
     if kind == "avg":
         return Workload(f"avg_pool(k={k},s={stride},p={pad})", Y, [X],
                         "dX[h] = sum over windows holding h of H/k^2: N*C*Ph*Pw", gather)
-    winner = n * c * oh * ow * k * k
+    windows = n * c * oh * ow
+    # the maximum and its tie count (a pass over each window), the lone winner's scatter, and the
+    # routing of tied points (a gather's pairs when every point ties: the worst case)
     return Workload(f"max_pool(k={k},s={stride},p={pad})", Y, [X],
-                    "argmax per window N*C*OH*OW*k^2 + gather N*C*Ph*Pw", winner + gather)
+                    "max and tie count 2*N*C*OH*OW*k^2 + scatter N*C*OH*OW + tie routing N*C*Ph*Pw",
+                    2 * windows * k * k + windows + gather)
 
 
 def softmax() -> Workload:
@@ -317,7 +321,9 @@ def log_softmax_nll_onehot() -> Workload:
 
 def max_pool_1x1(stride: int) -> Workload:
     wl = pool("max", 1, stride)
-    return Workload(f"max_pool_1x1(s={stride})", wl.output, wl.inputs, wl.formula, wl.hand_work)
+    windows = math.prod(wl.output.shape)  # a window of one point: no winner, no ties
+    return Workload(f"max_pool_1x1(s={stride})", wl.output, wl.inputs,
+                    "the head copied to each window's point N*C*OH*OW, the rest zeroed", 2 * windows)
 
 
 def _prefix(kind: str) -> Workload:

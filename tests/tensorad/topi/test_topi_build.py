@@ -51,10 +51,12 @@ def test_build_matches_evaluate_forward_and_backward(name, rng):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name, ratio", [("flatten", 1), ("reshape_transpose", 2), ("max_pool", 3),
+@pytest.mark.parametrize("name, ratio", [("flatten", 1), ("reshape_transpose", 2), ("max_pool", 4),
                                          ("avg_pool", 2), ("softmax", 3), ("conv2d", 3)])
 def test_gradient_work_stays_near_forward_work(name, ratio):
-    """The seed's gradients of flatten and max pool did 100x the forward work; ours may not."""
+    """The seed's gradients of flatten and max pool did 100x the forward work; ours may not.  A max
+    pool's: the maximum, its tie count, the winner's scatter and the tie routing (when every point
+    ties), each about a forward."""
     Y, inputs = _case(name)
     H = ta.placeholder(Y.shape, name="H")
     grads = ta.gradient(Y, inputs, H)
