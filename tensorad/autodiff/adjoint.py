@@ -32,10 +32,11 @@ Other combiners:
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
 
-A reduction whose value is copied along output axes it never reads (a sum, an argmax too), or a max, min or
+A reduction whose value is copied along output axes it never reads (an argmax too, and a sum whose read of
+an input is a gather or leaves several window points per element with differing terms), or a max, min or
 product whose terms repeat along reduction axes they never read, differentiates once per distinct value
 and term: each head summed over the copies first, a product's scaled by ``n Y'^(n-1)``
-(:meth:`AdjointBuilder._uncopied`).
+(:meth:`AdjointBuilder._uncopied`, :func:`_several_points`).
 A built-in max, min or product over a one-point box is its source there, and a max or min of a source
 that no point of the window changes (isl proves each read index constant over it) is its source wherever
 the window has a point (the ``where`` projected onto the outputs): its contribution is elementwise."""
@@ -137,6 +138,39 @@ def _gathers(expr: Expr, x: Tensor) -> bool:
     """Whether ``expr`` reads ``x`` at an index read from data (a gather)."""
     return any(n.op in (Op.READ, Op.DATA_INDEX)
                for site in read_sites(expr, x) for e in site.src for n in walk(e))
+
+
+def _several_points(op: ComputeOp, x: Tensor) -> bool:
+    """Whether a reduction copied along an output axis it never reads has terms of one element of
+    ``x``'s adjoint, per output point, that make a sum the optimizer cannot count away: for some read
+    of ``x``, two window points ``k != k'`` (where the condition holds) read the same element, and its
+    partial derivative reads a window axis other than through that read (the terms differ).  Window
+    axes the body does not read are left out (their sum is a factor); conditions isl cannot read are
+    dropped (more pairs, never fewer)."""
+    body = op.body[0]
+    read = list(dict.fromkeys(v for e in body.src for v in free_vars(e)))
+    raxes = [k for k in body.arg.axes if k in read]
+    if not raxes or all(a in read for a in op.axes):
+        return False
+    other = copy_vars(raxes)
+    space = IndexSpace([v for v in read if v not in raxes] + raxes + list(other.values()))
+    cond = [c for c in conjuncts(body.src[0]) if space.is_affine(c)]
+    apart = space.cond(_any_of([compare(Op.NE, k, other[k]) for k in raxes]))
+    for site in read_sites(body.src[1], x):
+        d = partial_by_read(body.src[1], site)
+        if d is ZERO:
+            continue
+        rest = replace_reads(d, lambda r, s=site: const(0, r.dtype) if r is s else None)
+        if not set(free_vars(rest)) & set(raxes):
+            continue
+        both = all_of([*cond, *(rename(c, other) for c in cond),
+                       *(compare(Op.EQ, e, rename(e, other)) for e in site.src)])
+        try:
+            if not space.box().intersect(space.cond(both)).intersect(apart).is_empty():
+                return True
+        except NotAffine:
+            continue
+    return False
 
 
 def _inverse_map(axes: Sequence[Expr], site: Expr, x: Tensor) -> dict[Expr, int] | None:
@@ -303,9 +337,11 @@ class AdjointBuilder:
             # An empty box: the reduction is its identity, a constant.
             return []
         kind, _ = combiners.classify(ra.combiner)
-        # (a sum's terms at affine reads the optimizer solves, per copy as cheaply as the head's sum over
-        # the copies; at a gathered read they stay a scatter per copy)
-        narrow = self._uncopied(op, heads, kind) if kind != "sum" or _gathers(body.src[1], x) else None
+        # (a sum whose read of x fixes the window point per output and element, or whose terms there
+        # differ only through that read, is one the optimizer solves per copy as cheaply as the head's
+        # sum over the copies; a gathered read, or several points with differing terms, repeat per copy)
+        several = kind != "sum" or _gathers(body.src[1], x) or _several_points(op, x)
+        narrow = self._uncopied(op, heads, kind) if several else None
         if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
         cond = body.src[0]

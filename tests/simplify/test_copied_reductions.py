@@ -18,7 +18,7 @@ import pytest
 import tensorad as ta
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from fuzz.cheap import pinned  # noqa: E402
+from fuzz.cheap import pinned, plain_work  # noqa: E402
 
 C, R, K = 8, 6, 10  # copies, distinct rows, window
 
@@ -243,3 +243,60 @@ def test_a_copied_argmax_or_sum_gradient_matches_central_differences(make):
     got = ta.build([g], [X, H, *extra])(x, h, *extra.values())
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h, **extra}), want, rtol=1e-6, atol=1e-8)
+
+
+M = 4  # elements of X read, each by several window points
+
+
+def _copied_folded_sum():
+    """``Y[c, i] = sum_k X[k % M] A[i, k]``, copied along ``c``: each element of ``X`` is read by
+    ``K / M`` window points whose terms differ (``A[i, k]``)."""
+    X, A = ta.placeholder((M,), "float64", "X"), ta.placeholder((R, K), "float64", "A")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, R), lambda c, i: ta.sum(X[k % M] * A[i, k], axis=[k]), name="Y")
+    H = ta.placeholder((C, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    return X, A, Y, H, g
+
+
+def test_a_copied_sum_over_several_points_per_element_sums_the_head_first():
+    """A sum copied along ``c`` whose read of ``X`` leaves several window points per element with
+    differing terms kept its sum over the window inside the sum over the copies: ``C R K`` terms.
+    Hand count: the head summed over ``c`` (``C R``), each term ``hs[i] A[i, k]`` formed (``R K``)
+    and added into its element (``R K``)."""
+    X, A, _, H, g = _copied_folded_sum()
+    work = plain_work([g], [A, H], target=pinned())
+    assert work <= C * R + 2 * R * K, f"gradient work {work} > hand {C * R + 2 * R * K}"
+
+
+def test_a_copied_sum_over_several_points_per_element_matches_central_differences():
+    X, A, Y, H, g = _copied_folded_sum()
+    rng = np.random.default_rng(7)
+    x, a, h = rng.standard_normal(M), rng.standard_normal((R, K)), rng.standard_normal((C, R))
+    f = ta.build([Y], [X, A])
+    eps, want = 1e-6, np.zeros(M)
+    for j in range(M):
+        up, down = x.copy(), x.copy()
+        up[j] += eps
+        down[j] -= eps
+        want[j] = (np.sum(h * f(up, a)) - np.sum(h * f(down, a))) / (2 * eps)
+    np.testing.assert_allclose(ta.build([g], [A, H])(a, h), want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(ta.evaluate(g, {A: a, H: h}), want, rtol=1e-7, atol=1e-9)
+
+
+def test_a_copied_sum_whose_points_per_element_only_count_keeps_its_terms():
+    """``Y[c, i] = sum_k tanh(X[i, k // 2])``: the two window points of an element have one term,
+    which the optimizer counts; the head's sum over ``c`` then is the whole gradient's work per
+    row (each element's value copied along the row), and summing it apart would add a pass.
+    Hand count: ``C R`` for the head's sums, ``R K / 2`` for the elements read."""
+    X = ta.placeholder((R, K), "float64", "X")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((C, R), lambda c, i: ta.sum(ta.tanh(X[i, k // 2]), axis=[k]), name="Y")
+    H = ta.placeholder((C, R), "float64", "H")
+    (g,) = ta.JacobianRecursive(Y, [X], H)
+    work = plain_work([g], [X, H], target=pinned())
+    assert work <= C * R + R * K // 2, f"gradient work {work} > hand {C * R + R * K // 2}"
+    x, h = np.random.default_rng(8).standard_normal((R, K)), np.random.default_rng(9).standard_normal((C, R))
+    want = np.zeros((R, K))
+    want[:, :K // 2] = 2 * h.sum(axis=0)[:, None] * (1 - np.tanh(x[:, :K // 2]) ** 2)
+    np.testing.assert_allclose(ta.build([g], [X, H])(x, h), want, rtol=1e-12, atol=1e-12)
