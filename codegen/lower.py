@@ -251,12 +251,10 @@ def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
     return run
 
 
-def _reuse(state: _Rewriting) -> None:
-    reuse_materialized(state.ops, state.bodies, _reads_in_bounds)
-
-
-def _chains(state: _Rewriting) -> None:
-    state.ops = contract_sums(state.ops, state.bodies)
+def _new_ops(make: Callable[[_Rewriting], list[ComputeOp]]) -> Callable[[_Rewriting], None]:
+    def run(state: _Rewriting) -> None:
+        state.ops = make(state)
+    return run
 
 
 def _footprints(state: _Rewriting) -> None:
@@ -271,47 +269,32 @@ def _prove_bounds(state: _Rewriting) -> None:
         check_index_range(state.bodies[op], op.name)
 
 
-def _scatters(state: _Rewriting) -> None:
-    state.ops = share_scatter_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
-
-
-def _windows(state: _Rewriting) -> None:
-    state.ops = share_windowed_operands(state.ops, state.bodies, _reads_in_bounds)
-
-
-def _transposed(state: _Rewriting) -> None:
-    state.ops = merge_transposed(state.ops, state.bodies, state.outputs)
-
-
-def _stacked(state: _Rewriting) -> None:
+def _stacked(state: _Rewriting) -> list[ComputeOp]:
     state.ops = stack_sums(state.ops, state.bodies, state.outputs, _reads_in_bounds)
-    state.ops = stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
+    return stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 
 
-def _winograd(state: _Rewriting) -> None:
-    state.ops = winograd(state.ops, state.bodies, _reads_in_bounds, state.winograd)
-
-
-def _copies(state: _Rewriting) -> None:
-    if state.fuse:
-        state.ops = elide_copies(state.ops, state.bodies, state.outputs)
-
-
-# The rewrites between choosing buffers and planning, in order (:mod:`.passes`).
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): a stored transcendental
+# value read instead of recomputed; a sum of a product over several variables as nested sums; temporaries
+# shrunk to the points their readers read; one buffer for a masked sum of scatter-adds read twice; a
+# compound operand read through windows computed once; safe if_then_else made select; costly contexts of
+# eager choices computed once; a sum spelled twice, once transposed, computed once; several products
+# summed as one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output
+# copying a temporary computes it (with fuse); sums over one residue class re-indexed.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
-    _reuse,                          # a stored transcendental value read instead of recomputed
-    _chains,                         # a sum of a product over several variables as nested sums
-    _footprints,                     # temporaries shrunk to the points their readers read
+    lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
+    _new_ops(lambda s: contract_sums(s.ops, s.bodies)),
+    _footprints,
     _prove_bounds,
-    _scatters,                       # one buffer for a masked sum of scatter-adds read twice
-    _windows,                        # a compound operand read through windows computed once
-    _each_body(speculate),           # safe if_then_else made select
-    _each_body(factor_choices),      # costly contexts of eager choices computed once
-    _transposed,                     # a sum spelled twice, once transposed, computed once
-    _stacked,                        # several products summed as one product over one more axis
-    _winograd,                       # 3x3 sums by Winograd's transforms where they pay
-    _copies,                         # an output copying a temporary computes it (with fuse)
-    _each_body(unstride),            # sums over one residue class re-indexed
+    _new_ops(lambda s: share_scatter_sums(s.ops, s.bodies, s.outputs, _reads_in_bounds)),
+    _new_ops(lambda s: share_windowed_operands(s.ops, s.bodies, _reads_in_bounds)),
+    _each_body(speculate),
+    _each_body(factor_choices),
+    _new_ops(lambda s: merge_transposed(s.ops, s.bodies, s.outputs)),
+    _new_ops(_stacked),
+    _new_ops(lambda s: winograd(s.ops, s.bodies, _reads_in_bounds, s.winograd)),
+    _new_ops(lambda s: elide_copies(s.ops, s.bodies, s.outputs) if s.fuse else s.ops),
+    _each_body(unstride),
 )
 
 

@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable
 
 from tensorad.ir.dtype import is_float
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, var
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, box, choice, const, copies, var
 from tensorad.ir.rewrite import chain, free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 
@@ -93,10 +93,6 @@ def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple
     return found
 
 
-def _box(axes: tuple[Expr, ...]) -> int:
-    return math.prod(a.hi - a.lo for a in axes)
-
-
 class _Stacks:
     """The stacked sides one pass makes, by their spelling over canonical axes: equal ones are one op (the
     weight gradients of one recurrent layer stack its gates' gradient once).  A term's place in its stack
@@ -155,8 +151,8 @@ def stack(red: Expr, axes: tuple[Expr, ...], owner: ComputeOp, stacks: _Stacks
         return None
     lefts, rights, left_axes, right_axes = found
     rs = red.arg.axes
-    m, n = _box(left_axes), _box(right_axes)
-    if m * n < (m + n) * _box(rs):
+    m, n = box(left_axes), box(right_axes)
+    if m * n < (m + n) * box(rs):
         return None
     made = [stacks.side(f"{owner.name}.stack{k}", sides, rs + side_axes, owner)
             for k, (sides, side_axes) in enumerate(((lefts, left_axes), (rights, right_axes)))]
@@ -233,7 +229,7 @@ def stack_sums(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
             out.append(op)
             continue
         red, rest = done[0], found[1]
-        fresh = tuple(var(a.name, a.lo, a.hi, a.dtype) for a in op.axes)
+        fresh = copies(op.axes)
         role = Provenance(Role.SPLIT, op.provenance.group, Tensor(op, 0))
         total = ComputeOp(f"{op.name}.stacked", op.tag, fresh, (substitute(red, dict(zip(op.axes, fresh))),),
                           (), role)
@@ -271,7 +267,7 @@ def _shared_groups(ops: list[ComputeOp], bodies: dict, kept: set, stacks: _Stack
         rs = red.arg.axes
         for k in (0, 1):
             shared, other = side_axes[k], side_axes[1 - k]
-            if MIN_SAVING * _box(other) > _box(shared):
+            if MIN_SAVING * box(other) > box(shared):
                 continue
             spelled = stacks.spell([sides[k]], rs + shared)
             where = tuple(d for d, a in enumerate(op.axes) if any(a is b for b in shared))
@@ -297,7 +293,7 @@ def stack_shared_sides(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
         others = [substitute(side, dict(zip(op.axes, first.axes)) | dict(zip(r.arg.axes, rs)))
                   for op, r, side, *_ in members]
         side, new = stacks.side(f"{first.name}.rows", others, other + rs, first)
-        fresh = tuple(var(a.name, a.lo, a.hi, a.dtype) for a in first.axes)
+        fresh = copies(first.axes)
         s = var("s", 0, len(members))
         at = tuple(r - const(r.lo, r.dtype) if r.lo else r for r in rs)
         value = Tensor(side, 0)[(s,) + other + at] * shared

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from tensorad.ir.dtype import is_float
-from tensorad.ir.expr import COMPARISONS, TRUE, Expr, Op, ReduceArg, choice, const, var
+from tensorad.ir.expr import COMPARISONS, TRUE, Expr, Op, ReduceArg, box, choice, const, copies, var
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficients
@@ -81,10 +81,6 @@ class Conv:
     cols: tuple[Expr, ...]
     channels: tuple[Expr, ...]
     sum: Expr  # the sum itself: its dtype and combiner
-
-
-def _box(axes: tuple[Expr, ...]) -> int:
-    return math.prod(a.hi - a.lo for a in axes)
 
 
 def _normalized(e: Expr) -> Expr:
@@ -174,15 +170,15 @@ def _tiles(w: Window, m: int) -> tuple[int, int]:
 
 def tile_count(conv: Conv, m: int) -> int:
     """The output tiles of F(m, 3): the columns of each product per transform point."""
-    return _box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
+    return box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
 
 
 def macs(conv: Conv, m: int | None) -> float:
     """The cost of the direct sum (``m=None``) or of F(m, 3), in multiply-adds of the products: each
     transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`."""
-    c, k = _box(conv.channels), _box(conv.cols)
+    c, k = box(conv.channels), box(conv.cols)
     if m is None:
-        return _box(conv.rows) * _box(tuple(w.out for w in conv.windows)) * 9 * c * k
+        return box(conv.rows) * box(tuple(w.out for w in conv.windows)) * 9 * c * k
     points = tile_count(conv, m) * (m + 2) ** 2
     return points * c * k + TRANSFORM_MAC * points * (c + k)
 
@@ -214,10 +210,6 @@ def _tree(axis: Expr, leaves: list[Expr]) -> Expr:
         mid = (lo + hi) // 2
         return choice(Op.IF_THEN_ELSE, axis < const(mid, axis.dtype), node(lo, mid), node(mid, hi))
     return node(0, len(leaves))
-
-
-def _fresh(axes: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    return tuple(var(a.name, a.lo, a.hi, a.dtype) for a in axes)
 
 
 class _Builder:
@@ -272,7 +264,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
                                               wx.out: ux - c(wx.step) * wx.red}))
 
     # D[r, rows, ch, uy, px, t]: the data at column xlo + px + dx (m t + r), zero past the last it reads
-    rows, ch = _fresh(conv.rows), _fresh(conv.channels)
+    rows, ch = copies(conv.rows), copies(conv.channels)
     r_, py_rows = var("r", 0, m, dt), var("uy", 0, dy * (m * (ty_n - 1) + a - 1) + py_n, dt)  # (from ylo)
     px, t = var("px", 0, px_n, dt), var("t", 0, tx_n + 1, dt)
     col = c(xlo) + px + c(dx) * (c(m) * t + r_)
@@ -289,7 +281,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
 
     # V1[nu, rows, ch, uy, px, tx] = sum_k B^T[nu, k] D[k % m, ..., tx + k // m]: the columns
     nu, tx = var("nu", 0, a, dt), var("tx", 0, tx_n, dt)
-    rows, ch, uy1 = _fresh(conv.rows), _fresh(conv.channels), _fresh((py_rows,))
+    rows, ch, uy1 = copies(conv.rows), copies(conv.channels), copies((py_rows,))
     dk = [d_t[(c(k % m),) + rows + ch + uy1 + (px, tx + c(k // m))] for k in range(a)]
     v1 = bld.add("v1", (nu,) + rows + ch + uy1 + (px, tx),
                  _tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
@@ -297,7 +289,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     # V[xi, nu, ch, rows, ty, py, px, tx] = sum_k B^T[xi, k] V1[nu, ..., py + dy (m ty + k), ...]: the rows
     xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
     ty, py = var("ty", 0, ty_n, dt), var("py", 0, py_n, dt)
-    rows, ch, px, tx = _fresh(conv.rows), _fresh(conv.channels), _fresh((px,))[0], _fresh((tx,))[0]
+    rows, ch, px, tx = copies(conv.rows), copies(conv.channels), copies((px,))[0], copies((tx,))[0]
     tiles = (ty, py, px, tx)
     vk = [v1[(nu,) + rows + ch + (py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
     v_t = bld.add("v", (xi, nu) + ch + rows + tiles,
@@ -309,23 +301,23 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
         at_q = c(wx.red.lo) + (q if wx.step > 0 else c(2) - q)
         return substitute(conv.kernel, dict(zip(conv.channels, ch)) | dict(zip(conv.cols, cols))
                           | {wy.red: at_r, wx.red: at_q})
-    cols, ch, q = _fresh(conv.cols), _fresh(conv.channels), var("q", 0, 3, dt)
+    cols, ch, q = copies(conv.cols), copies(conv.channels), var("q", 0, 3, dt)
     u1 = bld.sum("u1", (xi,) + cols + ch + (q,), 3, lambda k: g_t[xi, k] * kernel_at(cols, ch, k, q))
-    xi, nu, cols, ch = var("xi", 0, a, dt), var("nu", 0, a, dt), _fresh(conv.cols), _fresh(conv.channels)
+    xi, nu, cols, ch = var("xi", 0, a, dt), var("nu", 0, a, dt), copies(conv.cols), copies(conv.channels)
     u_t = bld.sum("u", (xi, nu) + cols + ch, 3, lambda k: g_t[nu, k] * u1[(xi,) + cols + ch + (k,)])
 
     # M[xi, nu, rows, cols, tiles] = sum_ch U V: one product per transform point
     xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
-    rows, cols, ch = _fresh(conv.rows), _fresh(conv.cols), _fresh(conv.channels)
-    tiles = _fresh(tiles)
+    rows, cols, ch = copies(conv.rows), copies(conv.cols), copies(conv.channels)
+    tiles = copies(tiles)
     prod = u_t[(xi, nu) + cols + ch] * v_t[(xi, nu) + ch + rows + tiles]
     m_t = bld.add("m", (xi, nu) + cols + rows + tiles,
                   Expr(Op.REDUCE, bld.fdt, (TRUE, prod), ReduceArg(conv.sum.arg.combiner, ch, 0)))
 
     # O[xi, cols, rows, ty, py, px, xq] = (A^T M[xi, :, ..., xq // m])[xq % m]: the output transform's
     # columns, each tile's m outputs side by side (xq = m tx + j), so that Y reads them in order
-    xi, rows, cols = var("xi", 0, a, dt), _fresh(conv.rows), _fresh(conv.cols)
-    ty, py, px = _fresh(tiles[:3])
+    xi, rows, cols = var("xi", 0, a, dt), copies(conv.rows), copies(conv.cols)
+    ty, py, px = copies(tiles[:3])
     xq = var("xq", 0, m * tx_n, dt)
     mq = [m_t[(xi, c(k)) + cols + rows + (ty, py, px, xq // c(m))] for k in range(a)]
     o_t = bld.add("o", (xi,) + cols + rows + (ty, py, px, xq),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from itertools import product
 from math import lcm
 
-from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, copies, var
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace
@@ -151,7 +151,7 @@ def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int
             pieces: dict[tuple[int, ...], ComputeOp | None]) -> ComputeOp:
     """``op[.., a, ..] = piece_{a % m}[.., a // m, ..]`` (0 for a class without terms, ``None``),
     over fresh axes."""
-    out_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    out_axes = copies(op.axes)
     fresh = dict(zip(op.axes, out_axes))
 
     def pick(i: int, residues: tuple[int, ...]) -> Expr:

@@ -25,7 +25,7 @@ from itertools import product
 from tensorad.simplify.algebra.logic import all_of, conjuncts
 
 from tensorad.ir.dtype import bits
-from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, logical, logical_not, var
+from tensorad.ir.expr import Expr, Op, ReduceArg, choice, compare, const, copies, logical, logical_not, var
 from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
@@ -132,7 +132,7 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     border_fraction = sum(t - interior_points for t in tap_points) / (box * k)
 
     dtype = body.dtype
-    inner_outer = tuple(var(a.name, a.lo, a.hi) for a in outer)
+    inner_outer = copies(outer)
     fresh = dict(zip(outer, inner_outer))
     sources = tuple(substitute(src, {**m, **fresh}) for m in per_tap)
     whole = _sum_of(k, dtype)
@@ -140,13 +140,13 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     interior = ComputeOp(f"{op.name}.taps", "", inner_outer, tuple(
         Expr(Op.REDUCE, dtype, (icond,) + sources, ReduceArg(whole, raxes, t)) for t in range(k)))
 
-    b_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    b_axes = copies(op.axes)
     b_map = dict(zip(op.axes, b_axes))
     b_cond = substitute(logical(Op.AND, cond, logical_not(inside)), b_map)
     border = ComputeOp(f"{op.name}.border", "", b_axes, (
         Expr(Op.REDUCE, dtype, (b_cond, substitute(src, b_map)), body.arg),))
 
-    g_axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    g_axes = copies(op.axes)
     g_map = dict(zip(op.axes, g_axes))
     g_outer = tuple(g_map[a] for a in outer)
     rest = Expr(Op.READ, dtype, g_axes, Tensor(border, 0))
@@ -218,9 +218,9 @@ def unroll_taps(op: ComputeOp, body: Expr, reread_limit: int | None = None) -> C
         if uses & set(raxes) and uses & set(kept):
             return None  # (a condition tying a channel to a tap: not a sum per channel of taps)
         (tap_cond if uses & set(raxes) or not uses & set(kept) else kept_cond).append(c)
-    axes = tuple(var(a.name, a.lo, a.hi) for a in op.axes)
+    axes = copies(op.axes)
     fresh = dict(zip(op.axes, axes))
-    channels = tuple(var(a.name, a.lo, a.hi) for a in kept)
+    channels = copies(kept)
     fresh.update(zip(kept, channels))
     space = IndexSpace(axes)
     box = space.box()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..ir import dtype as dt
-from ..ir.expr import TRUE, Expr, Op, choice, compare, const, logical, var
+from ..ir.expr import TRUE, Expr, Op, choice, compare, const, copies, logical, var
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rename as rename
 from ..ir.tensor import Provenance, Role, Tensor
@@ -17,8 +17,8 @@ Optimizer = Callable[[Tensor], Tensor]  # the facade's optimizer, passed in
 
 
 def copy_vars(variables: Sequence[Expr]) -> dict[Expr, Expr]:
-    """Fresh variables with the same names and ranges."""
-    return {v: var(v.name, v.lo, v.hi) for v in variables}
+    """Fresh variables with the same names and ranges, by the variables they copy."""
+    return dict(zip(variables, copies(variables)))
 
 
 def axis_vars(shape: Sequence[int], prefix: str = "ax", start: int = 0) -> list[Expr]:

@@ -16,6 +16,7 @@ import itertools
 import math
 import weakref
 from _weakref import _remove_dead_weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,6 +367,16 @@ def const(value: Any, dtype: str | None = None) -> Expr:
 def var(name: str, lo: int | None = None, hi: int | None = None, dtype: str = dt.INDEX) -> Expr:
     """A fresh variable (never equal to any other) ranging over ``lo <= v < hi``."""
     return Expr(Op.VAR, dtype, (), VarInfo(name, fresh_uid(), lo, hi))
+
+
+def copies(variables: Iterable[Expr]) -> tuple[Expr, ...]:
+    """Fresh variables with the names, ranges and dtypes of ``variables``, in their order."""
+    return tuple(var(v.name, v.lo, v.hi, v.dtype) for v in variables)
+
+
+def box(axes: Iterable[Expr]) -> int:
+    """The number of points of the box of ``axes``."""
+    return math.prod(a.extent for a in axes)
 
 
 def data_index(value: Any, extent: int | Expr, mode: str = "raise", tensor: str = "?", axis: int = 0) -> Expr:

@@ -133,6 +133,13 @@ def fold_along(root: Expr, operands: Callable[[Expr], Iterable[Expr]], visit: Ca
     return memo[root]
 
 
+def _rule(table: Mapping[Op, Callable[..., Any]], node: Expr) -> Callable[..., Any]:
+    try:
+        return table[node.op]
+    except KeyError:
+        raise MissingRuleError(f"no rule for {node.op.name} nodes ({node})") from None
+
+
 def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]],
          memo: dict | None = None) -> Any:
     """Fold ``root`` bottom-up: ``visit(node, *operand_results)`` at every node.  ``visit`` may be a table
@@ -142,11 +149,7 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
         table = visit
 
         def visit(node, *args):  # noqa: F811
-            try:
-                fn = table[node.op]
-            except KeyError:
-                raise MissingRuleError(f"no rule for {node.op.name} nodes ({node})") from None
-            return fn(node, *args)
+            return _rule(table, node)(node, *args)
 
     for node in walk(root):
         if node not in memo:
@@ -158,11 +161,7 @@ def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) ->
     """:func:`fold` driven by a table of *pure* functions (a value depends on its node alone), with ``memo``
     kept by the caller across calls: a subtree whose root is in ``memo`` is not walked again."""
     def visit(node: Expr) -> Any:
-        try:
-            fn = table[node.op]
-        except KeyError:
-            raise MissingRuleError(f"no rule for {node.op.name} nodes ({node})") from None
-        return fn(node, *[memo[c] for c in node.src])
+        return _rule(table, node)(node, *[memo[c] for c in node.src])
 
     found = memo.get(root, _ABSENT)
     return found if found is not _ABSENT else fold_along(root, operands, visit, memo)

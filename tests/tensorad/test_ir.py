@@ -314,3 +314,15 @@ else:
     env["PYTHONHASHSEED"] = "2"
     out = subprocess.run([sys.executable, "-c", code, "load"], input=data, capture_output=True, env=env)
     assert out.returncode == 0 and out.stdout.strip() == b"ok", out.stderr[-2000:]
+
+
+def test_copies_are_fresh_variables_of_the_same_names_ranges_and_dtypes_and_box_counts_their_points():
+    """``ir.expr.copies`` (the one helper passes and autodiff use for fresh axes) keeps each variable's
+    name, range and dtype and shares no identity with it; ``box`` is the product of the extents."""
+    from tensorad.ir.expr import box, copies, var
+
+    axes = (var("i", 0, 3), var("j", 2, 7, "int64"))
+    new = copies(axes)
+    assert [(v.name, v.lo, v.hi, v.dtype) for v in new] == [("i", 0, 3, "int32"), ("j", 2, 7, "int64")]
+    assert all(a is not b for a, b in zip(axes, new))
+    assert box(axes) == 3 * 5 == box(new) and box(()) == 1
