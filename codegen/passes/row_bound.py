@@ -48,7 +48,8 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     args = program.inputs + program.outputs
     extent = args[carriers[0]].shape[0]
     count = program.inputs[-1] if program.inputs else None
-    if count is None or count.shape != (1,) or count.dtype != "int64" or any(args[k] is count for k in carriers):
+    if count is None or (count.shape, count.dtype) != ((1,), "int64") \
+            or any(args[k] is count for k in carriers):
         raise ValueError("bound_rows: the last input must be the count of rows, int64[1]")
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)

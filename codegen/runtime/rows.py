@@ -323,7 +323,8 @@ class RowsKernel:
         desc = (ctypes.c_int64 * (5 * len(self.parts)))()
         held: list = [desc]
         for k, (rows, kernel) in enumerate(self.parts):
-            temps = [np.zeros(d.itemsize * math.prod(s) + self.line, np.uint8) for s, d in kernel.signature.temps]
+            temps = [np.zeros(d.itemsize * math.prod(s) + self.line, np.uint8)
+                     for s, d in kernel.signature.temps]
             addrs = np.array([data_address(t) for t in temps], np.uint64)
             addrs += -addrs % np.uint64(self.line)
             held += [temps, addrs]

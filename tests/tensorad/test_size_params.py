@@ -14,7 +14,6 @@ from tensorad.ir import Op, var
 from tensorad.ir.expr import SizeDecisionError
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import Role
-from tensorad.lang.sizes import row_plan
 from tensorad.poly.affine import IndexSpace, always, decide, size_cases
 from tensorad.poly.domain import IndexSet
 from tensorad.symbolic import DeferredCall
