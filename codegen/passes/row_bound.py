@@ -10,13 +10,15 @@ index 0 is.  A loop is over rows when its variable ``v`` (or ``v // c``, ``v % c
 scanned as one, each plus a constant) indexes a row buffer along its rows; its upper bound becomes
 ``min(hi, count - first)`` (times ``c``), or, for ``v % c`` and any other index of loop variables, the
 body of the innermost loop it reads runs where the row is below the count, the count read from the
-program's last temporary (``int64[1]``, which the row driver writes before each call) and clipped to the
+program's last input (``int64[1]``, which the row driver writes before each call) and clipped to the
 block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix product whose rows,
 batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
-Where rows are reached otherwise (an index of no loop, a product's other axis, a store along rows on
-an axis no loop over rows indexes, a sum over the rows, ``sums``, with a term that reads no row buffer
-(a count of the block's rows)), :class:`RowBoundError` says where."""
+A sum over the rows (``sums``) may read the count as the factor of a term (``H[j] * n``, a term that
+reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
+other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
+that reads no row buffer and not the count (a count of the block's rows), the count read elsewhere),
+:class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
