@@ -25,7 +25,7 @@ from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
-from .ir.expr import Expr, Op, SizeDecisionError, cast, fresh_uid
+from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute, placeholder
@@ -314,12 +314,14 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     the ``rows`` options takes it (the count is then also each sum's count of a term that reads no
     row); else, the first refusal said in ``why``, it runs whole blocks only, and is left out below the
     largest bounded part (whose short block runs what is left)."""
-    roots, ins = listed(outputs) + listed(inputs), listed(inputs)
-    carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
+    kinds_of = [kinds[t] for t in listed(outputs)]
+    outputs = [_counted(t, size) if kind is RowKind.SUM else t for t, kind in zip(listed(outputs), kinds_of)]
+    roots, ins = outputs + listed(inputs), listed(inputs)
+    carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
     count = placeholder((1,), "int64", name="rows")
     at = {size.name: cast(size.dtype, count(0))}
     rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
-                 "row_sums": tuple(k for k, t in enumerate(listed(outputs)) if kinds[t] is RowKind.SUM)}
+                 "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}
     made: list[tuple[int, Any, str]] = []
     for rows in blocks:
         new = bind_all(roots, {size.name: rows}, at)
@@ -340,6 +342,19 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     why = "" if not whole else (f"blocks of {', '.join(str(rows) for rows, _ in whole)} rows run whole, "
                                 f"taking no count of rows: {whole[0][1]}")
     return parts, bounded, why
+
+
+def _counted(t: Tensor, size: Expr) -> Tensor:
+    """A sum over the rows of ``size`` whose terms read no row (``sum_{i < n} W[j]``) as its term times
+    ``n`` (which a generic kernel's block reads as its count of rows); any other tensor as it is."""
+    red = t.op.body[0]
+    if len(t.op.body) != 1 or red.op is not Op.REDUCE or len(red.arg.axes) != 1 or red.src[0] is not TRUE:
+        return t
+    r = red.arg.axes[0]
+    if any(n is r for e in red.src[1:] for n in walk(e)) or len(red.src) != 2:
+        return t
+    body = cast(red.dtype, size) * red.src[1]
+    return Tensor(replace(t.op, body=(body,)), t.value_index)
 
 
 def other_sizes(size: Any, roots: list[Tensor]) -> str:
