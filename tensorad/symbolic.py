@@ -25,11 +25,11 @@ from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
-from .ir.expr import Expr, Op, SizeDecisionError, fresh_uid
+from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
-from .lang import compute
-from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan, zeroing_input
+from .lang import compute, placeholder
+from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
 from .training.function import Function, ValueAndGrad
 
@@ -128,19 +128,22 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
 
 
 def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
-           resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None) -> Callable[[Any], Any]:
+           resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None,
+           counts: Mapping[str, Expr] | None = None) -> Callable[[Any], Any]:
     """A call's arguments (tensors, lists, ``None``) to their images at ``sizes`` (by name; a size not
-    named keeps itself), bound into ``new``."""
+    named keeps itself; ``counts``: as :func:`~tensorad.lang.sizes.bind_program`'s), bound into ``new``."""
     def image(x: Any) -> Any:
         ts = listed(x)
-        bind_program(ts, {s.name: sizes.get(s.name, s) for s in program_sizes(ts)}, resolve, new)
+        bind_program(ts, {s.name: sizes.get(s.name, s) for s in program_sizes(ts)}, resolve, new, counts)
         return _like(x, new)
     return image
 
 
-def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor, Tensor]:
+def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
+             counts: Mapping[str, Expr] | None = None) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes`` (or
-    its case that holds there bound, where its size is given an integer)."""
+    its case that holds there bound, where its size is given an integer); ``counts``: sizes whose value
+    in bodies is an index expression (a generic kernel's count of rows)."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
 
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
@@ -148,11 +151,11 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int]) -> dict[Tensor
         if call not in made:
             if isinstance(call, CasesCall) and not isinstance(sizes[call.size.name], Expr):
                 made[call] = list(call.at(sizes[call.size.name]))
-                _image(sizes, new, resolve)(made[call])
+                _image(sizes, new, resolve, counts)(made[call])
             else:
-                made[call] = call.redo(_image(sizes, new, resolve))
+                made[call] = call.redo(_image(sizes, new, resolve, counts))
         return new.get(made[call][k], made[call][k])
-    return bind_program(tensors, sizes, resolve)
+    return bind_program(tensors, sizes, resolve, None, counts)
 
 
 def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None,
@@ -191,15 +194,22 @@ class SymbolicLowered:
 
     @property
     def why(self) -> str:
-        """Why ``ta.build`` of the program compiles once per size (``""``: one generic kernel)."""
+        """What ``kernel.why`` of ``ta.build`` of the program says: why it compiles once per size, or why
+        blocks of a generic kernel run whole (lowering each block); ``""``: neither."""
         outputs, inputs = listed(self.outputs), listed(self.inputs)
-        size, _, _, why = row_blocks(outputs, inputs, self.options)
-        return why if size is None else other_sizes(size, outputs + inputs)
+        size, kinds, blocks, why = row_blocks(outputs, inputs, self.options)
+        if size is None or other_sizes(size, outputs + inputs):
+            return why or other_sizes(size, outputs + inputs)
+        options = {k: v for k, v in self.options.items() if k != "name"}
+        return row_parts(outputs, inputs, size, kinds, blocks,
+                         lambda o, i, opts: _lower(o, i, **{**options, **opts}))[2]
 
     @property
     def generic(self) -> bool:
         """Whether ``ta.build`` of the program makes one kernel for every size (``kernel.generic``)."""
-        return not self.why
+        outputs, inputs = listed(self.outputs), listed(self.inputs)
+        size = row_blocks(outputs, inputs, self.options)[0]
+        return size is not None and not other_sizes(size, outputs + inputs)
 
     @property
     def work(self) -> int:
@@ -282,10 +292,6 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     def make(new: dict[Tensor, Tensor]) -> Any:
         return _build(_like(outputs, new), _like(inputs, new), *args, **options)
 
-    def bound(rows: int) -> tuple[Any, Any]:
-        new = bind_all(roots, {size.name: rows})
-        return _like(outputs, new), _like(inputs, new)
-
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
         return SizedCallable(make, roots, ins, "ta.build", why=why)
@@ -294,21 +300,61 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
                              roots, ins, "ta.build", why=why, free=size)
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
-    bounded = {**options, "rows": tuple(k for k, on in enumerate(carried) if on),
-               "row_sums": tuple(k for k, t in enumerate(listed(outputs)) if kinds[t] is RowKind.SUM)}
-    parts, refused = [], ""
-    for rows in blocks:  # (each block runs any count of rows up to its own; a refusal comes from lowering)
-        try:
-            parts.append((rows, _build(*bound(rows), *args, **bounded)))
-        except RowBoundError as e:  # (a block whose rows take no runtime count is left out of the ladder)
-            refused = refused or str(e)
-    why = ""
-    if not parts or parts[-1][0] != blocks[-1] or len(parts) == 1 < len(blocks):  # (the unit's block runs
-        # every count's last rows; alone, a row per call, it would run slower than padded blocks)
-        parts = [(rows, make(bind_all(roots, {size.name: rows}))) for rows in blocks]
-        why = f"the last rows run as one padded block: {refused}"
+    parts, bounded, why = row_parts(outputs, inputs, size, kinds, blocks,
+                                    lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
-                      [t.name for t in ins], zeroing_input(listed(outputs), ins, kinds), why)
+                      [t.name for t in ins], bounded, why)
+
+
+def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],
+              make: Callable[[Any, Any, dict], Any]) -> tuple[list[tuple[int, Any]], list[bool], str]:
+    """The parts of a generic kernel over ``size`` (:class:`RowsKernel`), each made by ``make(outputs,
+    inputs, options)`` at a block of ``blocks`` rows, its last input the count of rows: ``(parts,
+    bounded, why)``.  A part runs any count of rows up to its block (``bounded``) where lowering with
+    the ``rows`` options takes it (the count is then also each sum's count of a term that reads no
+    row); else, the first refusal said in ``why``, it runs whole blocks only, and is left out below the
+    largest bounded part (whose short block runs what is left)."""
+    kinds_of = [kinds[t] for t in listed(outputs)]
+    outputs = [_counted(t, size) if kind is RowKind.SUM else t for t, kind in zip(listed(outputs), kinds_of)]
+    roots, ins = outputs + listed(inputs), listed(inputs)
+    carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
+    count = placeholder((1,), "int64", name="rows")
+    at = {size.name: cast(size.dtype, count(0))}
+    rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
+                 "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}
+    made: list[tuple[int, Any, str]] = []
+    for rows in blocks:
+        new = bind_all(roots, {size.name: rows}, at)
+        try:
+            made.append((rows, make(_like(outputs, new), [*_like(ins, new), count], rows_opts), ""))
+        except RowBoundError as e:
+            made.append((rows, None, str(e)))
+    top = next((rows for rows, _, refused in made if not refused), 0)
+    parts, bounded, whole = [], [], []
+    for rows, part, refused in made:
+        if refused and rows > top:
+            new = bind_all(roots, {size.name: rows})
+            part = make(_like(outputs, new), [*_like(ins, new), count], {})
+            whole.append((rows, refused))
+        if part is not None:
+            parts.append((rows, part))
+            bounded.append(not refused)
+    why = "" if not whole else (f"blocks of {', '.join(str(rows) for rows, _ in whole)} rows run whole, "
+                                f"taking no count of rows: {whole[0][1]}")
+    return parts, bounded, why
+
+
+def _counted(t: Tensor, size: Expr) -> Tensor:
+    """A sum over the rows of ``size`` whose terms read no row (``sum_{i < n} W[j]``) as its term times
+    ``n`` (which a generic kernel's block reads as its count of rows); any other tensor as it is."""
+    red = t.op.body[0]
+    if len(t.op.body) != 1 or red.op is not Op.REDUCE or len(red.arg.axes) != 1 or red.src[0] is not TRUE:
+        return t
+    r = red.arg.axes[0]
+    if any(n is r for e in red.src[1:] for n in walk(e)) or len(red.src) != 2:
+        return t
+    body = cast(red.dtype, size) * red.src[1]
+    return Tensor(replace(t.op, body=(body,)), t.value_index)
 
 
 def other_sizes(size: Any, roots: list[Tensor]) -> str:

@@ -51,6 +51,21 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     return ldb
 
 
+def row_points(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value:
+    """The points of the group of a product over a generic kernel's rows (:attr:`.Contraction.rows`)
+    below the count of rows, read when the kernel runs."""
+    em = ExprEmitter(b, ptr_of, strides_of, (), target=s.target)
+    return b.mul(em.index(s.rows.count), I64(s.rows.extent(s)))
+
+
+def row_blocks(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value | None:
+    """The blocks of the parallel range that a product whose batch is a generic kernel's rows runs:
+    its batch points below the count times its column blocks (``None``: another product's, all)."""
+    if s.rows is None or s.rows.group != gd.BATCH:
+        return None
+    return b.mul(row_points(b, s, ptr_of, strides_of), I64(-(-s.N // s.nc)))
+
+
 class GemmEmitter:
     """Emits the body of a nest function (``ptrs..., lo, hi, shared``) for one :class:`Contraction`."""
 
@@ -114,8 +129,7 @@ class GemmEmitter:
 
         sizes = [I64(s.M), I64(s.K)]
         if s.rows is not None:
-            em = ExprEmitter(b, ptr_of, strides_of, fastmath, target=s.target)
-            points = b.mul(em.index(s.rows.count), I64(s.rows.extent(s)))
+            points = row_points(b, s, ptr_of, strides_of)
             if s.rows.group == gd.BATCH:
                 hi = smin(b, hi, b.mul(points, I64(fields[gd.H_NJC])))
             else:

@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import walk
 
-from ..gemm.microkernel import GemmEmitter
+from ..gemm.microkernel import GemmEmitter, row_blocks
 from ..loops.nest_key import nest_key
 from ..loops.shared_nests import RenamedNest
 from ..program import (
@@ -413,18 +413,26 @@ class ModuleEmitter:
         b.ret_void()
         return fn
 
-    def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value) -> ir.Value:
+    def chunk_size(self, b: ir.IRBuilder, nest: Nest, team: ir.Value, ptrs) -> ir.Value:
         """The trips of a chunk of ``nest``'s parallel loop for ``team`` threads: about ``DYNAMIC_CHUNKS``
         per thread (one inside other loops), a multiple of the nest's ``grain`` and, given trips enough,
-        of a vector body (vector and scalar code may round differently); a product's: its blocks."""
+        of a vector body (vector and scalar code may round differently); a product's: its blocks, those
+        below a generic kernel's count of rows where they are its batch (``ptrs``: the buffers')."""
         first, stop, step = nest.attrs.range
         trips = (stop - first + step - 1) // step
         whole = nest.attrs.gemm is not None or (len(nest.body) == 1 and isinstance(nest.body[0], Loop)
                                          and nest.body[0].kind == "parallel")
         parts = b.mul(team, I64(DYNAMIC_CHUNKS if whole else 1))
-        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
         if nest.attrs.gemm is not None:
-            return chunk
+            runs = row_blocks(b, nest.attrs.gemm, lambda t: ptrs[self.arg_index[t]],
+                              lambda t: self.args[self.arg_index[t]].strides)
+            if runs is not None:  # (at least one trip: a chunk of none would take no blocks)
+                runs = b.call(declare(self.module, "llvm.smax.i64", I64, [I64, I64]), [b.call(
+                    declare(self.module, "llvm.smin.i64", I64, [I64, I64]),
+                    [b.sub(runs, I64(first)), I64(trips)]), I64(1)])
+            runs = I64(trips) if runs is None else runs
+            return b.sdiv(b.add(runs, b.sub(parts, I64(1))), parts)
+        chunk = b.sdiv(b.add(I64(trips), b.sub(parts, I64(1))), parts)
         grain = nest.attrs.grain
         lanes = max((self._lanes(t.dtype) for t in nest_buffers(nest.body)), default=1)  # (none)
         vector = math.lcm(grain, VECTOR_BODY * lanes)
@@ -585,7 +593,7 @@ class ModuleEmitter:
                     with par:
                         team = b.sext(nthreads, I64)
                         for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
-                                                       self.chunk_size(b, step, team))):
+                                                       self.chunk_size(b, step, team, ptrs))):
                             b.store(value, region_field(b, region, field))
                         b.call(gomp, [omp, region, nthreads, I32(0)])
                     with ser:

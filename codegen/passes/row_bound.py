@@ -10,29 +10,31 @@ index 0 is.  A loop is over rows when its variable ``v`` (or ``v // c``, ``v % c
 scanned as one, each plus a constant) indexes a row buffer along its rows; its upper bound becomes
 ``min(hi, count - first)`` (times ``c``), or, for ``v % c`` and any other index of loop variables, the
 body of the innermost loop it reads runs where the row is below the count, the count read from the
-program's last temporary (``int64[1]``, which the row driver writes before each call) and clipped to the
+program's last input (``int64[1]``, which the row driver writes before each call) and clipped to the
 block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix product whose rows,
 batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
-Where rows are reached otherwise (an index of no loop, a product's other axis, a store along rows on
-an axis no loop over rows indexes, a sum over the rows, ``sums``, with a term that reads no row buffer
-(a count of the block's rows)), :class:`RowBoundError` says where."""
+A sum over the rows (``sums``) may read the count as the factor of a term (``H[j] * n``, a term that
+reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
+other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
+that reads no row buffer and not the count (a count of the block's rows), the count read elsewhere),
+:class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import replace
 
 from tensorad.simplify.algebra.consts import evaluate_scalar
 
 from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logical, var
-from tensorad.ir.rewrite import walk
+from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
-from tensorad.lang import placeholder
 
 from ..gemm.contraction import Contraction, RowCount
 from ..gemm.descriptor import KGROUP
-from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, walk_stmts
+from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
 
@@ -42,11 +44,15 @@ class RowBoundError(ValueError):
 
 
 def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = ()) -> Program:
-    """``program`` with its loops over rows bounded by a runtime count (see the module docstring); the
-    count's buffer is its last temporary.  ``sums``: the positions among the outputs of sums over the
-    rows, each of which must add its terms under a loop over rows."""
+    """``program`` with its loops over rows bounded by a runtime count (see the module docstring): its last
+    input, ``int64[1]``.  ``sums``: the positions among the outputs of sums over the rows, each of which
+    must add its terms under a loop over rows, or count them by the count."""
     args = program.inputs + program.outputs
     extent = args[carriers[0]].shape[0]
+    count = program.inputs[-1] if program.inputs else None
+    if count is None or (count.shape, count.dtype) != ((1,), "int64") \
+            or any(args[k] is count for k in carriers):
+        raise ValueError("bound_rows: the last input must be the count of rows, int64[1]")
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
@@ -62,17 +68,18 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
-    for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
+    for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows: its count is 1)
         under = {**rows.vars, **rows.guards}  # (a product runs the count)
-        if isinstance(step, Nest) and id(step) not in rows.products \
-                and not _sums_under_rows(step.body, summed, under):
-            raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer")
-    count_tensor = placeholder((1,), "int64", name="rows")
-    count = Buffer("rows", (1,), "int64", "temp", count_tensor)
-    bound = data_index(count_tensor(0), extent + 1, "clip")
+        if isinstance(step, Nest) and id(step) in rows.products:
+            if any(n.op is Op.READ and n.arg is count.tensor for e in _product_exprs(step.attrs.gemm)
+                   for n in walk(e)):
+                raise RowBoundError(f"nest {step.name}: a matrix product reads the count of rows")
+        elif isinstance(step, Nest) and not _sums_under_rows(step.body, summed, under, count.tensor):
+            raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer, "
+                                f"or the count of rows other than as a sum's count")
+    bound = data_index(count.tensor(0), extent + 1, "clip")
     steps = [s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
-    return replace(program, temps=[*program.temps, count], steps=steps,
-                   buffers={**program.buffers, count_tensor: count})
+    return replace(program, steps=steps)
 
 
 class _Rows:
@@ -176,11 +183,12 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
         raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows {first} rows off")
 
 
-def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -> bool:
+def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor) -> bool:
     """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
-    or stores a value that each of its terms takes from accumulators only such loops add to (a constant,
-    an initial value, aside): a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count
-    factored out at the block's rows) counts the block's rows, not the call's."""
+    or stores a value that each of its terms takes from accumulators only such loops add to, or from the
+    ``count`` of rows as a factor (a constant, an initial value, aside), and the count is read nowhere
+    else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count factored out at the
+    block's rows) counts the block's rows, not the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
     def visit(stmts: tuple, under: bool) -> None:
@@ -194,11 +202,14 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -
     added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
+    counts = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg is count}
     for s, under in flagged:
         if isinstance(s, Store) and id(s.buffer) in summed and not under and s.value.op is not Op.CONST:
             accs = {n for n in walk(s.value) if n in inside or n in outside}
-            if accs & outside or not _from(s.value, inside):
+            if accs & outside or not _from(s.value, inside | counts) or _degree(s.value, counts) > 1:
                 return False
+        elif counts and any(n in counts for e in stmt_exprs(s) for n in walk(e)):
+            return False  # (the count read other than by a sum's store)
     return True
 
 
@@ -212,6 +223,23 @@ def _from(e: Expr, accs: set) -> bool:
     if e.op is Op.MUL:
         return any(_from(a, accs) for a in e.src)
     return e.op in (Op.NEG, Op.CAST, Op.DIV) and _from(e.src[0], accs)
+
+
+def _degree(e: Expr, counts: set) -> float:
+    """The degree of ``e`` as a polynomial in the reads ``counts`` (infinite where it is none)."""
+    def visit(n: Expr, *kids: float) -> float:
+        if n in counts:
+            return 1
+        if n.op in (Op.ADD, Op.SUB, Op.NEG, Op.CAST):
+            return max(kids, default=0)
+        if n.op is Op.MUL:
+            return sum(kids)
+        if n.op is Op.DIV:
+            return kids[0] if not kids[1] else math.inf
+        if n.op in (Op.SELECT, Op.IF_THEN_ELSE):
+            return max(kids[1:]) if not kids[0] else math.inf
+        return 0 if not any(kids) else math.inf
+    return fold(e, visit)
 
 
 def _row_expr(index: Expr, loops: dict) -> tuple[Expr, Expr, int] | None:
@@ -248,9 +276,7 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     another axis does."""
     s: Contraction = nest.attrs.gemm
     c = Tensor(s.epilogue.consumer, 0) if s.epilogue is not None else s.c
-    exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
-    if s.epilogue is not None:
-        exprs.append(s.epilogue.apply(s.c_at, var("value", dtype=s.dtype)))
+    exprs = _product_exprs(s)
     axes = dict.fromkeys(s.batch + s.m + s.n + s.k)
     accesses = [(buffers.get(n.arg), n.src) for e in exprs for n in walk(e) if n.op is Op.READ]
     if rows.full(buffers[c]):
@@ -274,6 +300,12 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
         rows.vars[axis] = (axis, first)
         _stored(nest.name, buffers[c], s.c_at, axes, rows)
     rows.products[id(nest)] = (group, first, axis)
+
+
+def _product_exprs(s: Contraction) -> list[Expr]:
+    """The expressions a product reads: its sides, its exact term, its epilogue."""
+    exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
+    return exprs + ([s.epilogue.apply(s.c_at, var("value", dtype=s.dtype))] if s.epilogue is not None else [])
 
 
 def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:

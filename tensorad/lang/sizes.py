@@ -6,7 +6,7 @@ axis range and body of a program (an expression of sizes and constants becomes t
 program written at those sizes holds), or narrower size variables (a case of their values); the passes
 below the facade see only its static result.
 :func:`row_plan` says whether a program is a stack of independent rows, one static program for every
-count of rows; :func:`zeroing_input`, which input's zero rows add nothing to its sums over the rows."""
+count of rows."""
 
 from __future__ import annotations
 
@@ -115,11 +115,14 @@ def read_sizes(inputs: Sequence[Tensor], arrays: Sequence[Any], who: str) -> dic
 
 def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
                  resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None = None,
-                 new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
+                 new: dict[Tensor, Tensor] | None = None, counts: Mapping[str, Expr] | None = None
+                 ) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static
     program maps to itself.  Each size is checked (:func:`check_size`); a missing or unknown name is
     an error.  ``resolve(t, new)`` gives the image of a tensor of role ``DEFERRED`` (else it is bound
-    as it is); ``new``, the images found so far, is extended in place."""
+    as it is); ``new``, the images found so far, is extended in place.  ``counts``: sizes whose value in
+    bodies (a sum's count, ``float64(n)``) is an index expression, while shapes and ranges take
+    ``sizes``'s."""
     found = program_sizes(tensors)
     names = [v.name for v in found]
     for bad, says in ((sorted(set(sizes) - set(names)), "the program has no size named"),
@@ -127,6 +130,7 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
         if bad:
             raise ValueError(f"bind: {says} {', '.join(bad)} (its sizes: {', '.join(names) or 'none'})")
     values = {v: check_size(v, sizes[v.name]) for v in found}
+    inner = {v: counts[v.name] if counts and v.name in counts else x for v, x in values.items()}
     new = {} if new is None else new
     made: dict[ComputeOp, ComputeOp] = {}
     for t in tensor_graph(tensors):
@@ -139,7 +143,7 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
             new[t] = t if shape == t.shape else Tensor(PlaceholderOp(t.name, shape, t.dtype, fresh_uid()))
         else:
             if t.op not in made:
-                made[t.op] = _bind_op(t.op, values, new)
+                made[t.op] = _bind_op(t.op, values, new, inner)
             new[t] = t if made[t.op] is t.op else Tensor(made[t.op], t.value_index)
     return new
 
@@ -150,7 +154,7 @@ def _folded(body: Expr, values: dict[Expr, int]) -> Expr:
     program written at those sizes holds."""
     def visit(n: Expr, *kids: tuple[Any, Expr, bool]) -> tuple[Any, Expr, bool]:
         sized = is_size(n) or any(k[2] for k in kids)
-        value = values[n] if is_size(n) else _typed(n.dtype, n.arg) if n.op is Op.CONST else None
+        value = values.get(n) if is_size(n) else _typed(n.dtype, n.arg) if n.op is Op.CONST else None
         if n.op in _FOLDS and all(k[0] is not None for k in kids) and (dt.is_int(n.dtype) or n.op in _EXACT):
             value = _typed(n.dtype, kids[0][0]) if n.op is Op.CAST else _FOLDS[n.op](*(k[0] for k in kids))
         if value is not None:
@@ -174,8 +178,10 @@ _FOLDS = {**_INT_OPS, Op.DIV: operator.truediv}
 _EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST)  # on floats: IEEE, as the kernel
 
 
-def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor]) -> ComputeOp:
-    """``op`` with sizes replaced by ``values`` and reads of bound tensors by their images."""
+def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor],
+             inner: dict[Expr, int | Expr]) -> ComputeOp:
+    """``op`` with sizes replaced by ``values`` (in its bodies by ``inner``) and reads of bound tensors by
+    their images."""
     nodes = [n for b in op.body for n in walk(b)]
     mapping: dict[Expr, Expr] = {}
     for v in dict.fromkeys((*op.axes, *(a for n in nodes if n.op is Op.REDUCE for a in n.arg.axes))):
@@ -184,8 +190,9 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
             mapping[v] = var(v.name, lo, hi, v.dtype)
     if not mapping and not any(is_size(n) or n.op is Op.READ and new[n.arg] is not n.arg for n in nodes):
         return op
-    mapping.update({v: n if isinstance(n, Expr) else const(n, v.dtype) for v, n in values.items()})
+    mapping.update({v: n if isinstance(n, Expr) else const(n, v.dtype) for v, n in inner.items()})
     static = not any(isinstance(n, Expr) for n in values.values())
+    folds = {v: n for v, n in inner.items() if not isinstance(n, Expr)}
 
     def read(node: Expr) -> Expr | None:
         if new.get(node.arg, node.arg) is not node.arg:
@@ -196,7 +203,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
         return data_index(n.src[0], size_value(n.arg.extent, values), n.arg.mode, n.arg.tensor, n.arg.axis)
 
     memo: dict = {}
-    bodies = tuple(rename(_folded(b, values) if static else b, mapping, read, memo) for b in op.body)
+    bodies = tuple(rename(_folded(b, folds) if static else b, mapping, read, memo) for b in op.body)
     if any(n.op is Op.DATA_INDEX and isinstance(n.arg.extent, Expr) for n in nodes):
         bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
@@ -294,45 +301,3 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> 
         if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
     return "is its row index" if any(b in rowlike for b in op.body) else ""
-
-
-def zeroing_input(outputs: Sequence[Tensor], inputs: Sequence[Tensor], kinds: Mapping[Tensor, RowKind]
-                  ) -> int | None:
-    """The index of an input of rows (of :func:`row_plan`'s ``kinds``) whose zero row makes each term of
-    every sum over the rows among ``outputs`` zero, as products of it with factors that do not depend on
-    it (a gradient's head), or ``None``: a row padded with zeros there, its other inputs' rows copies of
-    a real row, adds nothing to the sums (a NaN where that real row's factor is infinite or NaN)."""
-    sums = [t for t in outputs if kinds[t] is RowKind.SUM]
-    for k, h in enumerate(inputs):
-        if kinds.get(h) is RowKind.ROWS and _zero_with(h, outputs).issuperset(sums):
-            return k
-    return None
-
-
-def _zero_with(h: Tensor, outputs: Sequence[Tensor]) -> set[Tensor]:
-    """The tensors of the program of ``outputs`` that are zero where ``h`` is (:data:`_ZERO_WHEN`)."""
-    zero, depends = {h}, {h}
-
-    def visit(node: Expr, *kids: tuple[bool, bool]) -> tuple[bool, bool]:
-        if node.op is Op.READ:
-            return node.arg in zero, node.arg in depends
-        rule = _ZERO_WHEN.get(node.op)
-        z, d = [k[0] for k in kids], [k[1] for k in kids]
-        return (node.arg == 0 if node.op is Op.CONST else rule is not None and rule(node, z, d)), any(d)
-    memo: dict[Expr, tuple[bool, bool]] = {}
-    for t in tensor_graph(outputs):  # (producers first)
-        if not t.is_placeholder:
-            z, d = fold(t.op.body[t.value_index], visit, memo)
-            zero.update([t] if z else [])
-            depends.update([t] if d else [])
-    return zero
-
-
-# Whether a node is zero, given which operands are zero (z) and which depend on the zeroed input (d):
-# a product needs its other factors free of it (``0 * (1 / h)`` is no zero), a quotient its divisor.
-_ZERO_WHEN: dict[Op, Callable[[Expr, list[bool], list[bool]], bool]] = {
-    Op.MUL: lambda n, z, d: any(z) and all(a or not b for a, b in zip(z, d)),
-    Op.DIV: lambda n, z, d: z[0] and not d[1], Op.ADD: lambda n, z, d: all(z),
-    Op.SUB: lambda n, z, d: all(z), Op.NEG: lambda n, z, d: z[0], Op.CAST: lambda n, z, d: z[0],
-    Op.SELECT: lambda n, z, d: z[1] and z[2], Op.IF_THEN_ELSE: lambda n, z, d: z[1] and z[2],
-    Op.REDUCE: lambda n, z, d: n.arg.combiner.kind == "sum" and all(z[1:])}

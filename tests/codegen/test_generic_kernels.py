@@ -111,8 +111,8 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         if size <= 7:  # (central differences cost a forward per element)
             np.testing.assert_allclose(got, _central_gradient(oracle, values, h), rtol=1e-4, atol=1e-4)
     assert len(builds) == compiled  # no size compiles
-    for size in (1, 7, 300):  # (each block runs the rows it is given: no padded block)
-        assert forward.plan(size) == (size, None) and forward.why == ""
+    assert all(forward.bounded) and forward.why == ""  # (each block runs the rows it is given)
+    for size in (1, 7, 300):
         blocks = forward.blocks(size)
         assert sum(c * rows for c, (rows, _) in zip(blocks, forward.parts)) >= size
         assert forward.work_at(size) >= ta.lower(*_program(case, size)[:2]).work
@@ -206,7 +206,7 @@ def test_weight_gradients_sum_over_the_blocks(optimize):
     kernel = ta.build(grads, [X, W, B, H])
     loss = ta.build(ta.topi.sum(Y * H), [X, W, B, H])
     assert kernel.generic and loss.generic
-    assert kernel.zeroed == 3  # (a row of H of zeros adds zero to the weight's and bias's gradients)
+    assert all(kernel.bounded) and all(loss.bounded)
     w = rand(10, 24)
     for size in (1, 7, 300, 1000):
         x, b, h = rand(size, 24), rand(10), rand(size, 10)
@@ -225,7 +225,7 @@ def test_sum_over_rows_at_every_count_of_rows_from_none():
     X = ta.placeholder((n, 3), name="X")
     k = ta.reduce_axis((0, n), "k")
     kernel = ta.build(ta.compute((3,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="total"), [X])
-    assert kernel.generic and kernel.zeroed == 0  # (a row of zeros adds zero)
+    assert kernel.generic and all(kernel.bounded)
     for size in (0, 1, 4, 5, 37, 300):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
@@ -319,7 +319,7 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
             assert backward.at(b=batch, L=length).generic
     made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7)))
             for length in lengths]
-    assert all(k.why == "" for k in made)  # (each block runs exactly the rows it is given)
+    assert [k.why for k in made] == [""] * len(made)  # (each block runs exactly the rows it is given)
     assert len(builds) == sum(len(k.parts) for k in made)  # (a block whose rows take no count: left out)
 
 
@@ -339,7 +339,7 @@ def test_products_over_rows_keep_their_rows_their_sums_and_whole_outputs():
     w = rand(1024, 256)
     for size in (2, 7, 40, 300):
         for kernel in (forward, backward):
-            assert kernel.plan(size) == (size, None)
+            assert all(kernel.bounded)
         x, h = rand(size, 256), rand(size, 1024)
         y, z = forward(x, w)
         np.testing.assert_allclose(y, x.astype("float64") @ w.T, rtol=1e-4, atol=1e-3)
@@ -350,15 +350,14 @@ def test_products_over_rows_keep_their_rows_their_sums_and_whole_outputs():
             np.testing.assert_allclose(dw, h.T.astype("float64") @ x, rtol=1e-4, atol=1e-3)
 
 
-def test_sum_whose_terms_no_zero_row_zeroes_runs_no_padded_rows():
-    """``sum_k exp(X[k, j])``: a padded row would add ``exp`` of it, so the last rows run as blocks
-    of their own."""
+def test_sum_of_exponentials_over_rows_counts_the_given_rows():
+    """``sum_k exp(X[k, j])``: a row past the count would add ``exp`` of it; each block runs the rows it
+    is given."""
     n = ta.size_var("n")
     X = ta.placeholder((n, 3), name="X")
     k = ta.reduce_axis((0, n), "k")
     kernel = ta.build(ta.compute((3,), lambda j: ta.sum(ta.exp(X[k, j]), axis=k), name="total"), [X])
-    assert kernel.generic and kernel.zeroed is None
+    assert kernel.generic and all(kernel.bounded)
     for size in (3, 7, 37):
-        assert kernel.plan(size) == (size, None)
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)

@@ -4,6 +4,8 @@ kernel's rows reads the count of rows when it runs, so no block is padded (``ker
 row past ``n`` is read (those rows hold NaN here) or written (they hold sentinels), and the products'
 finishers and sums stay exact at every size, with infinities and NaN in the real rows."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,24 @@ def test_masked_product_over_rows_repairs_the_given_rows():
             want = np.stack([(x[:, keep[:, j]] * w[keep[:, j], j]).sum(1) for j in range(32)], axis=1)
         np.testing.assert_allclose(out[:size], want, rtol=1e-12, atol=1e-12)
         assert (out[size:] == 7.0).all()
+
+
+def test_a_product_over_a_batch_of_rows_shares_the_given_rows_among_threads():
+    """A parallel product whose batch is a block's rows hands its threads chunks of its blocks: each
+    chunk was a share of the whole block's batch (256 rows), so a call of a few rows gave all of them
+    to one thread.  The chunk is a share of the rows below the count, which the block reads before it
+    starts its threads; every size is right on two threads."""
+    n = ta.size_var("n")
+    Q, K = ta.placeholder((n, 16, 8), "float64", name="Q"), ta.placeholder((n, 16, 8), "float64", name="K")
+    d = ta.reduce_axis((0, 8), "d")
+    S = ta.compute((n, 16, 16), lambda b, i, j: ta.sum(Q[b, i, d] * K[b, j, d], axis=d), name="S")
+    kernel = ta.build(S, [Q, K], microkernel=True, num_threads=2)
+    main = re.search(r"define void @\w+_main\(.*?\n}\n", kernel.parts[0][1].llvm_ir, re.S).group(0)
+    slot = r"(%[.\w]+) = getelementptr inbounds nuw ptr, ptr %[.\w]+, i64 2\n\s+(%[.\w]+) = load ptr"
+    count = re.search(slot, main).group(2)  # (the count: the block's last input, after Q and K)
+    threads = main[main.index("entry.if:"):main.index("@GOMP_parallel")]
+    assert re.search(rf"getelementptr inbounds nuw i64, ptr {re.escape(count)}, i64 0", threads)
+    rng = np.random.default_rng(2)
+    for size in (1, 2, 7, 17, 300):
+        q, k = rng.standard_normal((size, 16, 8)), rng.standard_normal((size, 16, 8))
+        np.testing.assert_allclose(kernel(q, k), np.einsum("bid,bjd->bij", q, k), rtol=1e-12, atol=1e-12)

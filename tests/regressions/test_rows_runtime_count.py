@@ -63,20 +63,39 @@ def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_t
         assert (out[size:] == 7.0).all()
 
 
-def test_a_sum_over_rows_whose_terms_read_no_row_takes_whole_blocks():
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_sum_over_rows_whose_terms_read_no_row_counts_the_given_rows(threads):
     """A sum over the rows whose terms read no array of rows (``sum_{i < n} W[j]``, ``n W[j]``) has no
     loop that a row count bounds: a block called on fewer rows than its own added all of its rows, so a
-    call of one row returned 256 W.  Such a kernel runs whole blocks, and says why."""
+    call of one row returned 256 W.  It is its term times ``n``, the count of rows each block is given."""
     n = ta.size_var("n")
     X = ta.placeholder((n, 4), name="X")
     W = ta.placeholder((4,), name="W")
     k = ta.reduce_axis((0, n), "k")
     S = ta.compute((4,), lambda j: ta.sum(W[j] * 2.0, axis=k), name="S")
-    kernel = ta.build(S, [X, W])
+    kernel = ta.build(S, [X, W], num_threads=threads)
+    assert kernel.generic and kernel.why == "" and all(kernel.bounded)
     w = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
-    for size in (1, 2, 3, 7, 70, 300):
+    for size in (1, 2, 3, 7, 17, 70, 300, 1000):
         np.testing.assert_allclose(kernel(np.zeros((size, 4), np.float32), w), 2.0 * size * w, rtol=1e-6)
-    assert kernel.generic and "read no row buffer" in kernel.why
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocks_whose_sums_count_their_own_rows_run_whole(threads):
+    """A sum over the rows and another axis whose terms read no row (``sum_{i < n, c < 3} W[j, c]``) is
+    counted at each block's static rows: such blocks run whole, down to the unit's, and ``kernel.why``
+    says why, as ``ta.lower(...).why`` does before anything compiles (it once said nothing)."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 4), name="X")
+    W = ta.placeholder((4, 3), name="W")
+    k, c = ta.reduce_axis((0, n), "k"), ta.reduce_axis((0, 3), "c")
+    S = ta.compute((4,), lambda j: ta.sum(W[j, c], axis=[k, c]), name="S")
+    kernel = ta.build(S, [X, W], num_threads=threads)
+    assert kernel.generic and "read no row buffer" in kernel.why and kernel.why == ta.lower(S, [X, W]).why
+    assert not any(kernel.bounded[:-1])
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5.0
+    for size in (1, 2, 3, 7, 17, 70, 300, 1000):
+        np.testing.assert_allclose(kernel(np.zeros((size, 4), np.float32), w), size * w.sum(1), rtol=1e-6)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -84,8 +103,9 @@ def test_a_sum_over_rows_with_a_term_that_reads_no_row_counts_the_given_rows(thr
     """A sum over the rows with one term that reads rows and one that does not (the gradient of
     ``sum_i X[i, j] * W[j] + W[j]`` for ``W``, ``sum_i H[j] * (X[i, j] + 1)``) is factored at a block's
     static rows into ``H[j] * rows + H[j] * sum_i X[i, j]``: the count term, outside every loop over rows,
-    counted the block's rows, not the call's (a call of 9 rows added 55 H too many).  Such a sum runs
-    padded blocks, and says why."""
+    counted the block's rows, not the call's (a call of 9 rows added 55 H too many).  Optimized over the
+    size, the term is ``H[j] * n``, and a block's ``n`` is the count of rows it is given: every block
+    takes the count."""
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 6), "float64", name="X"), ta.placeholder((6,), "float64", name="W")
     i = ta.reduce_axis((0, n), "i")
@@ -97,7 +117,7 @@ def test_a_sum_over_rows_with_a_term_that_reads_no_row_counts_the_given_rows(thr
     for size in (1, 2, 3, 7, 9, 65, 257):
         x = rng.standard_normal((size, 6))
         np.testing.assert_allclose(kernel(x, w, h), h * (x.sum(0) + size), rtol=1e-12, atol=1e-12)
-    assert kernel.generic and "read no row buffer" in kernel.why
+    assert kernel.generic and kernel.why == "" and all(kernel.bounded)
 
 
 

@@ -14,7 +14,6 @@ from tensorad.ir import Op, var
 from tensorad.ir.expr import SizeDecisionError
 from tensorad.ir.rewrite import tensor_graph, walk
 from tensorad.ir.tensor import Role
-from tensorad.lang.sizes import row_plan, zeroing_input
 from tensorad.poly.affine import IndexSpace, always, decide, size_cases
 from tensorad.poly.domain import IndexSet
 from tensorad.symbolic import DeferredCall
@@ -264,21 +263,3 @@ def test_binding_one_of_two_sizes_keeps_the_other():
     assert Xb.shape[0] == 2 and Xb.shape[1] is L and Yb.shape == (2, L)
     x = RNG.standard_normal((2, 5, 3)).astype("float32")
     np.testing.assert_allclose(ta.evaluate(Yb, {Xb: x}), x[..., 0] * x[::-1, ::-1, 2], rtol=1e-6)
-
-
-@pytest.mark.parametrize("term, zeroed", [
-    (lambda X, H, i, j: H[i, j] * ta.exp(X[i, j]), 1),  # (a gradient's head times a factor free of it)
-    (lambda X, H, i, j: X[i, j] * H[i, j], 0),
-    (lambda X, H, i, j: ta.exp(X[i, j]) + H[i, j], None),
-    (lambda X, H, i, j: H[i, j] / (H[i, j] * H[i, j] + 1.0), None),  # (a divisor that depends on H)
-    (lambda X, H, i, j: ta.exp(X[i, j]) * (H[i, j] / X[i, j]), 1),
-])
-def test_zeroing_input_of_sums_over_rows(term, zeroed):
-    """The input whose zero rows zero every term of a sum over the rows, found from the terms' products."""
-    n = ta.size_var("n")
-    X, H = ta.placeholder((n, 3), name="X"), ta.placeholder((n, 3), name="H")
-    k = ta.reduce_axis((0, n), "k")
-    total = ta.compute((3,), lambda j: ta.sum(term(X, H, k, j), axis=k), name="total")
-    size, kinds, why = row_plan([total], [X, H])
-    assert size is n and not why
-    assert zeroing_input([total], [X, H], kinds) == zeroed
