@@ -1,4 +1,4 @@
-"""Shared fixtures for every test folder.
+"""Shared fixtures for every test folder, and the order the tests run in (the ones marked slow first).
 
 * ``rng`` -- a seeded ``numpy.random.Generator`` (a fresh one per test: tests do not depend on
   the order they run in).
@@ -103,6 +103,13 @@ def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
             flat = np.tensordot(h.reshape(prefix + (-1,)), jac.reshape((-1,) + a.shape), axes=1)
             grads.append(np.asarray(flat).reshape(prefix + a.shape))
     return grads
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked slow run first, each file's in its order, the others after them in theirs:
+    pytest-xdist's workers then end the run on short tests, neither idle while the other finishes a
+    long one.  (The order is the same in every worker, as pytest-xdist requires.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
