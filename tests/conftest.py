@@ -1,4 +1,4 @@
-"""Shared fixtures for every test folder.
+"""Shared fixtures for every test folder, and the order the tests run in (the ones marked slow first).
 
 * ``rng`` -- a seeded ``numpy.random.Generator`` (a fresh one per test: tests do not depend on
   the order they run in).
@@ -9,6 +9,8 @@
 * ``stand_in_workers`` -- a pool of compile workers running ``tests/stand_in_compile_worker.py``, which
   aborts, loops, hangs or answers as a job's text says (the tests of LLVM's containment).
 * ``loop_ir`` -- a small LLVM IR module (a loop), what the tests of compiling compile.
+* ``torch_libgomp`` -- the first lines of a script that runs kernels on libgomp: PyTorch's own copy
+  loaded (no system one needed), without importing torch.
 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
@@ -103,6 +105,13 @@ def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
     return grads
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked slow run first, each file's in its order, the others after them in theirs:
+    pytest-xdist's workers then end the run on short tests, neither idle while the other finishes a
+    long one.  (The order is the same in every worker, as pytest-xdist requires.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20260521)
@@ -151,6 +160,22 @@ out:
 def loop_ir() -> str:
     """:data:`LOOP_IR`."""
     return LOOP_IR
+
+
+@pytest.fixture
+def torch_libgomp() -> str:
+    """Python lines that load the libgomp PyTorch ships (``torch/lib`` or ``torch.libs``) into the
+    process, as ``import torch`` does, without the seconds of CPU that importing torch costs: the
+    kernels a script then builds on ``TENSORAD_PARALLEL_RUNTIME=gomp`` run on it.  Skips the test
+    where torch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch: an optional extra; make test requires it")
+    return ("import ctypes, glob, importlib.util, os\n"
+            "_torch = importlib.util.find_spec('torch').submodule_search_locations[0]\n"
+            "_gomp = sorted(glob.glob(os.path.join(_torch, 'lib', 'libgomp*.so*'))\n"
+            "               + glob.glob(os.path.join(_torch + '.libs', 'libgomp*.so*')))\n"
+            "assert _gomp, 'torch ships no libgomp'\n"
+            "ctypes.CDLL(_gomp[0], mode=ctypes.RTLD_GLOBAL)\n")
 
 
 @pytest.fixture

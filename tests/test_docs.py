@@ -29,6 +29,7 @@ def _python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
 
 
+@pytest.mark.slow
 def test_guides_build_without_warnings(tmp_path):
     pytest.importorskip("sphinx", reason="an optional extra; make test requires it")
     pytest.importorskip("myst_parser", reason="an optional extra; make test requires it")
@@ -95,6 +96,7 @@ def test_readme_is_short_and_starts_with_the_two_commands():
         assert section in text, section
 
 
+@pytest.mark.slow
 def test_readme_examples_run(tmp_path):
     """Every Python block of the README runs as written, in a fresh process."""
     blocks = _python_blocks(README.read_text())

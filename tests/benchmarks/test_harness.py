@@ -140,6 +140,7 @@ def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
         assert {"cpu_lower", "cpu_llvm"} <= set(stages["cold"]) and not phases & set(stages["cached"])
 
 
+@pytest.mark.slow
 def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
     # The layers' oracle is PyTorch's float64 autograd, computed in a process of its own.
     pytest.importorskip("torch", reason="an optional extra; make test requires it")
@@ -162,6 +163,7 @@ def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
 MODELS = "small_cnn,resnet_block,mlp_classifier,lstm"
 
 
+@pytest.mark.slow
 def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
     # Whole models (the small CNN, the ResNet basic block, the MLP classifier, the LSTM),
     # forward = the loss, backward = every parameter's gradient, against PyTorch's float64

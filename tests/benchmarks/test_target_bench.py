@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from benchmarks import target_bench  # noqa: E402
 
 
+@pytest.mark.slow
 def test_every_system_is_timed_in_its_own_process_for_every_round():
     t = target_bench._medians_of_rounds("llvm", 1, 1, ["gemm512"], cpu_time=False, rounds=2)
     assert set(t) == {(s, "gemm512") for s in target_bench.SYSTEMS["gemm"]}

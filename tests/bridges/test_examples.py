@@ -83,6 +83,7 @@ def _run_to_the_end(argv: list[str], timeout: float) -> subprocess.CompletedProc
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_ddp_reaches_the_single_process_parameters():
     pytest.importorskip("torch.distributed", reason="an optional extra; make test requires it")
     done = _run_to_the_end([sys.executable, str(EXAMPLES / "ddp_cnn.py"), "--steps", "2"], 240)

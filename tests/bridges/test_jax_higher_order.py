@@ -77,6 +77,7 @@ def _close(a, b, tol=1e-9):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
 
 
+@pytest.mark.slow
 def test_grad_of_grad_and_hessian_match_jax(softmax_loss, x64, rng):
     x, w = jnp.asarray(rng.standard_normal((2, 2))), jnp.asarray(rng.standard_normal((3, 2)))
 

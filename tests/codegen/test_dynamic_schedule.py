@@ -82,10 +82,10 @@ def test_the_product_driver_takes_its_blocks_from_the_shared_counter():
     assert core.count("atomicrmw add") == 2  # the first chunk, and each next one
 
 
-def test_libgomp_runtime_shares_loops_and_products():
+def test_libgomp_runtime_shares_loops_and_products(torch_libgomp):
     script = (
-        "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
-        "import numpy as np, tensorad as ta\n"
+        torch_libgomp
+        + "import numpy as np, tensorad as ta\n"
         "from tensorad.codegen.runtime.threads import parallel_runtime\n"
         "assert 'libgomp' in parallel_runtime()\n"
         "A = ta.placeholder((5, 11, 19), name='A'); B = ta.placeholder((19, 29), name='B')\n"

@@ -288,6 +288,7 @@ def torch_block(torch, x, p):
     return x + F.gelu(F.layer_norm(x, (d,), p["G2"], p["B2"]) @ p["W1"] + p["C1"]) @ p["W2"]
 
 
+@pytest.mark.slow
 def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds):
     """One definition over a symbolic batch ``b`` and sequence length ``L``: forward and every gradient
     of ``sum(Y * H)`` match PyTorch float64; the kernels are generic over ``b`` (one compile serves

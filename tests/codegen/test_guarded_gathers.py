@@ -14,6 +14,7 @@ where a read it computes leaves its tensor).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +98,7 @@ def programs(draw):
     return outs, [x, g, h, v]
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**16))
 def test_guarded_reads_stay_under_their_guards(program, seed):

@@ -208,11 +208,11 @@ def test_vector_width_and_opt_level_options():
         ta.build([Y], [A], num_threads=0)
 
 
-def test_libgomp_runtime_on_request():
+def test_libgomp_runtime_on_request(torch_libgomp):
     # TENSORAD_PARALLEL_RUNTIME=gomp: the same object code on libgomp, called from three threads
     script = (
-        "import torch  # noqa: F401 (its libgomp: no system one needed)\n"
-        "import threading, numpy as np, tensorad as ta\n"
+        torch_libgomp
+        + "import threading, numpy as np, tensorad as ta\n"
         "from tensorad.codegen.runtime import threads as runtime\n"
         "assert 'libgomp' in runtime.parallel_runtime()\n"
         "A = ta.placeholder((300, 300), 'float64', 'A')\n"

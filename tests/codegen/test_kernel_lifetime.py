@@ -100,6 +100,7 @@ def _expect(x: np.ndarray, n: int) -> np.ndarray:
     return x * np.float32(1 + n / 1024) + np.float32(1)
 
 
+@pytest.mark.slow
 @needs_proc
 def test_build_call_drop_keeps_memory_and_mappings_flat():
     X = ta.placeholder((16,), "float32", "X")
@@ -198,6 +199,7 @@ def test_kernels_optimized_at_o1_keep_memory_flat():
     assert grew < 150 * 10 * 1024, f"RSS grew {grew / 150 / 1024:.1f} KiB a kernel at opt_level=1"
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
     """A long run that keeps the last ``alive`` kernels: their code stays, the rest goes."""

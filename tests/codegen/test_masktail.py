@@ -86,6 +86,7 @@ def test_short_rows_match_numpy(width, dtype, threads, fastmath):
     np.testing.assert_array_equal(got, want.astype(dtype))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(size=st.integers(20, 40), groups=st.integers(1, 3), threads=st.sampled_from([1, 2]))
 def test_grouped_convolutions_match_numpy(size, groups, threads):

@@ -179,9 +179,9 @@ def test_short_rows_keep_the_serial_scatter():
     assert "parallel for" not in str(ta.lower([dE], [Ix, H], **SHARE))
 
 
-def test_libgomp_runtime_gives_the_same_results():
-    script = ("import torch  # noqa: F401 (its libgomp: no system one needed)\n"
-              "import importlib.util, sys\n"
+def test_libgomp_runtime_gives_the_same_results(torch_libgomp):
+    script = (torch_libgomp
+              + "import importlib.util, sys\n"
               "from tensorad.codegen.runtime import threads as runtime\n"
               "assert 'libgomp' in runtime.parallel_runtime()\n"
               f"spec = importlib.util.spec_from_file_location('cases', {__file__!r})\n"

@@ -8,6 +8,7 @@ and 2 threads, in both float dtypes and in strict mode.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import random_feed, random_program
@@ -36,6 +37,7 @@ def _check(outputs, placeholders, seed, **opts):
     return kern
 
 
+@pytest.mark.slow
 @settings(max_examples=150, **SETTINGS)
 @given(random_program(dtype="float64"), st.sampled_from([1, 2]), st.booleans())
 def test_random_programs_float64(program, threads, fastmath):

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from blocks import chain_step, tanh_chain
 
 import tensorad as ta
@@ -44,6 +45,7 @@ def _deep_reference(a: float, i: int, depth: int) -> tuple[float, float]:
     return v, d
 
 
+@pytest.mark.slow
 def test_a_10000_deep_expression_defines_prints_evaluates_and_differentiates():
     A = ta.placeholder((8,), F, name="A")
     Y = ta.compute((8,), lambda i: _deep(A, i, DEPTH), name="Y")
@@ -58,6 +60,7 @@ def test_a_10000_deep_expression_defines_prints_evaluates_and_differentiates():
     np.testing.assert_allclose(ta.evaluate(g, {A: a}), dwant, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_a_2000_deep_expression_optimizes_lowers_and_builds():
     # 250 nested lazy if_then_else: 200 raised RecursionError in the LLVM emitter
     depth = 2_000

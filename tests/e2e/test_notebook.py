@@ -9,6 +9,7 @@ import pathlib
 import re
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "autodiff_tutorial.ipynb"
@@ -35,6 +36,7 @@ def test_notebook_is_generated_from_its_builder():
         [("markdown" if kind == "md" else "code", src) for kind, src in builder.CELLS]
 
 
+@pytest.mark.slow
 def test_tutorial_executes_and_walks_the_user_path():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",

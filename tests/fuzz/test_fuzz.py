@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -51,6 +53,7 @@ def _run(seeds) -> dict:
     return failures
 
 
+@pytest.mark.slow
 def test_random_programs():
     seeds = sorted(set(range(N_PROGRAMS)) | set(FIXED))
     failures = _run(seeds)

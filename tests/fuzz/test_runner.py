@@ -10,6 +10,8 @@ import sys
 import time
 from dataclasses import replace
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -33,6 +35,7 @@ def _job(source: str) -> dict:
             "seed": 0, "safe": True, "checks": ["forward"], "all_outputs": True}
 
 
+@pytest.mark.slow
 def test_crash_and_hang_are_failures_and_the_run_goes_on():
     jobs = [("crash", _job("import os\nos.abort()\n")),
             ("hang", _job("import time\ntime.sleep(600)\n")),
@@ -52,6 +55,7 @@ def _own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+@pytest.mark.slow
 def test_a_hang_is_counted_in_cpu_seconds():
     # a loop that computes is a hang after `timeout` CPU seconds, long before the wall-clock
     # limit; a job that waits longer than `timeout` without computing (a worker starved of
@@ -68,6 +72,7 @@ def test_a_hang_is_counted_in_cpu_seconds():
     assert results["waits"] == [{"check": "forward", "status": "ok"}]
 
 
+@pytest.mark.slow
 def test_the_cpu_of_forked_children_counts_and_they_are_killed(tmp_path, running):
     # LLVM looped in a forked compile child, whose CPU the worker's own time
     # did not show; the worker is a hang after `timeout` CPU-s of it and its children, and
