@@ -344,7 +344,8 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
         m_cands = [ax for ax in axes[:-length] if ax in a_vars and ax not in b_vars and ax not in tied]
         if not m_cands or not fb:
             continue
-        m = row_axes(tuple(axes[:-length]), m_cands, math.prod(a.extent for a in n_axes), red.dtype, target)
+        m = row_axes(tuple(axes[:-length]), m_cands, math.prod(a.extent for a in n_axes),
+                     math.prod(a.extent for a in red.arg.axes), a_vars, red.dtype, target)
         batch = tuple(ax for ax in axes[:-length] if ax not in m)
         ga, gb = [], []
         for c, vs in cvars:
@@ -366,13 +367,16 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
     return None
 
 
-def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: str,
-             target: Target) -> tuple[Expr, ...]:
+def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, depth: int, a_vars: set[Expr],
+             dtype: str, target: Target) -> tuple[Expr, ...]:
     """The product's rows among the output axes ``outer`` (all but the columns): the longest run of
     ``cands`` consecutive in ``outer`` (C is row-major: their strides chain into one row index; a
     channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows).  Leading axes of the run
     stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks, or the columns more blocks than with the longest axis alone."""
+    ``PARALLEL_BLOCKS`` blocks, or the columns more blocks than with the longest axis alone, each packing
+    side A again: unless A (``a_vars``, summed over ``depth``) is packed once per call
+    (:func:`a_packed_once`), where more column blocks cost no packing and B is packed once or read in
+    place."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:
@@ -383,16 +387,20 @@ def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, dtype: st
             runs_.append((ax,))
     run = max(runs_, key=lambda r: math.prod(a.extent for a in r))  # the first on ties
     mr, nr = register_tile(target, dtype)
+    es = 4 if dtype == "float32" else 8
 
-    def blocks(rows: tuple[Expr, ...]) -> tuple[int, int]:  # batch points, column blocks
-        batches = math.prod(a.extent for a in outer if a not in rows)
-        width = column_tile(columns, batches, mr, nr, target.lanes(dtype))
-        return batches, -(-columns // column_block(columns, batches, width))
+    def blocks(rows: tuple[Expr, ...]) -> tuple[int, int, bool]:  # batch points, column blocks, A once
+        batch = [a for a in outer if a not in rows]
+        batches = math.prod(a.extent for a in batch)
+        once = not set(batch) & a_vars and -(-math.prod(a.extent for a in rows) // mr) * mr * depth * es \
+            <= APRE_LIMIT
+        width = column_tile(columns, batches, mr, nr, target.lanes(dtype), once)
+        return batches, -(-columns // column_block(columns, batches, width)), once
 
     one = blocks((max(cands, key=lambda a: a.extent),))[1]
     while len(run) > 1:
-        batches, cuts = blocks(run)
-        if batches * cuts >= PARALLEL_BLOCKS and cuts <= one:
+        batches, cuts, once = blocks(run)
+        if batches * cuts >= PARALLEL_BLOCKS and (once or cuts <= one):
             break
         run = run[1:]
     return run

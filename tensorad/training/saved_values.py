@@ -170,6 +170,8 @@ class _Rebuild:
         self.heavy_ops = {k[0] for k in by_key}
         self.producers: dict[_Value, set[Tensor]] = {}
         self.new: dict[Tensor, Tensor] = {}
+        self.old: dict[Tensor, Tensor] = {}  # rebuilt -> given tensor (candidates read the given ones)
+        self.given: dict = {}  # rewrite memo of :meth:`_given`
         self.made: dict[_Value, Tensor | None] = {}
 
     def feeds(self, tensor: Tensor, c: _Value) -> bool:
@@ -196,6 +198,13 @@ class _Rebuild:
             self.made[c] = t
         return self.made[c]
 
+    def _given(self, n: Expr) -> Expr:
+        """``n`` reading the given tensors where it reads rebuilt ones: a value that reads a tensor rebuilt to
+        read another shared value is spelled over the given tensors, as its candidate is."""
+        def back(x: Expr) -> Expr | None:
+            return x.replace(arg=self.old[x.arg]) if x.op is Op.READ and x.arg in self.old else None
+        return rewrite(n, back, self.given) if self.old else n
+
     def _remap(self, n: Expr) -> Expr | None:
         if n.op is Op.READ and n.arg in self.new and self.new[n.arg] is not n.arg:
             return n.replace(arg=self.new[n.arg])
@@ -207,7 +216,7 @@ class _Rebuild:
         def rule(n: Expr) -> Expr | None:
             if n.op not in self.heavy_ops:
                 return self._remap(n)
-            m = self.spell(n)
+            m = self.spell(self._given(n))
             for c in self.by_key.get(_key(m), ()):
                 if (c.itself is not None and op is c.source) or self.feeds(tensor, c):
                     continue
@@ -235,6 +244,8 @@ class _Rebuild:
                 if t not in self.forward_set:
                     backward.append(done[op])
             self.new[t] = t if done[t.op] is t.op else Tensor(done[t.op], t.value_index)
+            if self.new[t] is not t:
+                self.old[self.new[t]] = t
         candidates = {self.value_tensor(c) for vs in self.by_key.values() for c in vs} - {None}
         read = {r for op in backward for b in op.body for r in reads(b)}
         values = tuple(t for t in candidates if t in read)

@@ -153,16 +153,18 @@ def test_side_b_without_batch_axes_is_packed_once_per_call(dtype, batches):
     # convolution batched over (n, y), dX of one), so the driver packs B once per call, in
     # blocks of KC (several here) by column blocks (several: few batch points), instead of once
     # per batch point and column block; with 2 threads a thread's blocks may read each column
-    # block once, and then B is packed per block as before
+    # block once, and then B is packed per block as before.  Side A (12001 rows a batch point) is past
+    # what the library packs once per call, so the batch points stay batch points, not rows
     from tensorad.codegen.gemm import descriptor as gd
 
-    A = ta.placeholder((batches, 37, 45), dtype, "A")
+    A = ta.placeholder((batches, 12001, 45), dtype, "A")
     B = ta.placeholder((45, 53), dtype, "B")
     k = ta.reduce_axis((0, 45), "k")
-    C = ta.compute((batches, 37, 53), lambda b, i, j: ta.sum(A[b, i, k] * B[k, j], k), name="C")
+    C = ta.compute((batches, 12001, 53), lambda b, i, j: ta.sum(A[b, i, k] * B[k, j], k), name="C")
     kern = ta.build([C], [A, B], microkernel=True, parallel_min_work=0, tile=(None, None, 16, 8))
     assert [(f[gd.H_APRE], f[gd.H_BPRE]) for f in _descriptor_fields(kern)] == [(0, 1)]
-    a, bb = RNG.standard_normal((batches, 37, 45)).astype(dtype), RNG.standard_normal((45, 53)).astype(dtype)
+    a = RNG.standard_normal((batches, 12001, 45)).astype(dtype)
+    bb = RNG.standard_normal((45, 53)).astype(dtype)
     tol = 1e-4 if dtype == "float32" else 1e-11
     for threads in (1, 2):
         kern.num_threads = threads

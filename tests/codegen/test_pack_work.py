@@ -53,8 +53,9 @@ def test_a_computed_side_b_with_a_batch_axis_is_packed_once_per_batch_point():
 
 def test_a_shared_computed_side_b_too_large_to_keep_is_packed_per_batch_point():
     """``sum_k A[b, i, k] * (U[k, j] * V[k, j])``: side B reads no batch axis, but its 1024 x 1100 float64
-    panels pass the 4 MiB the library packs once per call, so each batch point packs it again."""
-    nb, m, n, kk = 2, 8, 1100, 1024
+    panels pass the 4 MiB the library packs once per call, and so does side A (528 x 1024): ``b`` stays a
+    batch axis, and each batch point packs B again."""
+    nb, m, n, kk = 2, 264, 1100, 1024
     A = ta.placeholder((nb, m, kk), F64, "A")
     U, V = ta.placeholder((kk, n), F64, "U"), ta.placeholder((kk, n), F64, "V")
     k = ta.reduce_axis((0, kk), "k")
@@ -62,14 +63,25 @@ def test_a_shared_computed_side_b_too_large_to_keep_is_packed_per_batch_point():
     _check(Y, [A, U, V], lambda a, u, v: a @ (u * v), nb * m * n * kk + nb * kk * n)
 
 
+def test_a_shared_computed_side_b_of_merged_rows_is_packed_once():
+    """The same product with side A small enough to pack once per call: its batch points are rows of
+    one product, whose column blocks pack B once in all."""
+    nb, m, n, kk = 2, 8, 1100, 1024
+    A = ta.placeholder((nb, m, kk), F64, "A")
+    U, V = ta.placeholder((kk, n), F64, "U"), ta.placeholder((kk, n), F64, "V")
+    k = ta.reduce_axis((0, kk), "k")
+    Y = ta.compute((nb, m, n), lambda b, i, j: ta.sum(A[b, i, k] * (U[k, j] * V[k, j]), axis=k), name="Y")
+    _check(Y, [A, U, V], lambda a, u, v: a @ (u * v), nb * m * n * kk + kk * n)
+
+
 def test_a_side_packed_per_column_block_is_computed_once_into_a_copy():
-    """``sum_k exp(X[b, i, k]) * W[k, j]``: side A reads the batch axis, so the library packs it for each
+    """``sum_k exp(X[b, i, k]) * W[b, k, j]``: side A reads the batch axis, so the library packs it for each
     block of columns; 1024 columns take several blocks, so computing ``exp`` once per point into a copy
     (2 * 64 * 96 values) that the product reads costs less than the packing computing it per block."""
     nb, m, n, kk = 2, 64, 1024, 96
-    X, W = ta.placeholder((nb, m, kk), F64, "X"), ta.placeholder((kk, n), F64, "W")
+    X, W = ta.placeholder((nb, m, kk), F64, "X"), ta.placeholder((nb, kk, n), F64, "W")
     k = ta.reduce_axis((0, kk), "k")
-    Y = ta.compute((nb, m, n), lambda b, i, j: ta.sum(ta.exp(X[b, i, k]) * W[k, j], axis=k), name="Y")
+    Y = ta.compute((nb, m, n), lambda b, i, j: ta.sum(ta.exp(X[b, i, k]) * W[b, k, j], axis=k), name="Y")
     _check(Y, [X, W], lambda x, w: np.exp(x) @ w, nb * m * n * kk + nb * m * kk)
     lowered = ta.lower([Y], [X, W], target=TARGET)
     product = next(s for s in lowered.program.steps if isinstance(s, Nest) and s.attrs.gemm is not None)

@@ -56,12 +56,42 @@ def test_channels_last_conv_values(rng, threads):
 
 
 def test_rows_stay_batch_axes_where_the_columns_would_be_cut():
-    """``X[b, y, x, c] W[c, o]``: all of ``(b, y, x)`` as rows would leave one batch point, so
-    the parallel loop would cut 128 columns into blocks that each pack A again: ``b`` stays a
-    batch axis, ``(y, x)`` are the rows."""
+    """``X[b, y, x, c] W[c, o]`` with side A (8192 x 512) past what the library packs once per call:
+    all of ``(b, y, x)`` as rows would leave one batch point, so the parallel loop would cut 128 columns
+    into blocks that each pack A again: ``b`` stays a batch axis, ``(y, x)`` are the rows."""
+    X = ta.placeholder((8, 32, 32, 512), "float32", "X")
+    W = ta.placeholder((512, 128), "float32", "W")
+    k = ta.reduce_axis((0, 512), "k")
+    Y = ta.compute((8, 32, 32, 128), lambda b, y, x, o: ta.sum(X[b, y, x, k] * W[k, o], axis=k), name="Y")
+    spec = match_contraction(Y.op, Y.op.body)
+    assert [a.extent for a in spec.m] == [32, 32] and [a.extent for a in spec.batch] == [8]
+
+
+def test_all_rows_merge_where_side_a_is_packed_once():
+    """``X[b, y, x, c] W[c, o]`` with side A (512 x 64) packed once per call: more column blocks pack
+    nothing again, so all of ``(b, y, x)`` are rows, one product whose B the column blocks share (before,
+    ``b`` stayed a batch axis: each batch point's product packed B or its column blocks again)."""
     X = ta.placeholder((8, 8, 8, 64), "float32", "X")
     W = ta.placeholder((64, 128), "float32", "W")
     k = ta.reduce_axis((0, 64), "k")
     Y = ta.compute((8, 8, 8, 128), lambda b, y, x, o: ta.sum(X[b, y, x, k] * W[k, o], axis=k), name="Y")
-    spec = match_contraction(Y.op, Y.op.body)
-    assert [a.extent for a in spec.m] == [8, 8] and [a.extent for a in spec.batch] == [8]
+    spec = match_contraction(Y.op, Y.op.body, target=parse_target("llvm -mcpu=haswell"))
+    assert [a.extent for a in spec.m] == [8, 8, 8] and not spec.batch
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_merged_rows_values(rng, threads):
+    """A Transformer's ``[b, n, d] @ [d, e]`` as one product of ``b * n`` rows (odd sizes: partial row
+    tiles across batch points, an edge column panel), against NumPy in float64, bounds checked."""
+    X = ta.placeholder((3, 21, 37), "float32", "X")
+    W = ta.placeholder((37, 100), "float32", "W")
+    Y = ta.topi.matmul(X, W)
+    lowered = ta.lower([Y], [X, W], target="llvm -mcpu=haswell", microkernel=True)
+    assert "[63 x 37] @ [37 x 100]" in str(lowered)
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    w = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    for checked in (False, True):
+        kern = ta.build([Y], [X, W], checked=checked, num_threads=threads, parallel_min_work=0,
+                        microkernel=True)
+        np.testing.assert_allclose(kern(x, w), want, rtol=1e-5, atol=1e-5)

@@ -76,6 +76,37 @@ def test_the_cost_model_saves_transcendentals_and_recomputes_cheap_values():
     assert not worth_saving(ta.abs(X[i, j]), target)
 
 
+def _norm_gelu_np(x, w):
+    from math import erf, sqrt
+    c = x - x.mean(1, keepdims=True)
+    h = (c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5)) @ w.T
+    return 0.5 * h * (1 + np.vectorize(lambda v: erf(v / sqrt(2)))(h))
+
+
+def test_a_value_downstream_of_another_shared_value_is_shared(rng, numeric_grad):
+    """``gelu(dense(layer_norm(X), W))``: the forward stores the layer norm's ``sqrt`` (rebuilding the
+    layer norm and the product to read it) and the backward reads the forward's ``erf`` too.  The ``erf``
+    read the rebuilt product, so it was compared with its candidate over the given one and never
+    matched: the backward computed every ``erf`` again."""
+    X, W = ta.placeholder((3, 6), "float64", "X"), ta.placeholder((5, 6), "float64", "W")
+    one = ta.compute((6,), lambda i: ta.const(1.0, "float64"), "one")
+    zero = ta.compute((6,), lambda i: ta.const(0.0, "float64"), "zero")
+    Y = nn.gelu(nn.dense(nn.layer_norm(X, one, zero), W))
+    f = ta.function(Y, [X, W])
+    assert any(any(n.op is ta.Op.ERF for n in walk(t.op.body[0])) for t in f.saved)
+    assert _ops_in_backward(f, ta.Op.ERF) == 0
+    again = ta.function(Y, [X, W], policy="recompute_all")
+    assert _ops_in_backward(again, ta.Op.ERF) > 0
+    x, w, h = rng.normal(size=X.shape), rng.normal(size=W.shape), rng.normal(size=Y.shape)
+    y, res = f.forward(x, w)
+    np.testing.assert_allclose(y, _norm_gelu_np(x, w), rtol=1e-10, atol=1e-12)
+    grads = f.backward(res, h)
+    for g, want in zip(grads, numeric_grad(_norm_gelu_np, [x, w], h)):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)
+    for g, want in zip(grads, again.backward(again.forward(x, w)[1], h)):
+        np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-12)
+
+
 def _attention(q, k, v):
     return nn.scaled_dot_product_attention(q, k, v)
 
