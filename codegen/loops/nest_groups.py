@@ -66,13 +66,14 @@ class Group:
     depth: int
     taus: list[tuple[Expr, ...]]  # per unit: its prefix variables (``depth`` of its outer vars)
     strips: bool = False  # sibling strip-form reductions sharing one pass (:mod:`.loops.strip_groups`)
+    columns: int = 0  # the last members that are column sums over the prefix (:func:`column_sum`)
 
     def scalar_reductions(self) -> set[ComputeOp]:
         """Plain reductions (no epilogue) whose value at a prefix point is one element."""
         out = set()
         if self.strips:
             return out  # (each accumulates in its own output buffer)
-        for u, tau in zip(self.units, self.taus):
+        for u, tau in zip(self.units[:len(self.units) - self.columns], self.taus):
             if isinstance(u.plan, ReductionNest):
                 rest = [a for a in u.outer if a not in tau[:self.depth]]
                 if all(a.extent == 1 for a in rest):
@@ -172,6 +173,29 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
     if len(tau) != group.depth or tuple(v.extent for v in tau) != want:
         return None
     return group.depth, tau
+
+
+def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None:
+    """The reduction variables with which ``unit`` joins ``group`` as a column sum, or ``None``: a
+    reduction of one value into an output with an axis of more than one point, whose reduction axes of
+    more than one point have the extents of the group's prefix, in order; it reads no member but a tensor
+    a member reads.  The group holds no product and no strips."""
+    op = unit.op
+    if not isinstance(unit.plan, ReductionNest) or not op.is_reduction or op.num_outputs != 1 \
+            or group.strips or not group.depth or any(_product(u) for u in group.units) \
+            or op.attr(GUARD_ATTR) or all(a.extent == 1 for a in op.axes):
+        return None
+    red = op.body[0].arg
+    if red.combiner.arity != 1:
+        return None
+    rows = tuple(a for a in red.axes if a.extent > 1)
+    if tuple(a.extent for a in rows) != tuple(v.extent for v in group.taus[0][:group.depth]):
+        return None
+    members = _members(group, alias)
+    reads = _reads(unit)
+    if any(t.op in members for t in reads) or not any(reads & _reads(u) for u in group.units):
+        return None
+    return rows
 
 
 def _strip_reduction(u: Unit) -> bool:
@@ -278,7 +302,15 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             g.depth = chained[0]
             heavy += h
             continue
-        if not _product(u) and g is not None and not _product(g.units[-1]) and g.depth \
+        rows = column_sum(g, u, alias) if g is not None and len(g.units) < MAX_MEMBERS \
+            and heavy + h <= INLINE_BUDGET else None
+        if rows is not None:
+            g.units.append(u)
+            g.taus.append(rows)
+            g.columns += 1
+            heavy += h
+            continue
+        if not _product(u) and g is not None and not g.columns and not _product(g.units[-1]) and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
                 and not any(_strips(v) for v in (*g.units, u)):
             joined = _alignment(g, u, alias) or _sibling(g, u, alias)
@@ -293,8 +325,8 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
         groups.append(Group([u], len(tau), [tau]))
         heavy = h
     for g in groups:
-        g.taus = [t[:g.depth] for t in g.taus]
+        g.taus = [t[:g.depth] for t in g.taus]  # (a column sum's: its rows, ``depth`` of them)
     return groups
 
 
-__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings", "column_sum"]
