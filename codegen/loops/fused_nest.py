@@ -160,7 +160,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     for g, (u, tau) in enumerate(zip(group.units, taus)):
         outs, sched_op = outs_of(u.op), u.plan.core.op  # (an epilogue's: its reduction)
         if g >= first_column:
-            made = _column_statements(u, bodies[u.op], outs[0])
+            made = _column_statements(u, tuple(_scalarized(b, acc_of) for b in bodies[u.op]), outs[0])
             if made is None:
                 continue  # (nothing reads it)
             member, combiner, rows = made

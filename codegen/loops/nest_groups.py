@@ -178,8 +178,8 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
 def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None:
     """The reduction variables with which ``unit`` joins ``group`` as a column sum, or ``None``: a
     reduction of one value into an output with an axis of more than one point, whose reduction axes of
-    more than one point have the extents of the group's prefix, in order; it reads no member but a tensor
-    a member reads.  The group holds no product and no strips."""
+    more than one point have the extents of the group's prefix, in order; it reads a tensor a member
+    reads, and a member only at the row the pass is at.  The group holds no product and no strips."""
     op = unit.op
     if not isinstance(unit.plan, ReductionNest) or not op.is_reduction or op.num_outputs != 1 \
             or group.strips or not group.depth or any(_product(u) for u in group.units) \
@@ -192,9 +192,15 @@ def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None
     if tuple(a.extent for a in rows) != tuple(v.extent for v in group.taus[0][:group.depth]):
         return None
     members = _members(group, alias)
-    reads = _reads(unit)
-    if any(t.op in members for t in reads) or not any(reads & _reads(u) for u in group.units):
+    if not any(_reads(unit) & _reads(u) for u in group.units):
         return None
+    for n in _member_reads(unit, members):  # (a member's value at the row the pass is at)
+        k = members[n.arg.op]
+        if k >= len(group.units) - group.columns:
+            return None
+        p, at = group.units[k], dict(zip(group.units[k].op.axes, n.src))
+        if [simplify_index(substitute(p.tau_of[t], at)) for t in group.taus[k][:group.depth]] != list(rows):
+            return None
     return rows
 
 
@@ -281,7 +287,8 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
 
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     """Consecutive units grouped greedily (aligned, a sibling reduction, :func:`strip_siblings` of every
-    member), a group at most :data:`MAX_MEMBERS` and :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
+    member, a :func:`column_sum`), a group at most :data:`MAX_MEMBERS` and as many column sums, and
+    :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0
@@ -302,7 +309,7 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             g.depth = chained[0]
             heavy += h
             continue
-        rows = column_sum(g, u, alias) if g is not None and len(g.units) < MAX_MEMBERS \
+        rows = column_sum(g, u, alias) if g is not None and g.columns < MAX_MEMBERS \
             and heavy + h <= INLINE_BUDGET else None
         if rows is not None:
             g.units.append(u)
