@@ -188,11 +188,20 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
                 for op in {u.op, alias.get(u.op, u.op)}:
                     acc_of[Tensor(op, v)] = dom.accumulators[b.arg.value_index]
         notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
-    position = shared_positions(members, alias)
-    siblings = shared_reductions(members, member_accs, member_epilogues, alias)
+    rows_end = len(members) - len(columns)
+    position = shared_positions(members[:rows_end], alias) + [None] * len(columns)
+    siblings = shared_reductions(members[:rows_end], member_accs, member_epilogues, alias)
     for g, first in siblings.items():
         position[g] = first
         notes[g] += f" (one pass with {marked(members[first][0].op.name)})"
+    if columns:
+        loop = _column_loop(members[:rows_end], members[rows_end][0])
+        if position[loop] is None:
+            position[loop] = loop
+        for g in range(rows_end, len(members)):
+            position[g] = position[loop]
+        if loop < rows_end:
+            notes[rows_end] += f" (in the loop of {marked(members[loop][0].op.name)})"
     for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
@@ -241,7 +250,7 @@ def _column_statements(u, bodies: tuple, out: Buffer | None) -> tuple | None:
     info = dom.reduction
     comb = info.combiner
     rows = [r for r in info.raxes if r.extent > 1]
-    order = tuple(rows) + tuple(r for r in info.raxes if r.extent == 1) + tuple(info.outer)
+    order = tuple(rows) + tuple(r for r in info.raxes if r.extent == 1) + tuple(info.outer) + (0,)
     here = Expr(Op.READ, out.dtype, info.outer, out.tensor)
     stmts = []
     for k, (domain, source) in enumerate(info.pieces or [(info.update_domain, info.sources[0])]):
@@ -251,6 +260,19 @@ def _column_statements(u, bodies: tuple, out: Buffer | None) -> tuple | None:
             update = (If(info.rest, update, (), affine=False),)
         stmts.append(PolyStmt(f"C{k}", info.outer + info.raxes, domain, update, order))
     return stmts, comb, rows
+
+
+def _column_loop(members: list, column) -> int:
+    """The member in whose innermost loop the column sums run: the last elementwise member that scans
+    its rows, then columns of the column sums' extents, else the first column sum (``len(members)``)."""
+    extents = [a.extent for a in column.op.axes]
+    for g in range(len(members) - 1, -1, -1):
+        u, tau, _, _, split = members[g]
+        axes = _scanned(u, split)
+        if split is None and axes is not None and tuple(axes[:len(tau)]) == tuple(tau) \
+                and [a.extent for a in axes[len(tau):]] == extents:
+            return g
+    return len(members)
 
 
 def _serial_loops(body: tuple) -> tuple:
