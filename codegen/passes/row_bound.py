@@ -62,10 +62,11 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
+    under = {**rows.vars, **rows.guards}  # (a product runs the count)
+    partial = _partial_sums(steps, under, rows)
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows)
-        under = {**rows.vars, **rows.guards}  # (a product runs the count)
         if isinstance(step, Nest) and id(step) not in rows.products \
-                and not _sums_under_rows(step.body, summed, under):
+                and not _sums_under_rows(step.body, summed, under, partial):
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer")
     count_tensor = placeholder((1,), "int64", name="rows")
     count = Buffer("rows", (1,), "int64", "temp", count_tensor)
@@ -176,11 +177,35 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
         raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows {first} rows off")
 
 
-def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -> bool:
+def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
+    """The tensors of the temporaries that are no row buffer and that only loops over rows store to,
+    each store adding to the element it stores (a fused pass's partial columns)."""
+    found: dict[int, tuple[Tensor, bool]] = {}
+
+    def visit(stmts: tuple, under: bool) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                visit(s.body, under or s.var in row_vars)
+            elif isinstance(s, If):
+                visit(s.then + s.orelse, under)
+            elif isinstance(s, Store) and s.buffer.kind == "temp":
+                here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
+                adds = under and s.value.op is Op.ADD and here in s.value.src
+                was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
+                found[id(s.buffer)] = (s.buffer.tensor, was and adds)
+    for step in steps:
+        if isinstance(step, Nest):
+            visit(step.body, False)
+    return {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
+
+
+def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int],
+                     partial: set[Tensor] = frozenset()) -> bool:
     """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
-    or stores a value that each of its terms takes from accumulators only such loops add to (a constant,
-    an initial value, aside): a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count
-    factored out at the block's rows) counts the block's rows, not the call's."""
+    or stores a value that each of its terms takes from accumulators only such loops add to, or from
+    ``partial`` sums (:func:`_partial_sums`; a constant, an initial value, aside): a term without one
+    (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count factored out at the block's rows) counts the
+    block's rows, not the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
     def visit(stmts: tuple, under: bool) -> None:
@@ -194,6 +219,8 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int]) -
     added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
+    inside |= {n for s, _ in flagged if isinstance(s, Store) for n in walk(s.value)
+               if n.op is Op.READ and n.arg in partial}
     for s, under in flagged:
         if isinstance(s, Store) and id(s.buffer) in summed and not under and s.value.op is not Op.CONST:
             accs = {n for n in walk(s.value) if n in inside or n in outside}
