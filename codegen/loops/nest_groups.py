@@ -177,22 +177,24 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
 
 def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None:
     """The reduction variables with which ``unit`` joins ``group`` as a column sum, or ``None``: a
-    reduction of one value into an output with an axis of more than one point, whose reduction axes of
-    more than one point have the extents of the group's prefix, in order; it reads a tensor a member
-    reads, and a member only at the row the pass is at.  The group holds no product and no strips."""
+    reduction by a built-in combiner (sum, product, max, min) into an output with an axis of more than
+    one point, whose reduction axes of more than one point have the extents of the group's prefix, in
+    order; it reads a member, only at the row the pass is at, or a tensor a member reads.  The group
+    holds no product and no strips."""
     op = unit.op
     if not isinstance(unit.plan, ReductionNest) or not op.is_reduction or op.num_outputs != 1 \
             or group.strips or not group.depth or any(_product(u) for u in group.units) \
             or op.attr(GUARD_ATTR) or all(a.extent == 1 for a in op.axes):
         return None
     red = op.body[0].arg
-    if red.combiner.arity != 1:
-        return None
+    if red.combiner.arity != 1 or red.combiner.kind == "custom":
+        return None  # (partial columns combine in another grouping: a built-in combiner's)
     rows = tuple(a for a in red.axes if a.extent > 1)
     if tuple(a.extent for a in rows) != tuple(v.extent for v in group.taus[0][:group.depth]):
         return None
     members = _members(group, alias)
-    if not any(_reads(unit) & _reads(u) for u in group.units):
+    reads = _reads(unit)
+    if not any(t.op in members for t in reads) and not any(reads & _reads(u) for u in group.units):
         return None
     for n in _member_reads(unit, members):  # (a member's value at the row the pass is at)
         k = members[n.arg.op]
