@@ -136,6 +136,6 @@ def test_generic_kernel_sums_partial_columns_of_the_rows_it_is_given():
     gv, bv = RNG.uniform(0.5, 1.5, d).astype(np.float32), RNG.standard_normal(d).astype(np.float32)
     assert kernel.generic and kernel.why == ""
     for rows in (1, 7, 300):
-        x, h = RNG.standard_normal((rows, d)).astype(np.float32), RNG.standard_normal((rows, d)).astype(np.float32)
+        x, h = (RNG.standard_normal((rows, d)).astype(np.float32) for _ in range(2))
         for got, want in zip(kernel(x, gv, bv, h), _numpy_backward(x, gv, h)):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
