@@ -20,6 +20,7 @@ group reads it.  :func:`.loops.work.count_work` counts per member."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op
@@ -179,8 +180,8 @@ def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None
     """The reduction variables with which ``unit`` joins ``group`` as a column sum, or ``None``: a
     reduction by a built-in combiner (sum, product, max, min) into an output with an axis of more than
     one point, whose reduction axes of more than one point have the extents of the group's prefix, in
-    order; it reads a member, only at the row the pass is at, or a tensor a member reads.  The group
-    holds no product and no strips."""
+    order, and no more columns than a member has points in a row; it reads a member, only at the row
+    the pass is at, or a tensor a member reads.  The group holds no product and no strips."""
     op = unit.op
     if not isinstance(unit.plan, ReductionNest) or not op.is_reduction or op.num_outputs != 1 \
             or group.strips or not group.depth or any(_product(u) for u in group.units) \
@@ -192,6 +193,10 @@ def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None
     rows = tuple(a for a in red.axes if a.extent > 1)
     if tuple(a.extent for a in rows) != tuple(v.extent for v in group.taus[0][:group.depth]):
         return None
+    per_row = max(math.prod(a.extent for a in u.outer + tuple(u.plan.core.op.reduce_axes) if a not in tau)
+                  for u, tau in zip(group.units[:len(group.units) - group.columns], group.taus))
+    if math.prod(a.extent for a in op.axes) > per_row:
+        return None  # (more columns than a member's points in a row: no pass over rows to share)
     members = _members(group, alias)
     reads = _reads(unit)
     if not any(t.op in members for t in reads) and not any(reads & _reads(u) for u in group.units):
