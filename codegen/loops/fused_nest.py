@@ -9,7 +9,19 @@ position in the group::
     divide:  S[i, j] -> [i, 3, i, j, 0]
 
 and isl scans the union once.  Reads of a reduction whose value at a prefix point is one element read its
-accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member."""
+accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member.
+
+Column sums (:func:`.loops.nest_groups.column_sum`) run last in each row, in the innermost loop of the
+last elementwise member over the same columns when there is one.  A parallel pass is cut into at most
+:data:`PARTIAL_CHUNKS` chunks of consecutive rows (a fixed count: a kernel's thread count is set when it
+runs), each adding into a row of partial columns of its own (a temporary of the nest's, filled with the
+combiner's identity); a nest after it combines the partial columns into the output, in chunk order::
+
+    parallel for c in range(8):
+      for i in chunk c: ...; for j: P[c, j] = P[c, j] + term(i, j)
+    for j: out[j] = P[0, j] + ... + P[7, j]
+
+A serial pass accumulates in the output.  The combining is bookkeeping: ``work`` stays the terms'."""
 
 from __future__ import annotations
 
@@ -198,8 +210,9 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         loop = _column_loop(members[:rows_end], members[rows_end][0])
         if position[loop] is None:
             position[loop] = loop
-        for g in range(rows_end, len(members)):
-            position[g] = position[loop]
+        shape = members[rows_end][0].op.shape
+        for g in range(rows_end, len(members)):  # (columns of another shape: a loop of their own)
+            position[g] = position[loop] if members[g][0].op.shape == shape else g
         if loop < rows_end:
             notes[rows_end] += f" (in the loop of {marked(members[loop][0].op.name)})"
     for g, (u, tau, member, _, _) in enumerate(members):

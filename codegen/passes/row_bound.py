@@ -16,7 +16,8 @@ batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
 Where rows are reached otherwise (an index of no loop, a product's other axis, a store along rows on
 an axis no loop over rows indexes, a sum over the rows, ``sums``, with a term that reads no row buffer
-(a count of the block's rows)), :class:`RowBoundError` says where."""
+(a count of the block's rows) nor a temporary that loops over rows only add to, as a fused pass's
+partial columns), :class:`RowBoundError` says where."""
 
 from __future__ import annotations
 

@@ -139,3 +139,22 @@ def test_generic_kernel_sums_partial_columns_of_the_rows_it_is_given():
         x, h = (RNG.standard_normal((rows, d)).astype(np.float32) for _ in range(2))
         for got, want in zip(kernel(x, gv, bv, h), _numpy_backward(x, gv, h)):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
+def test_column_sums_of_two_shapes_reading_a_row_maximum():
+    """Column sums of two widths in one pass, one reading a row maximum held in an accumulator: each
+    width in a loop of its own, both matching NumPy at 1 and 2 threads."""
+    n, d = 37, 13
+    X, W = ta.placeholder((n, d), "float32", "X"), ta.placeholder((n, 5), "float32", "W")
+    k, r, r2 = ta.reduce_axis((0, d), "k"), ta.reduce_axis((0, n), "r"), ta.reduce_axis((0, n), "r2")
+    m = ta.compute((n,), lambda i: ta.max(X[i, k], axis=k), "m")
+    S = ta.compute((n, d), lambda i, j: ta.exp(X[i, j] - m[i]), "S")
+    c = ta.compute((d,), lambda j: ta.sum(S[r, j], axis=r), "c")
+    c2 = ta.compute((5,), lambda j: ta.sum(W[r2, j] * m[r2], axis=r2), "c2")
+    (fused,) = [st for st in _nests(ta.lower([S, c, c2], [X, W], parallel_min_work=0)) if "column" in st.note]
+    assert "c2" in fused.name and "m" in fused.name
+    x, w = RNG.standard_normal((n, d)).astype(np.float32), RNG.standard_normal((n, 5)).astype(np.float32)
+    for threads in (1, 2):
+        got = ta.build([S, c, c2], [X, W], parallel_min_work=0, num_threads=threads, checked=True)(x, w)
+        np.testing.assert_allclose(got[1], np.exp(x - x.max(1, keepdims=True)).sum(0), rtol=1e-5)
+        np.testing.assert_allclose(got[2], (w * x.max(1)[:, None]).sum(0), rtol=1e-5, atol=1e-5)
