@@ -151,7 +151,8 @@ def test_column_sums_of_two_shapes_reading_a_row_maximum():
     S = ta.compute((n, d), lambda i, j: ta.exp(X[i, j] - m[i]), "S")
     c = ta.compute((d,), lambda j: ta.sum(S[r, j], axis=r), "c")
     c2 = ta.compute((5,), lambda j: ta.sum(W[r2, j] * m[r2], axis=r2), "c2")
-    (fused,) = [st for st in _nests(ta.lower([S, c, c2], [X, W], parallel_min_work=0)) if "column sum" in st.note]
+    lowered = ta.lower([S, c, c2], [X, W], parallel_min_work=0)
+    (fused,) = [st for st in _nests(lowered) if "column sum" in st.note]
     assert "c2" in fused.name and "m" in fused.name
     x, w = RNG.standard_normal((n, d)).astype(np.float32), RNG.standard_normal((n, 5)).astype(np.float32)
     for threads in (1, 2):
