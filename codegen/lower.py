@@ -412,6 +412,7 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         if made is None:
             return None, k
         steps.extend(made)
+        temps.extend(b for st in made if isinstance(st, Nest) for b in st.temps)
     return Program(name, [buffers[t] for t in inputs], [buffers[t] for t in outputs], temps, steps,
                    buffers, inlined), None
 

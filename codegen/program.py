@@ -130,6 +130,7 @@ class Nest:
     parallel: bool = False
     accumulators: tuple[Expr, ...] = ()
     attrs: NestAttrs = NestAttrs()
+    temps: tuple[Buffer, ...] = ()  # temporaries of this nest's own (a fused pass's partial columns)
 
 
 Step = Fill | Nest

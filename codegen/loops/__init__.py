@@ -7,7 +7,8 @@ and exact work counts.
 * ``ast_check``      proof that isl's loops scan exactly the domains, and a safe rebuild
 * ``work``           exact work: how many times innermost loop bodies execute
 * ``cascade``        float32 sums accumulated in blocks of partial sums (error ~ log n)
-* ``nest_groups``    consecutive plan steps that walk the same outer loops grouped into one nest
+* ``nest_groups``    consecutive plan steps that walk the same outer loops grouped into one nest, and
+                     sums over a group's rows into columns joined to it
 * ``fused_nest``     one fused group lowered to a single nest
 * ``strip_groups``   sibling strip-form reductions in one pass
 * ``stripmine``      axes read through ``//`` and ``%`` scanned as loops over their digits

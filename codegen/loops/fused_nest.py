@@ -9,19 +9,32 @@ position in the group::
     divide:  S[i, j] -> [i, 3, i, j, 0]
 
 and isl scans the union once.  Reads of a reduction whose value at a prefix point is one element read its
-accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member."""
+accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member.
+
+Column sums (:func:`.loops.nest_groups.column_sum`) run last in each row, in the innermost loop of the
+last elementwise member over the same columns when there is one.  A parallel pass is cut into at most
+:data:`PARTIAL_CHUNKS` chunks of consecutive rows (a fixed count: a kernel's thread count is set when it
+runs), each adding into a row of partial columns of its own (a temporary of the nest's, filled with the
+combiner's identity); a nest after it combines the partial columns into the output, in chunk order::
+
+    parallel for c in range(8):
+      for i in chunk c: ...; for j: P[c, j] = P[c, j] + term(i, j)
+    for j: out[j] = P[0, j] + ... + P[7, j]
+
+A serial pass accumulates in the output.  The combining is bookkeeping: ``work`` stays the terms'."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-from tensorad.ir.expr import Expr, Op
-from tensorad.ir.rewrite import replace_reads, walk
+from tensorad.ir.expr import TRUE, Expr, Op, const, var
+from tensorad.ir.rewrite import replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.lang import placeholder
 
 from ..options import Options
-from ..program import Nest, NestAttrs, owned
+from ..program import Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, owned
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
@@ -154,8 +167,22 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         and opts.parallel and _box_work(group) * weight >= opts.parallel_min_work
     width = max(t[1].extent for t in taus) if fuse else 0
     target = opts.target or parse_target()
-    for u, tau in zip(group.units, taus):
+    first_column = len(group.units) - group.columns
+    columns: list[tuple[Buffer, ComputeOp]] = []  # (output, combiner) of each column sum
+    for g, (u, tau) in enumerate(zip(group.units, taus)):
         outs, sched_op = outs_of(u.op), u.plan.core.op  # (an epilogue's: its reduction)
+        if g >= first_column:
+            made = _column_statements(u, tuple(_scalarized(b, acc_of) for b in bodies[u.op]), outs[0])
+            if made is None:
+                continue  # (nothing reads it)
+            member, combiner, rows = made
+            tau = taus[g] = rows
+            members.append((u, tau, member, (), None))
+            member_accs.append(())
+            member_epilogues.append(())
+            columns.append((outs[0], combiner))
+            notes.append(f"{marked(u.op.name)}: column sum over the rows")
+            continue
         own = tuple(_scalarized(b, acc_of) for b in bodies[sched_op])
         e = u.plan.epilogue if isinstance(u.plan, EpilogueStep) else None
         epi = None if e is None else replace(e, body=_scalarized(e.body, acc_of))
@@ -173,11 +200,21 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
                 for op in {u.op, alias.get(u.op, u.op)}:
                     acc_of[Tensor(op, v)] = dom.accumulators[b.arg.value_index]
         notes.append(f"{marked(u.op.name)}{': ' + dom.note if dom.note else ''}")
-    position = shared_positions(members, alias)
-    siblings = shared_reductions(members, member_accs, member_epilogues, alias)
+    rows_end = len(members) - len(columns)
+    position = shared_positions(members[:rows_end], alias) + [None] * len(columns)
+    siblings = shared_reductions(members[:rows_end], member_accs, member_epilogues, alias)
     for g, first in siblings.items():
         position[g] = first
         notes[g] += f" (one pass with {marked(members[first][0].op.name)})"
+    if columns:
+        loop = _column_loop(members[:rows_end], members[rows_end][0])
+        if position[loop] is None:
+            position[loop] = loop
+        shape = members[rows_end][0].op.shape
+        for g in range(rows_end, len(members)):  # (columns of another shape: a loop of their own)
+            position[g] = position[loop] if members[g][0].op.shape == shape else g
+        if loop < rows_end:
+            notes[rows_end] += f" (in the loop of {marked(members[loop][0].op.name)})"
     for g, (u, tau, member, _, _) in enumerate(members):
         head = (tau[0] * width + tau[1],) + tuple(tau[2:]) if fuse else tuple(tau)
         fixed = set(tau)  # (scanned by the prefix: constant in the member's own dimensions)
@@ -195,12 +232,108 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     work = count_work(body)
     body, attrs = mark_parallel(body, NestAttrs(parallel_dim=0), opts, work, weight)
     parallel = attrs.range is not None
+    temps: tuple[Buffer, ...] = ()
+    if columns:
+        if parallel and body[0].step == 1:
+            body, attrs, temps, combined = _partial_columns(body[0], attrs, columns)
+        else:
+            body, attrs, combined = _serial_loops(body), replace(attrs, range=None), []
+            fills.extend(Fill(out, comb.identity[0]) for out, comb in columns)
+        parallel = attrs.range is not None
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
     outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)
     name = "+".join(marked(u.op.name) for u in group.units)
-    nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs)
+    nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs, temps)
+    if columns and temps:
+        fills.extend(Fill(p, comb.identity[0]) for p, (_, comb) in zip(temps, columns))
+        return [*fills, nest, *combined]
     return [*fills, nest]
+
+
+PARTIAL_CHUNKS = 8  # chunks of rows a parallel pass with column sums is cut into, each with its columns
+
+
+def _column_statements(u, bodies: tuple, out: Buffer | None) -> tuple | None:
+    """A column sum's update statements (``out[o] = combine(out[o], src)``, scheduled rows first, then
+    the columns innermost), its combiner and its rows; ``None`` when nothing reads it."""
+    if out is None:
+        return None
+    dom = op_domain(u.op, bodies, [out], None, None)
+    info = dom.reduction
+    comb = info.combiner
+    rows = [r for r in info.raxes if r.extent > 1]
+    order = tuple(rows) + tuple(r for r in info.raxes if r.extent == 1) + tuple(info.outer) + (0,)
+    here = Expr(Op.READ, out.dtype, info.outer, out.tensor)
+    stmts = []
+    for k, (domain, source) in enumerate(info.pieces or [(info.update_domain, info.sources[0])]):
+        update: tuple = (Store(out, info.outer, substitute(comb.result[0], {comb.lhs[0]: here,
+                                                                           comb.rhs[0]: source})),)
+        if info.rest is not TRUE:
+            update = (If(info.rest, update, (), affine=False),)
+        stmts.append(PolyStmt(f"C{k}", info.outer + info.raxes, domain, update, order))
+    return stmts, comb, rows
+
+
+def _column_loop(members: list, column) -> int:
+    """The member in whose innermost loop the column sums run: the last elementwise member that scans
+    its rows, then columns of the column sums' extents, else the first column sum (``len(members)``)."""
+    extents = [a.extent for a in column.op.axes]
+    for g in range(len(members) - 1, -1, -1):
+        u, tau, _, _, split = members[g]
+        axes = _scanned(u, split)
+        if split is None and axes is not None and tuple(axes[:len(tau)]) == tuple(tau) \
+                and [a.extent for a in axes[len(tau):]] == extents:
+            return g
+    return len(members)
+
+
+def _serial_loops(body: tuple) -> tuple:
+    """``body`` with its outermost loop serial (column sums accumulate in their outputs)."""
+    return tuple(replace(st, kind="serial") if isinstance(st, Loop) else st for st in body)
+
+
+def _partial_columns(loop: Loop, attrs: NestAttrs, columns: list) -> tuple:
+    """The parallel ``loop`` cut into at most :data:`PARTIAL_CHUNKS` chunks of consecutive rows, each
+    accumulating its column sums in a row of partial columns of its own, and the nests that combine
+    the partial columns into the outputs (bookkeeping: the terms are the work)."""
+    trips = int(loop.hi.arg) - int(loop.lo.arg)
+    size = -(-trips // PARTIAL_CHUNKS)
+    chunks = -(-trips // size)
+    c = var("chunk", 0, chunks)
+    partial = {}
+    for out, _ in columns:
+        t = placeholder((chunks, *out.shape), out.dtype, name=f"{out.name}.partial")
+        partial[out.tensor] = Buffer(t.name, t.shape, out.dtype, "temp", t)
+
+    def reads(e: Expr) -> Expr:
+        return replace_reads(e, lambda n: Expr(Op.READ, n.dtype, (c, *n.src), partial[n.arg].tensor)
+                             if n.arg in partial else None)
+
+    def leaf(st):
+        if isinstance(st, Store) and st.buffer.tensor in partial:
+            return replace(st, buffer=partial[st.buffer.tensor], index=(c, *st.index))
+        return st
+
+    lo = loop.lo + c * size
+    hi = Expr(Op.MINIMUM, lo.dtype, (lo + size, loop.hi))
+    rows = Loop(loop.var, lo, hi, tuple(map_stmt(st, reads, leaf) for st in loop.body), 1, "serial", loop.dim)
+    chunked = (Loop(c, const(0), const(chunks), (rows,), 1, "parallel", loop.dim),)
+    combined = []
+    for out, comb in columns:
+        p = partial[out.tensor]
+        axes = tuple(var(f"o{d}", 0, n) for d, n in enumerate(out.shape))
+        total = Expr(Op.READ, out.dtype, (const(0), *axes), p.tensor)
+        for k in range(1, chunks):
+            there = Expr(Op.READ, out.dtype, (const(k), *axes), p.tensor)
+            total = substitute(comb.result[0], {comb.lhs[0]: total, comb.rhs[0]: there})
+        stmt: tuple = (Store(out, axes, total, counted=False),)
+        for a in reversed(axes):
+            stmt = (Loop(a, const(0), const(a.extent), stmt),)
+        combined.append(Nest(f"{out.name}.combined", stmt, (out,), 0,
+                             f"the {chunks} partial columns of {marked(out.name)} combined"))
+    return chunked, replace(attrs, range=(0, chunks, 1)), tuple(partial[out.tensor] for out, _ in columns), \
+        combined
 
 
 __all__ = ["lower_group"]

@@ -20,6 +20,7 @@ group reads it.  :func:`.loops.work.count_work` counts per member."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tensorad.ir.expr import Expr, Op
@@ -66,13 +67,14 @@ class Group:
     depth: int
     taus: list[tuple[Expr, ...]]  # per unit: its prefix variables (``depth`` of its outer vars)
     strips: bool = False  # sibling strip-form reductions sharing one pass (:mod:`.loops.strip_groups`)
+    columns: int = 0  # the last members that are column sums over the prefix (:func:`column_sum`)
 
     def scalar_reductions(self) -> set[ComputeOp]:
         """Plain reductions (no epilogue) whose value at a prefix point is one element."""
         out = set()
         if self.strips:
             return out  # (each accumulates in its own output buffer)
-        for u, tau in zip(self.units, self.taus):
+        for u, tau in zip(self.units[:len(self.units) - self.columns], self.taus):
             if isinstance(u.plan, ReductionNest):
                 rest = [a for a in u.outer if a not in tau[:self.depth]]
                 if all(a.extent == 1 for a in rest):
@@ -174,6 +176,41 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
     return group.depth, tau
 
 
+def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None:
+    """The reduction variables with which ``unit`` joins ``group`` as a column sum, or ``None``: a
+    reduction by a built-in combiner (sum, product, max, min) into an output with an axis of more than
+    one point, whose reduction axes of more than one point have the extents of the group's prefix, in
+    order, and no more columns than a member has points in a row; it reads a member, only at the row
+    the pass is at, or a tensor a member reads.  The group holds no product and no strips."""
+    op = unit.op
+    if not isinstance(unit.plan, ReductionNest) or not op.is_reduction or op.num_outputs != 1 \
+            or group.strips or not group.depth or any(_product(u) for u in group.units) \
+            or op.attr(GUARD_ATTR) or all(a.extent == 1 for a in op.axes):
+        return None
+    red = op.body[0].arg
+    if red.combiner.arity != 1 or red.combiner.kind == "custom":
+        return None  # (partial columns combine in another grouping: a built-in combiner's)
+    rows = tuple(a for a in red.axes if a.extent > 1)
+    if tuple(a.extent for a in rows) != tuple(v.extent for v in group.taus[0][:group.depth]):
+        return None
+    per_row = max(math.prod(a.extent for a in u.outer + tuple(u.plan.core.op.reduce_axes) if a not in tau)
+                  for u, tau in zip(group.units[:len(group.units) - group.columns], group.taus))
+    if math.prod(a.extent for a in op.axes) > per_row:
+        return None  # (more columns than a member's points in a row: no pass over rows to share)
+    members = _members(group, alias)
+    reads = _reads(unit)
+    if not any(t.op in members for t in reads) and not any(reads & _reads(u) for u in group.units):
+        return None
+    for n in _member_reads(unit, members):  # (a member's value at the row the pass is at)
+        k = members[n.arg.op]
+        if k >= len(group.units) - group.columns:
+            return None
+        p, at = group.units[k], dict(zip(group.units[k].op.axes, n.src))
+        if [simplify_index(substitute(p.tau_of[t], at)) for t in group.taus[k][:group.depth]] != list(rows):
+            return None
+    return rows
+
+
 def _strip_reduction(u: Unit) -> bool:
     """A reduction of its own accumulated in strips of its output (:func:`.loops.schedule.buffer_form`)."""
     return isinstance(u.plan, ReductionNest) and u.plan.strips and bool(u.outer)
@@ -257,7 +294,8 @@ def order_siblings(units: list[Unit], alias: dict | None = None) -> list[Unit]:
 
 def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
     """Consecutive units grouped greedily (aligned, a sibling reduction, :func:`strip_siblings` of every
-    member), a group at most :data:`MAX_MEMBERS` and :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
+    member, a :func:`column_sum`), a group at most :data:`MAX_MEMBERS` and as many column sums, and
+    :data:`.passes.buffers.INLINE_BUDGET` expensive ops."""
     alias = alias or {}
     groups: list[Group] = []
     heavy = 0
@@ -278,7 +316,15 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
             g.depth = chained[0]
             heavy += h
             continue
-        if not _product(u) and g is not None and not _product(g.units[-1]) and g.depth \
+        rows = column_sum(g, u, alias) if g is not None and g.columns < MAX_MEMBERS \
+            and heavy + h <= INLINE_BUDGET else None
+        if rows is not None:
+            g.units.append(u)
+            g.taus.append(rows)
+            g.columns += 1
+            heavy += h
+            continue
+        if not _product(u) and g is not None and not g.columns and not _product(g.units[-1]) and g.depth \
                 and len(g.units) < MAX_MEMBERS and heavy + h <= INLINE_BUDGET \
                 and not any(_strips(v) for v in (*g.units, u)):
             joined = _alignment(g, u, alias) or _sibling(g, u, alias)
@@ -293,8 +339,8 @@ def plan_groups(units: list[Unit], alias: dict | None = None) -> list[Group]:
         groups.append(Group([u], len(tau), [tau]))
         heavy = h
     for g in groups:
-        g.taus = [t[:g.depth] for t in g.taus]
+        g.taus = [t[:g.depth] for t in g.taus]  # (a column sum's: its rows, ``depth`` of them)
     return groups
 
 
-__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings"]
+__all__ = ["Unit", "Group", "make_unit", "plan_groups", "order_siblings", "strip_siblings", "column_sum"]

@@ -93,7 +93,7 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
               buffer_of: Callable[[Tensor], Buffer | None]) -> tuple[tuple, _Speller] | None:
     """``(key, speller)`` of a group (:class:`.loops.nest_groups.Group`) as :func:`.lower._lower_one_group`
     lowers it, or ``None`` when it has none (see the module docstring)."""
-    if g.strips:
+    if g.strips or g.columns:
         return None
     sp = _Speller(buffer_of)
     units = []
@@ -162,8 +162,7 @@ class SharedLowering:
 
 def _finished(step, names: dict[str, str]):
     if isinstance(step, Nest) and (_OPEN in step.name or _OPEN in step.note):
-        return Nest(unmarked(step.name, names), step.body, step.outputs, step.work,
-                    unmarked(step.note, names), step.parallel, step.accumulators, step.attrs)
+        return replace(step, name=unmarked(step.name, names), note=unmarked(step.note, names))
     return step
 
 

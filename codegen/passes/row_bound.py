@@ -17,7 +17,8 @@ batch or sum has the rows as its first axis runs those of them below the count
 A sum over the rows (``sums``) may read the count as the factor of a term (``H[j] * n``, a term that
 reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
 other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
-that reads no row buffer and not the count (a count of the block's rows), the count read elsewhere),
+that reads no row buffer, nor the count, nor a temporary that loops over rows only add to (a fused
+pass's partial columns), the count read elsewhere),
 :class:`RowBoundError` says where."""
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
+    under = {**rows.vars, **rows.guards}  # (a product runs the count)
+    partial = _partial_sums(steps, under, rows)
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows: its count is 1)
-        under = {**rows.vars, **rows.guards}  # (a product runs the count)
         if isinstance(step, Nest) and id(step) in rows.products:
             if any(n.op is Op.READ and n.arg is count.tensor for e in _product_exprs(step.attrs.gemm)
                    for n in walk(e)):
                 raise RowBoundError(f"nest {step.name}: a matrix product reads the count of rows")
-        elif isinstance(step, Nest) and not _sums_under_rows(step.body, summed, under, count.tensor):
+        elif isinstance(step, Nest) and not _sums_under_rows(step.body, summed, under, count.tensor, partial):
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer, "
                                 f"or the count of rows other than as a sum's count")
     bound = data_index(count.tensor(0), extent + 1, "clip")
@@ -183,11 +185,34 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
         raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows {first} rows off")
 
 
-def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor) -> bool:
+def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
+    """The tensors of the temporaries that are no row buffer and that only loops over rows store to,
+    each store adding to the element it stores (a fused pass's partial columns)."""
+    found: dict[int, tuple[Tensor, bool]] = {}
+
+    def visit(stmts: tuple, under: bool) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                visit(s.body, under or s.var in row_vars)
+            elif isinstance(s, If):
+                visit(s.then + s.orelse, under)
+            elif isinstance(s, Store) and s.buffer.kind == "temp":
+                here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
+                adds = under and s.value.op is Op.ADD and here in s.value.src
+                was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
+                found[id(s.buffer)] = (s.buffer.tensor, was and adds)
+    for step in steps:
+        if isinstance(step, Nest):
+            visit(step.body, False)
+    return {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
+
+
+def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor,
+                     partial: set[Tensor] = frozenset()) -> bool:
     """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
-    or stores a value that each of its terms takes from accumulators only such loops add to, or from the
-    ``count`` of rows as a factor (a constant, an initial value, aside), and the count is read nowhere
-    else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count factored out at the
+    or stores a value that each of its terms takes from accumulators only such loops add to, from
+    ``partial`` sums (:func:`_partial_sums`), or from the ``count`` of rows as a factor (a constant, an
+    initial value, aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count factored out at the
     block's rows) counts the block's rows, not the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
@@ -203,6 +228,8 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
     counts = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg is count}
+    inside |= {n for s, _ in flagged if isinstance(s, Store) for n in walk(s.value)
+               if n.op is Op.READ and n.arg in partial}
     for s, under in flagged:
         if isinstance(s, Store) and id(s.buffer) in summed and not under and s.value.op is not Op.CONST:
             accs = {n for n in walk(s.value) if n in inside or n in outside}
