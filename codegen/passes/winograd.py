@@ -18,15 +18,26 @@ reads no row axis.  The sum becomes short transforms around one product per tran
 * ``O[xi, cols..., rows..., tiles..., x] = (M A)[xi, x % m]`` (each tile's outputs side by side), and the
   sum itself ``sum_xi A^T[y % m, xi] O[xi, ...]``.
 
-Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2``: 2.25 times fewer
-for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices the tiles of :data:`CHOSEN` and the
+A sum whose taps are output axes (a weight gradient, :func:`match_taps`)::
+
+    Y[cols..., c..., r, q] = sum_{rows..., y, x} A(rows..., cols..., y, x) * B(rows..., c..., y + r, x + q)
+
+takes the transpose (:func:`rewrite_taps`): the same data transform, the head's tiles of ``m^2`` points by
+``A``, one product per transform point over the tiles, and ``G^T M G``.
+
+Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2``: 2.25 times
+fewer for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices the tiles offered and the
 direct sum in multiply-adds (:func:`macs`: each transformed value :data:`TRANSFORM_MAC` of them, measured on
 AVX-512 and AVX2) and rewrites where the tile costs at most :data:`PAYS` of the direct sum and there are
-:data:`MIN_TILES` tiles: F(2x2, 3x3) with about 100 channels in and out.  F(4x4, 3x3) (``winograd=4``) pays
-from about 40 channels, but its float32 error, about ten times the direct sum's, flips ReLU masks at
-pre-activations near zero, which moved the ``layers`` suite's conv + ReLU input gradient 3e-2 away from
-float64 (its check: 1e-3); so the cost model never picks it.  Float sums only;
-``fastmath=False`` keeps the direct sum (the transforms add in another order)."""
+:data:`MIN_TILES` tiles: F(4x4, 3x3) from about 40 channels in and out, F(2x2, 3x3) from about 100.
+F(4x4, 3x3)'s float32 error is about four times the direct sum's (3e-6 of the largest output at 64
+channels), within every tolerance of a value, but it moves values across kinks: a ReLU mask that the
+backward takes of a pre-activation near zero flips, and the gradient moves by a whole term.  So F(4x4, 3x3)
+is offered only for a sum whose value reaches no kink of the program (:func:`kinked`: a comparison, a
+``max``/``min``/``abs``, a max or min reduction, a cast or an index read from data, whose operand
+depends on it): the data gradients of a network of ReLUs, not its forward; F(2x2, 3x3), whose error is the
+direct sum's, everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms add in
+another order)."""
 
 from __future__ import annotations
 
@@ -43,19 +54,22 @@ from tensorad.poly.linear import from_linear, is_index, to_linear, var_coefficie
 
 F = Fraction
 # (B^T, G, A^T) of F(m, 3) for the tile sizes offered (Lavin and Gray, 2016): points 0, +-1 and infinity, and
-# +-1/2 for m = 4
+# 2 and -1/2 for m = 4 (Barabasz et al., 2020: a third of the float32 error of +-1/2 or +-2), each row of B^T
+# scaled to a largest entry of 1 and G's row by the inverse
 TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
     2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
         ((1, 0, 0), (F(1, 2), F(1, 2), F(1, 2)), (F(1, 2), F(-1, 2), F(1, 2)), (0, 0, 1)),
         ((1, 1, 1, 0), (0, 1, -1, -1))),
-    4: (((1, 0, -5, 0, 4, 0), (0, -1, -1, 4, 4, 0), (0, 1, -1, -4, 4, 0), (0, 1, 2, -1, -2, 0),
-         (0, -1, 2, 1, -2, 0), (0, 1, 0, -5, 0, 4)),
-        ((1, 0, 0), (F(1, 6), F(1, 6), F(1, 6)), (F(1, 6), F(-1, 6), F(1, 6)), (F(4, 3), F(2, 3), F(1, 3)),
-         (F(4, 3), F(-2, 3), F(1, 3)), (0, 0, F(1, 4))),
-        ((1, 1, 1, 1, 1, 0), (0, 1, -1, F(1, 2), F(-1, 2), 0), (0, 1, 1, F(1, 4), F(1, 4), 0),
-         (0, 1, -1, F(1, 8), F(-1, 8), 1))),
+    4: (((F(1, 2), F(3, 4), -1, F(-3, 4), F(1, 2), 0), (0, F(2, 5), 1, F(1, 5), F(-2, 5), 0),
+         (0, F(2, 5), F(1, 5), -1, F(2, 5), 0), (0, F(-1, 2), -1, F(1, 2), 1, 0),
+         (0, -1, F(1, 2), 1, F(-1, 2), 0), (0, F(1, 2), F(3, 4), -1, F(-3, 4), F(1, 2))),
+        ((2, 0, 0), (F(5, 6), F(5, 6), F(5, 6)), (F(5, 6), F(-5, 6), F(5, 6)), (F(1, 15), F(2, 15), F(4, 15)),
+         (F(32, 15), F(-16, 15), F(8, 15)), (0, 0, 2)),
+        ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, F(-1, 2), 0), (0, 1, 1, 4, F(1, 4), 0),
+         (0, 1, -1, 8, F(-1, 8), 1))),
 }
-CHOSEN = (2,)  # the tiles the cost model picks from (F(4x4, 3x3) only when asked: see the module docstring)
+CHOSEN = (2, 4)  # the tiles the cost model picks from (F(4x4, 3x3) where no kink follows: module docstring)
+SMOOTH = (2,)  # the tiles offered for a sum whose value reaches a kink
 MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
 PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
 TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs (measured, AVX-512 and AVX2 alike)
@@ -81,6 +95,7 @@ class Conv:
     cols: tuple[Expr, ...]
     channels: tuple[Expr, ...]
     sum: Expr  # the sum itself: its dtype and combiner
+    taps_out: bool = False  # the windows' taps are output axes (a weight gradient: :func:`match_taps`)
 
 
 def _normalized(e: Expr) -> Expr:
@@ -119,15 +134,22 @@ def _step(data: Expr, out: Expr, red: Expr) -> int | None:
     return a
 
 
-def match(op: ComputeOp, body: Expr) -> Conv | None:
-    """The 3x3 sum ``body`` (``op``'s inlined body) spells, else ``None``."""
+def _factors(op: ComputeOp, body: Expr) -> list[Expr] | None:
+    """The factors of ``body``'s term where it is a float sum of products of reads and arithmetic."""
     if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
             or not is_float(body.dtype) or op.num_outputs != 1:
         return None
     if any(n.op in (Op.REDUCE, Op.DATA_INDEX) for n in walk(body.src[1]) if n is not body):
         return None
+    return chain(body.src[1], Op.MUL)
+
+
+def match(op: ComputeOp, body: Expr) -> Conv | None:
+    """The 3x3 sum ``body`` (``op``'s inlined body) spells, else ``None``."""
+    factors = _factors(op, body)
+    if factors is None:
+        return None
     red, outs = body.arg.axes, op.axes
-    factors = chain(body.src[1], Op.MUL)
     if body.src[0] is not TRUE:  # a condition on the data's points (padding after differentiation) guards it
         first = next((k for k, f in enumerate(factors) if set(free_vars(f)) & set(outs)), None)
         if first is None:
@@ -162,6 +184,50 @@ def match(op: ComputeOp, body: Expr) -> Conv | None:
     return Conv(data, kernel, (windows[0], windows[1]), rows, cols, channels, body)
 
 
+def match_taps(op: ComputeOp, body: Expr) -> Conv | None:
+    """The 3x3 sum ``body`` spells whose taps are output axes (a convolution's weight gradient), else
+    ``None``::
+
+        Y[cols..., channels..., r, q] = sum_{rows..., y, x} A(rows..., cols..., y, x)
+                                                              * B(rows..., channels..., y + r, x + q)
+
+    (or ``y + d r``, ``d`` > 0 a dilation), where ``A`` (the head) reads no tap and ``B`` (the data, the
+    sum's condition on it) reads ``y`` and ``r`` only through ``y + d r``.  The :class:`Conv` has
+    ``taps_out``, ``kernel`` is ``A``, and each window's ``out`` is the summed axis, its ``red`` the tap."""
+    factors = _factors(op, body)
+    if factors is None:
+        return None
+    red, outs = body.arg.axes, op.axes
+    windows: list[Window] = []
+    for r in (r for r in outs if r.hi - r.lo == 3):
+        for y in (y for y in red if y not in (w.out for w in windows)):
+            steps = {_step(f, y, r) for f in factors if r in free_vars(f)}
+            if len(steps) == 1 and (steps & set(range(1, y.hi - y.lo + 1))):
+                windows.append(Window(y, r, steps.pop()))
+                break
+    if len(windows) != 2:
+        return None
+    taps = {w.red for w in windows}
+    data_f = [f for f in factors if set(free_vars(f)) & taps]
+    head_f = [f for f in factors if f not in data_f]
+    if not head_f:
+        return None
+    if body.src[0] is not TRUE:
+        data_f[0] = choice(Op.IF_THEN_ELSE, body.src[0], data_f[0], const(0.0, data_f[0].dtype))
+    data, head = math.prod(data_f[1:], start=data_f[0]), math.prod(head_f[1:], start=head_f[0])
+    dvars, hvars = set(free_vars(data)), set(free_vars(head))
+    spatial = {w.out for w in windows} | taps
+    rows = tuple(r for r in red if r not in spatial)
+    channels = tuple(a for a in outs if a in dvars and a not in spatial)
+    cols = tuple(a for a in outs if a in hvars and a not in spatial)
+    if not channels or not cols or set(channels) & hvars or set(cols) & dvars \
+            or len(channels) + len(cols) + 2 != len(outs):
+        return None
+    if any(_step(data, w.out, w.red) != w.step for w in windows):
+        return None
+    return Conv(data, head, (windows[0], windows[1]), rows, cols, channels, body, taps_out=True)
+
+
 def _tiles(w: Window, m: int) -> tuple[int, int]:
     """``(tiles, residues)`` along ``w``: outputs ``lo + d m t + d i + p`` for ``i < m``, ``p < d``."""
     d = abs(w.step)
@@ -183,12 +249,44 @@ def macs(conv: Conv, m: int | None) -> float:
     return points * c * k + TRANSFORM_MAC * points * (c + k)
 
 
-def choose_tile(conv: Conv) -> int | None:
-    """The tile of :data:`CHOSEN` that costs least, where it pays (module docstring), else ``None``."""
-    best = min(CHOSEN, key=lambda m: macs(conv, m))
+def choose_tile(conv: Conv, tiles: tuple[int, ...] = CHOSEN) -> int | None:
+    """The tile of ``tiles`` that costs least, where it pays (module docstring), else ``None``."""
+    best = min(tiles, key=lambda m: macs(conv, m))
     if tile_count(conv, best) < MIN_TILES:
         return None
     return best if macs(conv, best) <= PAYS * macs(conv, None) else None
+
+
+KINKS = COMPARISONS | {Op.MAXIMUM, Op.MINIMUM, Op.ABS, Op.CAST, Op.DATA_INDEX}
+
+
+def _is_kink(n: Expr) -> bool:
+    if n.op is Op.REDUCE:
+        return n.arg.combiner.kind != "sum"
+    return n.op in KINKS and (n.op is not Op.CAST or not is_float(n.dtype))
+
+
+def kinked(ops: list[ComputeOp], bodies: dict) -> set[ComputeOp]:
+    """The ops of ``ops`` whose values reach a kink (module docstring) through the program's reads."""
+    reads: dict[ComputeOp, set[ComputeOp]] = {}  # op -> the ops whose values it reads
+    kinks: set[ComputeOp] = set()
+    for op in ops:
+        reads[op] = set()
+        for body in bodies[op]:
+            for n in walk(body):
+                if n.op is Op.READ and isinstance(n.tensor.op, ComputeOp):
+                    reads[op].add(n.tensor.op)
+                elif _is_kink(n):
+                    kinks.update(r.tensor.op for r in walk(n) if r.op is Op.READ)
+    out, grew = set(kinks), True
+    while grew:
+        grew = False
+        for op, read in reads.items():
+            if op in out:
+                new = read - out
+                grew |= bool(new)
+                out |= new
+    return out & reads.keys()
 
 
 def _combination(coefs: tuple, terms: list[Expr], dtype: str) -> Expr:
@@ -238,18 +336,13 @@ class _Builder:
         return self.add(name, axes, body)
 
 
-def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
-    """``(the new ops, op's new body)`` computing ``op``'s sum by F(m, 3) (module docstring); every
-    transform of the data and the output is a tree of constant combinations over an outer axis or over the
-    last axis's digits, the kernel's a short sum against a constant matrix."""
-    bt, g, at = TRANSFORMS[m]
-    a = m + 2
-    bld = _Builder(op, conv)
-    dt = bld.dt
+def _data_transform(bld: _Builder, conv: Conv, m: int) -> tuple[Tensor, tuple[Expr, ...]]:
+    """``(V, its tile axes)``: ``V[xi, nu, ch..., rows..., ty, py, px, tx] = (B^T d B)[xi, nu]`` over the
+    data's tiles of ``(m + 2)^2`` points (module docstring)."""
+    bt, a, dt = TRANSFORMS[m][0], m + 2, bld.dt
     wy, wx = conv.windows
     dy, dx = abs(wy.step), abs(wx.step)
     (ty_n, py_n), (tx_n, px_n) = _tiles(wy, m), _tiles(wx, m)
-    g_t, a_t = bld.table("g", g), bld.table("at", at)
 
     def c(v: int) -> Expr:
         return const(v, dt)
@@ -294,6 +387,23 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     vk = [v1[(nu,) + rows + ch + (py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
     v_t = bld.add("v", (xi, nu) + ch + rows + tiles,
                   _tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
+    return v_t, tiles
+
+
+def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
+    """``(the new ops, op's new body)`` computing ``op``'s sum by F(m, 3) (module docstring); every
+    transform of the data and the output is a tree of constant combinations over an outer axis or over the
+    last axis's digits, the kernel's a short sum against a constant matrix."""
+    _, g, at = TRANSFORMS[m]
+    a = m + 2
+    bld = _Builder(op, conv)
+    dt = bld.dt
+    wy, wx = conv.windows
+    g_t, a_t = bld.table("g", g), bld.table("at", at)
+    v_t, tiles = _data_transform(bld, conv, m)
+
+    def c(v: int) -> Expr:
+        return const(v, dt)
 
     # U1[xi, cols, ch, q] = sum_r G[xi, r] W(r, q), U[xi, nu, cols, ch] = sum_q G[nu, q] U1[xi, ..., q]
     def kernel_at(cols: tuple, ch: tuple, r: Expr, q: Expr) -> Expr:  # (flipped where the step is negative)
@@ -301,7 +411,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
         at_q = c(wx.red.lo) + (q if wx.step > 0 else c(2) - q)
         return substitute(conv.kernel, dict(zip(conv.channels, ch)) | dict(zip(conv.cols, cols))
                           | {wy.red: at_r, wx.red: at_q})
-    cols, ch, q = copies(conv.cols), copies(conv.channels), var("q", 0, 3, dt)
+    xi, cols, ch, q = var("xi", 0, a, dt), copies(conv.cols), copies(conv.channels), var("q", 0, 3, dt)
     u1 = bld.sum("u1", (xi,) + cols + ch + (q,), 3, lambda k: g_t[xi, k] * kernel_at(cols, ch, k, q))
     xi, nu, cols, ch = var("xi", 0, a, dt), var("nu", 0, a, dt), copies(conv.cols), copies(conv.channels)
     u_t = bld.sum("u", (xi, nu) + cols + ch, 3, lambda k: g_t[nu, k] * u1[(xi,) + cols + ch + (k,)])
@@ -318,7 +428,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     # columns, each tile's m outputs side by side (xq = m tx + j), so that Y reads them in order
     xi, rows, cols = var("xi", 0, a, dt), copies(conv.rows), copies(conv.cols)
     ty, py, px = copies(tiles[:3])
-    xq = var("xq", 0, m * tx_n, dt)
+    xq = var("xq", 0, m * _tiles(wx, m)[0], dt)
     mq = [m_t[(xi, c(k)) + cols + rows + (ty, py, px, xq // c(m))] for k in range(a)]
     o_t = bld.add("o", (xi,) + cols + rows + (ty, py, px, xq),
                   _tree(xq % c(m), [_combination(row, mq, bld.fdt) for row in at]))
@@ -334,7 +444,74 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     s = var("xi", 0, a, dt)
     term = a_t[iy, s] * o_t[(s,) + conv.cols + conv.rows + (ty_, py_, px_, xq_)]
     body = Expr(Op.REDUCE, bld.fdt, (TRUE, term), ReduceArg(conv.sum.arg.combiner, (s,), 0))
-    return [t.op for t in (g_t, a_t, d_t, v1, v_t, u1, u_t, m_t, o_t)], body
+    return list(bld.made), body
+
+
+def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
+    """``(the new ops, op's new body)`` computing a sum of :func:`match_taps` by the transpose of F(m, 3): for
+    each tile, ``sum_i g_i d_{i + r} = sum_xi G[xi, r] (A g)_xi (B^T d)_xi``, so
+
+        Y[cols, ch, r, q] = sum_{xi, nu} G[xi, r] G[nu, q] M[xi, nu, cols, ch]
+        M[xi, nu, cols, ch] = sum_{rows, tiles} (A^T^T g A^T)[xi, nu] (B^T d B)[xi, nu]
+
+    over the head's tiles ``g`` of ``m^2`` points (zero past its last) and the data's of ``(m + 2)^2`` (at a
+    dilation ``d``, a tile's points ``d`` apart, one set of tiles per residue)."""
+    _, g, at = TRANSFORMS[m]
+    a = m + 2
+    bld = _Builder(op, conv)
+    dt, fdt = bld.dt, bld.fdt
+    wy, wx = conv.windows
+    (ty_n, py_n), (tx_n, px_n) = _tiles(wy, m), _tiles(wx, m)
+    dy, dx, ny, nx = wy.step, wx.step, wy.out.hi - wy.out.lo, wx.out.hi - wx.out.lo
+    g_t = bld.table("g", g)
+    v_t, _ = _data_transform(bld, conv, m)
+    a_rows = [tuple(at[i][j] for i in range(m)) for j in range(a)]  # A, the transpose of A^T
+
+    def c(v: int) -> Expr:
+        return const(v, dt)
+
+    # H1[nu, rows, cols, y, px, tx] = sum_j A[nu, j] g(..., y, px + dx (m tx + j)): the head's columns, zero
+    # past its last
+    nu, y = var("nu", 0, a, dt), var("y", 0, dy * m * ty_n, dt)
+    px, tx = var("px", 0, px_n, dt), var("tx", 0, tx_n, dt)
+    rows, cols = copies(conv.rows), copies(conv.cols)
+
+    def head_at(j: int) -> Expr:
+        col = px + c(dx) * (c(m) * tx + c(j))
+        value = substitute(conv.kernel, dict(zip(conv.rows, rows)) | dict(zip(conv.cols, cols))
+                           | {wy.out: c(wy.out.lo) + y, wx.out: c(wx.out.lo) + col})
+        guards = [y < c(ny)] if y.hi > ny else []
+        guards += [col < c(nx)] if px_n - 1 + dx * (m * tx_n - 1) >= nx else []
+        if not guards:
+            return value
+        guard = guards[0] if len(guards) == 1 else guards[0] & guards[1]
+        return choice(Op.IF_THEN_ELSE, guard, value, const(0.0, value.dtype))
+    h1 = bld.add("h1", (nu,) + rows + cols + (y, px, tx),
+                 _tree(nu, [_combination(row, [head_at(j) for j in range(m)], fdt) for row in a_rows]))
+
+    # H[xi, nu, cols, rows, ty, py, px, tx] = sum_i A[xi, i] H1[nu, ..., py + dy (m ty + i), px, tx]: the rows
+    xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
+    tiles = (var("ty", 0, ty_n, dt), var("py", 0, py_n, dt), var("px", 0, px_n, dt), var("tx", 0, tx_n, dt))
+    rows, cols, (ty, py, px, tx) = copies(conv.rows), copies(conv.cols), tiles
+    hk = [h1[(nu,) + rows + cols + (py + c(dy) * (c(m) * ty + c(i)), px, tx)] for i in range(m)]
+    h_t = bld.add("h", (xi, nu) + cols + rows + tiles,
+                  _tree(xi, [_combination(row, hk, fdt) for row in a_rows]))
+
+    # M[xi, nu, cols, ch] = sum_{rows, tiles} H V: one product per transform point, over the tiles
+    xi, nu, tiles = var("xi", 0, a, dt), var("nu", 0, a, dt), copies(tiles)
+    rows, cols, ch = copies(conv.rows), copies(conv.cols), copies(conv.channels)
+    prod = h_t[(xi, nu) + cols + rows + tiles] * v_t[(xi, nu) + ch + rows + tiles]
+    m_t = bld.add("m", (xi, nu) + cols + ch,
+                  Expr(Op.REDUCE, fdt, (TRUE, prod), ReduceArg(conv.sum.arg.combiner, rows + tiles, 0)))
+
+    # T[xi, q, cols, ch] = sum_nu G[nu, q] M[xi, nu, cols, ch]; Y[cols, ch, r, q] = sum_xi G[xi, r] T[xi, q]
+    g_cols = [tuple(g[k][j] for k in range(a)) for j in range(3)]  # G^T
+    xi, q, cols, ch = var("xi", 0, a, dt), var("q", 0, 3, dt), copies(conv.cols), copies(conv.channels)
+    mk = [m_t[(xi, c(k)) + cols + ch] for k in range(a)]
+    t_t = bld.add("t", (xi, q) + cols + ch, _tree(q, [_combination(row, mk, fdt) for row in g_cols]))
+    s_, (r, q) = var("xi", 0, a, dt), (w.red - c(w.red.lo) if w.red.lo else w.red for w in conv.windows)
+    term = g_t[s_, r] * t_t[(s_, q) + conv.cols + conv.channels]
+    return list(bld.made), Expr(Op.REDUCE, fdt, (TRUE, term), ReduceArg(conv.sum.arg.combiner, (s_,), 0))
 
 
 def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
@@ -345,11 +522,17 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     if tile == 0:
         return ops
     out: list[ComputeOp] = []
+    reach: set[ComputeOp] | None = None  # the ops whose values reach a kink (computed at the first match)
     for op in ops:
-        conv = match(op, bodies[op][0]) if len(bodies[op]) == 1 else None
-        m = None if conv is None else tile or choose_tile(conv)
+        conv = (match(op, bodies[op][0]) or match_taps(op, bodies[op][0])) if len(bodies[op]) == 1 else None
+        m = None
+        if conv is not None and tile:
+            m = tile
+        elif conv is not None:
+            reach = kinked(ops, bodies) if reach is None else reach
+            m = choose_tile(conv, SMOOTH if op in reach else CHOSEN)
         if m is not None:
-            made, body = rewrite(op, conv, m)
+            made, body = (rewrite_taps if conv.taps_out else rewrite)(op, conv, m)
             if all(check(o, o.body) for o in made) and check(op, (body,)):
                 out.extend(made)
                 bodies.update((o, o.body) for o in made)
@@ -358,5 +541,6 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     return out
 
 
-__all__ = ["CHOSEN", "MIN_TILES", "PAYS", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window", "choose_tile",
-           "macs", "match", "rewrite", "tile_count", "winograd"]
+__all__ = ["CHOSEN", "KINKS", "MIN_TILES", "PAYS", "SMOOTH", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window",
+           "choose_tile", "kinked", "macs", "match", "match_taps", "rewrite", "rewrite_taps", "tile_count",
+           "winograd"]

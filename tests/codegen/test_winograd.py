@@ -4,8 +4,12 @@
   and dilation, at 1 and 2 threads, on the host and on ``-mcpu=haswell``: the forward, a convolution the
   user writes with ``ta.compute`` (padding by ``if_then_else``, a flipped kernel), and the data gradient
   after differentiation (whose padding is the sum's condition);
-* the cost model rewrites by F(2x2, 3x3) where the products per transform point are long enough (128
-  channels) and not where they are not (64 channels or fewer, a few tiles), on pinned targets and caches;
+* the cost model rewrites by F(4x4, 3x3) where it pays and the sum's value reaches no kink (a bare
+  convolution, the data gradient of a conv + ReLU), by F(2x2, 3x3) where a ReLU follows (128 channels), and
+  not at all where neither pays (a ReLU after 64 channels, a few tiles), on pinned targets and caches;
+* F(4x4, 3x3)'s float32 error against a float64 oracle stays within a few times the direct sum's;
+* the weight gradient (the taps are the output's axes) by the transpose of F(m, 3), forced and chosen, at
+  odd sizes, with padding, channels not a multiple of the vector width, 1 and 2 threads, bounds checked;
 * ``fastmath=False`` and ``winograd=0`` keep the direct sum.
 
 Oracles: float64 NumPy convolutions written here, window by window.
@@ -17,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from tensorad.codegen.passes.winograd import choose_tile, match
+from tensorad.codegen.passes.winograd import SMOOTH, choose_tile, kinked, match, match_taps
 from tensorad.codegen.target import parse_target
 
 import tensorad as ta
@@ -48,6 +52,17 @@ def input_grad(h: np.ndarray, w: np.ndarray, x_shape: tuple, p: int, d: int) -> 
         for q in range(3):
             dxp[:, :, r * d:r * d + oh, q * d:q * d + ow] += np.einsum("nfyx,fc->ncyx", h, w[:, :, r, q])
     return dxp[:, :, p:p + hh, p:p + ww]
+
+
+def weight_grad(x: np.ndarray, h: np.ndarray, p: int, d: int) -> np.ndarray:
+    """dW of :func:`conv` for the head ``h``: ``sum_{n, y, x} H[n, f, y, x] Xp[n, c, y + d r, x + d q]``."""
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = h.shape[2:]
+    out = np.zeros((h.shape[1], x.shape[1], 3, 3))
+    for r in range(3):
+        for q in range(3):
+            out[:, :, r, q] = np.einsum("nfyx,ncyx->fc", h, xp[:, :, r * d:r * d + oh, q * d:q * d + ow])
+    return out
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> None:
@@ -123,29 +138,125 @@ def _conv(n: int, c: int, f: int, h: int, w: int):
     return ta.topi.nn.conv2d(X, W, padding=1), X, W
 
 
+def _relu(Y):
+    return ta.compute(Y.shape, lambda *i: ta.maximum(Y[i], 0.0), "relu")
+
+
 @pytest.mark.parametrize("isa", sorted(PINNED))
 def test_chosen_where_it_pays(isa):
-    # 128 channels (the conv 3x3 + bias + ReLU layer at batch 32, 28x28): F(2x2, 3x3) multiplies 2.25 times
-    # less, and its products per transform point have 128 x 128 x 6272 multiply-adds.
+    # 128 channels (the conv 3x3 + bias + ReLU layer at batch 32, 28x28): F(4x4, 3x3) multiplies 4 times less
+    # where nothing compares the sum's value; under a ReLU F(2x2, 3x3), 2.25 times less, with the direct
+    # sum's error.
     target = PINNED[isa]()
     Y, X, W = _conv(32, 128, 128, 28, 28)
-    assert choose_tile(match(Y.op, Y.op.body[0])) == 2
-    chosen = ta.lower([Y], [X, W], target=target)
-    assert chosen.work == ta.lower([Y], [X, W], target=target, winograd=2).work
-    assert chosen.work < 0.6 * ta.lower([Y], [X, W], target=target, winograd=0).work
+    assert choose_tile(match(Y.op, Y.op.body[0])) == 4
+    assert choose_tile(match(Y.op, Y.op.body[0]), SMOOTH) == 2
+    direct = ta.lower([Y], [X, W], target=target, winograd=0).work
+    assert ta.lower([Y], [X, W], target=target).work == ta.lower([Y], [X, W], target=target, winograd=4).work
+    assert ta.lower([Y], [X, W], target=target).work < 0.4 * direct
+    R = _relu(Y)
+    assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=2).work
 
 
 @pytest.mark.parametrize("isa", sorted(PINNED))
 @pytest.mark.parametrize("shape", [(16, 64, 64, 16, 16), (8, 16, 16, 28, 28), (2, 128, 128, 7, 9),
                                    (8, 3, 64, 32, 32)])
 def test_not_chosen_where_it_does_not_pay(isa, shape):
-    # 64 channels or fewer: F(2x2, 3x3)'s transforms cost more than the multiplications they save (and
-    # F(4x4, 3x3), which would pay at 64, is left to the user: its float32 error flips ReLU masks); few
-    # tiles (2 images of 7x9: 40 tiles of 2x2) leave the products per transform point too short.
+    # Under a ReLU, 64 channels or fewer: F(2x2, 3x3)'s transforms cost more than the multiplications they
+    # save; few tiles (2 images of 7x9: 40 tiles of 2x2) leave the products per transform point too short.
     target = PINNED[isa]()
     Y, X, W = _conv(*shape)
-    assert choose_tile(match(Y.op, Y.op.body[0])) is None
-    assert ta.lower([Y], [X, W], target=target).work == ta.lower([Y], [X, W], target=target, winograd=0).work
+    assert choose_tile(match(Y.op, Y.op.body[0]), SMOOTH) is None
+    R = _relu(Y)
+    assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=0).work
+
+
+@pytest.mark.parametrize("isa", sorted(PINNED))
+def test_large_tile_only_where_no_kink_follows(isa):
+    """F(4x4, 3x3) was chosen by cost alone for a convolution under a ReLU: its float32 error moves
+    pre-activations near zero across the kink, and the mask the backward takes of them flips, moving the
+    input gradient by whole terms (3e-2 of its largest value at batch 8, 64 channels, 56x56).  The forward of
+    a conv + ReLU keeps the direct sum at 64 channels; its data gradient, whose value meets no kink (the mask
+    reads the saved pre-activation), takes F(4x4, 3x3)."""
+    target = PINNED[isa]()
+    Y, X, W = _conv(16, 64, 64, 16, 16)
+    R = _relu(Y)
+    assert kinked([Y.op, R.op], {Y.op: Y.op.body, R.op: R.op.body}) == {Y.op}
+    assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=0).work
+    H, P = ta.placeholder(R.shape, "float32", "H"), ta.placeholder(R.shape, "float32", "P")
+    masked = ta.compute(H.shape, lambda *i: ta.if_then_else(P[i] > 0, H[i], 0.0), "masked")
+    dX, = ta.gradient(Y, [X], head=masked)  # (the backward of ta.function: the mask of a saved value)
+    chosen = ta.lower([dX], [W, H, P], target=target)
+    assert chosen.work == ta.lower([dX], [W, H, P], target=target, winograd=4).work
+    assert chosen.work < 0.6 * ta.lower([dX], [W, H, P], target=target, winograd=0).work
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_chosen_data_gradient_values(rng, target):
+    # The data gradient of a conv + ReLU (the mask of a saved pre-activation, as ta.function's backward reads
+    # it) by the tile the cost model picks, at odd sizes, channels that are not a multiple of the vector
+    # width, 1 and 2 threads, with bounds checks.
+    n, c, f, h, w = 6, 67, 61, 13, 11
+    Y, X, W = _conv(n, c, f, h, w)
+    H, P = ta.placeholder(Y.shape, "float32", "H"), ta.placeholder(Y.shape, "float32", "P")
+    masked = ta.compute(H.shape, lambda *i: ta.if_then_else(P[i] > 0, H[i], 0.0), "masked")
+    dX, = ta.gradient(Y, [X], head=masked)
+    kernel = ta.build([dX], [W, H, P], target=target, checked=True)
+    assert kernel.work == ta.lower([dX], [W, H, P], target=target, winograd=4).work
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
+    pre = rng.uniform(-1, 1, P.shape).astype(np.float32)
+    want = input_grad(hh.astype(np.float64) * (pre > 0), wt.astype(np.float64), X.shape, 1, 1)
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(wt, hh, pre), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m", [2, 4, None])
+@pytest.mark.parametrize("shape,p,d", [((2, 5, 7, 9, 11), 1, 1), ((3, 6, 4, 8, 8), 0, 1),
+                                       ((2, 5, 6, 11, 9), 2, 2), ((6, 67, 61, 13, 11), 1, 1)])
+def test_weight_gradient_values(rng, target, m, shape, p, d):
+    # The weight gradient sums over the images and the window's positions with the taps as output axes: by
+    # the transpose of F(m, 3), the head's tiles zero past its last row and column (at a dilation, a set of
+    # tiles per residue).  (None: the cost model's
+    # tile; F(4x4, 3x3) at 67 x 61 channels, the direct sum at the small shapes.)
+    n, c, f, h, w = shape
+    X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
+    Y = ta.topi.nn.conv2d(X, W, padding=p, dilation=d)
+    H = ta.placeholder(Y.shape, "float32", "H")
+    dW, = ta.gradient(Y, [W], head=H)
+    kernel = ta.build([dW], [X, H], target=target, winograd=m, checked=True)
+    rewritten = _temporaries(kernel.lowered) > _temporaries(ta.lower([dW], [X, H], target=target, winograd=0))
+    assert rewritten == (m is not None or c > 64)
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
+    want = weight_grad(x.astype(np.float64), hh.astype(np.float64), p, d)
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(x, hh), want)
+
+
+def test_weight_gradient_match():
+    # The taps must be output axes that the data reads beside a summed axis (y + d r); the head reads none.
+    X, W = ta.placeholder((2, 8, 9, 9), "float32", "X"), ta.placeholder((8, 8, 3, 3), "float32", "W")
+    for kw, want in (({"padding": 1}, True), ({"padding": 1, "dilation": 2}, True), ({"strides": 2}, False)):
+        Y = ta.topi.nn.conv2d(X, W, **kw)
+        dW, = ta.gradient(Y, [W], head=ta.placeholder(Y.shape, "float32", "H"))
+        assert (match_taps(dW.op, dW.op.body[0]) is not None) == want, kw
+
+
+def test_large_tile_error(rng):
+    """F(4x4, 3x3) at points 0, +-1, +-1/2 had 8 times the direct sum's float32 error; at 0, +-1, 2, -1/2
+    with B^T's rows scaled to 1 it has under 4 times (float64 oracle, 64 channels in and out)."""
+    Y, X, W = _conv(4, 64, 64, 16, 16)
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    want = conv(x.astype(np.float64), wt.astype(np.float64), 1, 1)
+
+    def error(tile: int) -> float:
+        return float(np.abs(ta.build([Y], [X, W], winograd=tile)(x, wt) - want).max() / np.abs(want).max())
+    assert error(4) < 5 * max(error(0), 1e-7)
 
 
 def test_exact_order_keeps_the_direct_sum():
