@@ -84,8 +84,9 @@ def _avg_pool_work(s, grads):
 
 def _max_pool_work(s, grads):
     n, c, h, w = s["X"]
-    # the winner of each window (N*C*OH*OW*4), then each X element takes H where it won
-    return n * c * (h // 2) * (w // 2) * 4 + n * c * (h // 2 * 2) * (w // 2 * 2)
+    # the winner of each window and its count of ties (N*C*OH*OW*4 each), then each X element of a
+    # window takes H / count where it ties the winner (N*C*OH*OW*4, every window tied in the worst case)
+    return 3 * n * c * (h // 2) * (w // 2) * 4
 
 
 def _softmax_homebrew_work(s, grads):
