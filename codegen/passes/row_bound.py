@@ -212,8 +212,9 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
     or stores a value that each of its terms takes from accumulators only such loops add to, from
     ``partial`` sums (:func:`_partial_sums`), or from the ``count`` of rows as a factor (a constant, an
-    initial value, aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its count factored out at the
-    block's rows) counts the block's rows, not the call's."""
+    initial value, aside), and the count is read nowhere else: a term without one (``H * 8`` of
+    ``sum_i H * (X[i] + 1)``, its count factored out at the block's rows) counts the block's rows, not
+    the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
     def visit(stmts: tuple, under: bool) -> None:
