@@ -235,7 +235,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
     temps: tuple[Buffer, ...] = ()
     if columns:
         if parallel and body[0].step == 1:
-            body, attrs, temps, combined = _partial_columns(body[0], attrs, columns)
+            body, attrs, temps, combined = _partial_columns(body[0], attrs, columns, target.line)
         else:
             body, attrs, combined = _serial_loops(body), replace(attrs, range=None), []
             fills.extend(Fill(out, comb.identity[0]) for out, comb in columns)
@@ -293,17 +293,20 @@ def _serial_loops(body: tuple) -> tuple:
     return tuple(replace(st, kind="serial") if isinstance(st, Loop) else st for st in body)
 
 
-def _partial_columns(loop: Loop, attrs: NestAttrs, columns: list) -> tuple:
+def _partial_columns(loop: Loop, attrs: NestAttrs, columns: list, line: int) -> tuple:
     """The parallel ``loop`` cut into at most :data:`PARTIAL_CHUNKS` chunks of consecutive rows, each
-    accumulating its column sums in a row of partial columns of its own, and the nests that combine
-    the partial columns into the outputs (bookkeeping: the terms are the work)."""
+    accumulating its column sums in a row of partial columns of its own (its last axis padded to whole
+    cache ``line``s, so that no two chunks store to one line), and the nests that combine the partial
+    columns into the outputs (bookkeeping: the terms are the work)."""
     trips = int(loop.hi.arg) - int(loop.lo.arg)
     size = -(-trips // PARTIAL_CHUNKS)
     chunks = -(-trips // size)
     c = var("chunk", 0, chunks)
     partial = {}
     for out, _ in columns:
-        t = placeholder((chunks, *out.shape), out.dtype, name=f"{out.name}.partial")
+        per_line = max(1, line // out.itemsize)
+        t = placeholder((chunks, *out.shape[:-1], -(-out.shape[-1] // per_line) * per_line), out.dtype,
+                        name=f"{out.name}.partial")
         partial[out.tensor] = Buffer(t.name, t.shape, out.dtype, "temp", t)
 
     def reads(e: Expr) -> Expr:
