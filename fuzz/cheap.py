@@ -34,6 +34,7 @@ _SLICE = "the forward reads a few elements of a larger input or intermediate; th
 FUZZ_FINDINGS: dict[int, str] = {
     41: f"{_WINNER} (in the work gate's float64 rendering; the fuzzer's own keeps the bound)", 88: _WINNER,
     89: f"{_WINNER} (the running max of a custom (sum, max) pair)",
+    125: f"{_WINNER} (a max beside a product's scans; its routing of ties counts as taken, the worst case)",
     143: _SLICE,
     161: _SLICE, 184: _SLICE, 228: _WINNER, 286: _WINNER,
     473: _SLICE, 476: _SLICE,
