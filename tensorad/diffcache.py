@@ -73,9 +73,10 @@ def key_of(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple) -> tupl
 class _Writer(pickle.Pickler):
     """Pickles a result, writing the call's own objects as their numbers in the key."""
 
-    def __init__(self, file: io.BytesIO, graph: GraphKey) -> None:
+    def __init__(self, file: io.BytesIO, graph: GraphKey, builtin_parts: dict[int, tuple]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.graph = graph
+        self.builtin_parts = builtin_parts
         self.new_vars: dict[Expr, int] = {}
         self.new_placeholders: dict[PlaceholderOp, int] = {}
 
@@ -85,11 +86,14 @@ class _Writer(pickle.Pickler):
             ref = g.tensors.get(obj)
             return None if ref is None else ("tensor", ref)
         if isinstance(obj, Expr):
-            if obj.op is not Op.VAR:
-                return None
-            n = g.variables.get(obj)
+            n = g.variables.get(obj) if obj.op is Op.VAR else None
             if n is not None:
                 return ("var", n)
+            part = self.builtin_parts.get(id(obj))
+            if part is not None:
+                return part
+            if obj.op is not Op.VAR:
+                return None
             k = self.new_vars.setdefault(obj, len(self.new_vars))
             info = obj.arg
             return ("new var", k, info.name, info.lo, info.hi, obj.dtype)
@@ -114,9 +118,9 @@ class _Writer(pickle.Pickler):
 def _dump(result: list[Tensor], graph: GraphKey) -> bytes | None:
     """The entry of ``result``, or ``None`` where it does not pickle."""
     buf = io.BytesIO()
-    writer = _Writer(buf, graph)
     try:
         order = _children_first(result, graph)
+        writer = _Writer(buf, graph, _builtin_parts(order))
         writer.dump(len(order))
         for obj in order:  # (each dump finds the object's children written: shallow recursion)
             writer.dump(obj)
@@ -142,6 +146,25 @@ def _children_first(result: list[Tensor], graph: GraphKey) -> list[Any]:
         stack.append((obj, True))
         stack.extend((c, False) for c in reversed(_parts_of(obj, graph)) if id(c) not in seen)
     return order
+
+
+def _builtin_parts(order: list[Any]) -> dict[int, tuple]:
+    """The expressions of the built-in combiners (one per kind and dtype reached), by identity, each
+    as its place in that combiner.  A derived combiner (``prod.strong``, a winner) reuses a built-in's
+    variables and result; written as references they load as the process's built-in's own, so the
+    sharing that the key's text shows survives the round trip."""
+    dtypes = {v.dtype for e in order if isinstance(e, Expr) and isinstance(e.arg, ReduceArg)
+              for v in e.arg.combiner.lhs}
+    parts: dict[int, tuple] = {}
+    for kind, builtin in _BUILTIN_REDUCERS.items():
+        for dtype in sorted(dtypes):
+            try:
+                inst = builtin.instantiate((dtype,))
+            except TypeError:  # no such built-in for this dtype (a boolean sum): nothing to share
+                continue
+            for field in ("lhs", "rhs", "result", "identity"):
+                parts.setdefault(id(getattr(inst, field)[0]), ("builtin part", kind, dtype, field))
+    return parts
 
 
 def _parts_of(obj: Any, graph: GraphKey) -> list[Any]:
@@ -203,6 +226,9 @@ class _Reader(pickle.Unpickler):
             return known[pid[1]]
         if what == "builtin combiner":
             return _BUILTIN_REDUCERS[pid[1]].instantiate(tuple(pid[2]))
+        if what == "builtin part":
+            _, kind, dtype, field = pid
+            return getattr(_BUILTIN_REDUCERS[kind].instantiate((dtype,)), field)[0]
         if what == "provenance":
             _, role, (kind, n), source = pid
             group = self.groups[n] if kind == "group" else self._fresh("group", n, new_group)

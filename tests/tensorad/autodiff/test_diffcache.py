@@ -81,6 +81,25 @@ def _vars(tensors):
     return out
 
 
+def test_a_derived_combiner_keeps_sharing_the_builtin_it_came_from(cache_dir, loads):
+    """A custom product's gradient holds a built-in ``prod`` (the head's power over copies) and a
+    combiner derived from it that reuses its variables and result.  Written by value, the derived
+    one loaded with variables of its own while the built-in loaded as the process's own, so the
+    loaded program's text (its build key) differed from the computed one's."""
+    myprod = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+    A = ta.placeholder((3,), "float64", "A")
+    k, r = ta.reduce_axis((0, 3), "k"), ta.reduce_axis((0, 2), "r")
+    P = ta.compute((3,), lambda i: myprod(A[k], axis=k, where=k <= i), "P")
+    Y = ta.compute((3,), lambda i: myprod(P[i], axis=r), "Y")
+    H = ta.placeholder((3,), "float64", "H")
+    first = ta.JacobianRecursive(Y, [A], H)
+    second = ta.JacobianRecursive(Y, [A], H)
+    assert loads == [True]
+    assert _text(second) == _text(first)
+    feed = {A: np.array([0.5, -2.0, 0.0]), H: np.array([1.0, -1.0, 3.0])}
+    np.testing.assert_array_equal(ta.evaluate(second[0], feed), ta.evaluate(first[0], feed))
+
+
 def test_the_second_call_reads_what_the_first_wrote(cache_dir, loads):
     X, W, Y = _dense()
     H = ta.placeholder((4, 3), "float64", "H")
