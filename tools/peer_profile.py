@@ -18,11 +18,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.threads import apply_thread_limit  # noqa: E402
-
-apply_thread_limit(1, numpy_blas=False)
-
 from benchmarks import sys_jax, sys_torch, workloads  # noqa: E402
+from benchmarks.threads import apply_thread_limit  # noqa: E402
 
 
 def torch_shares(w, phase: str, calls: int, top: int) -> list[str]:
@@ -70,6 +67,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
+    apply_thread_limit(1, numpy_blas=False)
     sys_torch.setup(1)
     sys_jax.setup(1)
     for name in args.workloads.split(","):
