@@ -27,7 +27,7 @@ def test_peers_of_the_mlp_classifier():
     # three dense layers: one addmm each per call
     assert any("aten::addmm  x3" in line for line in torch_lines)
     shares = [float(line.split("%")[0]) for line in torch_lines]
-    assert sum(shares) <= 100.0 + 1e-6 and shares == sorted(shares, reverse=True)
+    assert sum(shares) <= 100.0 + 0.005 * len(shares) and shares == sorted(shares, reverse=True)  # (rounded)
     fused = pp.xla_fusions(w)
     # every layer's product has a computation of its own shape
     for shape in ("f32[128,512]", "f32[128,256]", "f32[128,10]"):
