@@ -130,8 +130,6 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
         return None
     box = math.prod(a.extent for a in outer + raxes)
     border_fraction = sum(t - interior_points for t in tap_points) / (box * k)
-    # (where every tap's points are the interior's, as heads sharing one mask, no point is on a border)
-    bordered = not all(s.is_subset(interior_set) for s in tap_sets)
 
     dtype = body.dtype
     inner_outer = copies(outer)
@@ -142,13 +140,11 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
     interior = ComputeOp(f"{op.name}.taps", "", inner_outer, tuple(
         Expr(Op.REDUCE, dtype, (icond,) + sources, ReduceArg(whole, raxes, t)) for t in range(k)))
 
-    border = None
-    if bordered:
-        b_axes = copies(op.axes)
-        b_map = dict(zip(op.axes, b_axes))
-        b_cond = substitute(logical(Op.AND, cond, logical_not(inside)), b_map)
-        border = ComputeOp(f"{op.name}.border", "", b_axes, (
-            Expr(Op.REDUCE, dtype, (b_cond, substitute(src, b_map)), body.arg),))
+    b_axes = copies(op.axes)
+    b_map = dict(zip(op.axes, b_axes))
+    b_src = (substitute(logical(Op.AND, cond, logical_not(inside)), b_map), substitute(src, b_map))
+    border = None if all(s.is_subset(interior_set) for s in tap_sets) else ComputeOp(
+        f"{op.name}.border", "", b_axes, (Expr(Op.REDUCE, dtype, b_src, body.arg),))
 
     g_axes = copies(op.axes)
     g_map = dict(zip(op.axes, g_axes))
