@@ -48,7 +48,7 @@ class TapSplit:
     """The pieces of a split (see the module docstring) and what the cost model reads."""
 
     interior: ComputeOp  # one value per tap over the output's other axes
-    border: ComputeOp  # each tap's points outside the interior (``op``'s axes)
+    border: ComputeOp | None  # each tap's points outside the interior (``op``'s axes); None: none are
     gather: ComputeOp  # ``op``'s values from both
     taps: int  # K
     interior_points: int  # points of the interior stream (outer axes x reduction axes)
@@ -142,19 +142,19 @@ def split_taps(op: ComputeOp, body: Expr, budget: int, lanes: int) -> TapSplit |
 
     b_axes = copies(op.axes)
     b_map = dict(zip(op.axes, b_axes))
-    b_cond = substitute(logical(Op.AND, cond, logical_not(inside)), b_map)
-    border = ComputeOp(f"{op.name}.border", "", b_axes, (
-        Expr(Op.REDUCE, dtype, (b_cond, substitute(src, b_map)), body.arg),))
+    b_src = (substitute(logical(Op.AND, cond, logical_not(inside)), b_map), substitute(src, b_map))
+    border = None if all(s.is_subset(interior_set) for s in tap_sets) else ComputeOp(
+        f"{op.name}.border", "", b_axes, (Expr(Op.REDUCE, dtype, b_src, body.arg),))
 
     g_axes = copies(op.axes)
     g_map = dict(zip(op.axes, g_axes))
     g_outer = tuple(g_map[a] for a in outer)
-    rest = Expr(Op.READ, dtype, g_axes, Tensor(border, 0))
 
     def pick(i: int, index: int) -> Expr:
         """The interior value of the taps fixed so far (``index``: their flat position)."""
         if i == len(taps):
-            return Expr(Op.READ, dtype, g_outer, Tensor(interior, index)) + rest
+            value = Expr(Op.READ, dtype, g_outer, Tensor(interior, index))
+            return value if border is None else value + Expr(Op.READ, dtype, g_axes, Tensor(border, 0))
         a = g_map[taps[i]]
         value = pick(i + 1, index * taps[i].extent + taps[i].extent - 1)
         for v in range(taps[i].extent - 2, -1, -1):
@@ -295,12 +295,14 @@ class TapAccumulators(_Taps):
         split = cand.data
         lanes = vector_lanes(ctx, cand.op.body[0].dtype)
         stream = split.interior_points * (1 + 2 * split.taps) / lanes
-        border = loop_cycles(split.border, split.border.body, ctx) * split.border_fraction
+        border = 0.0 if split.border is None else (
+            loop_cycles(split.border, split.border.body, ctx) * split.border_fraction)
         return stream + border + loop_cycles(split.gather, split.gather.body, ctx)
 
     def lower(self, cand, ctx):
         split = cand.data
-        return pieces_then([split.interior, split.border], split.gather, cand.op)
+        pieces = [p for p in (split.interior, split.border) if p is not None]
+        return pieces_then(pieces, split.gather, cand.op)
 
 
 class TapStencil(_Taps):
