@@ -4,9 +4,9 @@ The rule (printed as ``# inlined: ...`` and ``allocate ...``):
 
 * outputs, reductions and values whose readers must see the same bits (``Role.SAVED``) are materialized;
 * a non-reduction tensor is inlined into its readers, unless its body (with the bodies of its inlined
-  producers) has a transcendental function, or its own body several reads, and its readers read it at
-  least twice per element (a recurrence's state, ``c = f * c_prev + g``, is computed once per step,
-  not again in each later step);
+  producers) has a transcendental function or more than :data:`READ_BUDGET` reads, or its own body
+  several reads, and its readers read it at least twice per element (a recurrence's state,
+  ``c = f * c_prev + g``, is computed once per step, not again in each later step);
 * but a tensor larger than every input and output together is never materialized when it can be inlined;
 * and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor whose body,
   producers substituted, would pass it is materialized.
@@ -38,6 +38,7 @@ from .shared_windows import expansion
 
 EXPENSIVE = UNARY_MATH | {Op.POW, Op.DIV, Op.REDUCE}
 INLINE_BUDGET = 128  # expensive operations one inlined body may gather (compile time)
+READ_BUDGET = 8  # reads one inlined body evaluated twice per element may gather
 
 
 def _box(op: ComputeOp) -> int:
@@ -76,17 +77,19 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
                     uses[n.arg.op] += w
     # producers first: an op's inlined producers are known when it is decided; an op whose body with
     # them would hold more than INLINE_BUDGET expensive operations is materialized too
-    gathered: dict[ComputeOp, int] = {}  # expensive operations an op's inlined body holds
+    gathered: dict[ComputeOp, tuple[int, int]] = {}  # reads and expensive operations of an op's inlined body
     for op in ops:
         nodes = {n for b in op.body for n in walk(b)}
         reads, heavy = _cost(op.body)
-        heavy += sum(gathered[n.arg.op] for n in nodes if n.op is Op.READ and n.arg.op in gathered)
+        inlined = [gathered[n.arg.op] for n in nodes if n.op is Op.READ and n.arg.op in gathered]
+        loads = reads + sum(r - 1 for r, _ in inlined)  # (an inlined producer's read becomes its reads)
+        heavy += sum(h for _, h in inlined)
         size = max(_box(op), 1)
-        costly = heavy > 0 or reads >= 3
+        costly = heavy > 0 or reads >= 3 or loads > READ_BUDGET
         if op not in force_inline and (costly and uses[op] >= 2 * size and size <= max(limit, 1)
                                        or heavy > INLINE_BUDGET):
             chosen.add(op)
-        gathered[op] = 0 if op in chosen else heavy
+        gathered[op] = (1, 0) if op in chosen else (loads, heavy)
     return chosen
 
 

@@ -1,5 +1,6 @@
 """ta.lower: printed loop programs, exact work counts, inlining choices, input checks."""
 
+import numpy as np
 import pytest
 
 import tensorad as ta
@@ -103,6 +104,31 @@ def test_expensive_producer_read_twice_is_materialized():
     Y = ta.compute((4, 100), lambda i, j: E[i, j] / S[i], name="Y")
     text = str(ta.lower([Y], [X]))
     assert "allocate E" in text
+
+
+def test_a_producer_gathering_many_reads_read_twice_is_materialized(rng):
+    """A value whose own body is two reads but whose inlined producers gather many (a chain of cheap
+    products, as a recurrence's state rebuilt from saved gates) was inlined into a reader that reads
+    it several times per element, so the whole chain ran once per read: it gets a buffer."""
+    n, depth = 16, 10
+    P = [ta.placeholder((n,), "float32", f"P{k}") for k in range(depth)]
+    W = ta.placeholder((4,), "float32", "W")
+    s = P[0]
+    for k, p in enumerate(P[1:]):
+        s = ta.compute((n,), lambda i, s=s, p=p: s[i] * p[i] + p[i], name=f"s{k}")
+    Y = ta.compute((n, 4), lambda i, j: s[i] * W[j], name="Y")
+    text = str(ta.lower([Y], P + [W]))
+    assert f"allocate {s.name}" in text
+    store = next(line for line in text.splitlines() if line.strip().startswith("Y["))
+    assert "P0[" not in store
+    args = [rng.standard_normal((n,)).astype(np.float32) for _ in P] + \
+        [rng.standard_normal((4,)).astype(np.float32)]
+    want = args[0].astype(np.float64)
+    for a in args[1:-1]:
+        want = want * a + a
+    for threads in (1, 2):
+        got = ta.build([Y], P + [W], num_threads=threads, checked=True)(*args)
+        np.testing.assert_allclose(got, np.outer(want, args[-1]), rtol=1e-5, atol=1e-5)
 
 
 def test_jacobian_sized_select_is_never_materialized():
