@@ -396,7 +396,7 @@ def _traced_output_count(op: TorchOp, key: tuple, static: dict[str, Any]) -> int
 
 
 # Dynamo records these two calls' results as constants: the mark ``torch._dynamo.assume_constant_result``
-# sets, set without importing Dynamo (some 1.5 s of CPU, paid when torch first needs it instead).
+# sets, set without importing Dynamo (some 1.5 s of CPU; torch imports it when it first needs it).
 _traced_operator._dynamo_marked_constant = _traced_output_count._dynamo_marked_constant = True
 
 
