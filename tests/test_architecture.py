@@ -7,6 +7,8 @@ import pathlib
 import re
 import tomllib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Folder on disk -> installed package name.
@@ -20,6 +22,13 @@ LAYERS = [
     {"tensorad.codegen"},
     {"tensorad", "tensorad.cli", "tensorad.training", "tensorad.bridges"},
 ]
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[pathlib.Path, ast.Module]:
+    """Every module of the three folders, parsed once for the checks of this file."""
+    return {path: ast.parse(path.read_text())
+            for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))}
 
 
 def _layer(package: str) -> int:
@@ -65,8 +74,7 @@ def _owner(module: str) -> str:
     return best
 
 
-def _imports(path: pathlib.Path, module: str) -> list[str]:
-    tree = ast.parse(path.read_text())
+def _imports(tree: ast.Module, path: pathlib.Path, module: str) -> list[str]:
     is_pkg = path.name == "__init__.py"
     out = []
     for node in ast.walk(tree):
@@ -87,18 +95,17 @@ def _imports(path: pathlib.Path, module: str) -> list[str]:
     return [m for m in out if m and m.split(".")[0] == "tensorad"]
 
 
-def test_imports_point_one_way():
+def test_imports_point_one_way(trees):
     bad = []
-    for folder in FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            module, _ = _module_name(path)
-            here = _owner(module)
-            for target in _imports(path, module):
-                there = _owner(target)
-                if there and here and there != here and _layer(there) > _layer(here):
-                    bad.append(f"{module} imports {target}")
-                if target == "tensorad" and _layer(here) != len(LAYERS) - 1:
-                    bad.append(f"{module} imports the package root")
+    for path, tree in trees.items():
+        module, _ = _module_name(path)
+        here = _owner(module)
+        for target in _imports(tree, path, module):
+            there = _owner(target)
+            if there and here and there != here and _layer(there) > _layer(here):
+                bad.append(f"{module} imports {target}")
+            if target == "tensorad" and _layer(here) != len(LAYERS) - 1:
+                bad.append(f"{module} imports the package root")
     assert not bad, "backward imports:\n" + "\n".join(bad)
 
 
@@ -127,19 +134,17 @@ def test_every_module_is_named_in_its_package_docstring():
     assert not unnamed, "modules the package docstring does not name:\n" + "\n".join(unnamed)
 
 
-def _module_graph() -> tuple[dict[str, set[str]], list[str]]:
+@pytest.fixture(scope="module")
+def module_graph(trees) -> tuple[dict[str, set[str]], list[str]]:
     """Every module's imports of other tensorad modules, function-level and ``TYPE_CHECKING``
     ones included (``from P import m`` of a submodule ``m`` is an import of ``P.m``), and the
     private names imported across modules."""
-    paths = {}
-    for folder in FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            paths[_module_name(path)[0]] = path
+    paths = {_module_name(path)[0]: path for path in trees}
     graph, private = {}, []
     for module, path in paths.items():
         is_pkg = path.name == "__init__.py"
         graph[module] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(trees[path]):
             if isinstance(node, ast.Import):
                 graph[module] |= {a.name for a in node.names if a.name in paths}
             elif isinstance(node, ast.ImportFrom):
@@ -159,8 +164,8 @@ def _module_graph() -> tuple[dict[str, set[str]], list[str]]:
     return graph, private
 
 
-def test_no_import_cycle_counting_function_level_imports():
-    graph, _ = _module_graph()
+def test_no_import_cycle_counting_function_level_imports(module_graph):
+    graph, _ = module_graph
     cycles = []
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -191,8 +196,8 @@ def test_no_import_cycle_counting_function_level_imports():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
-def test_no_private_name_is_imported_across_modules():
-    _, private = _module_graph()
+def test_no_private_name_is_imported_across_modules(module_graph):
+    _, private = module_graph
     assert not private, "\n".join(private)
 
 
@@ -200,7 +205,7 @@ MUTATORS = {"clear", "update", "add", "setdefault", "append", "pop", "popitem", 
             "remove", "move_to_end", "intern"}
 
 
-def test_no_module_level_tables_in_the_compiler():
+def test_no_module_level_tables_in_the_compiler(trees):
     """No module of the optimizer, autodiff or the code generator fills a module-level container
     or rebinds a module-level name at run time (constant tables such as ``NZ_RULES`` are read
     only), and none uses ``functools`` caches: what is kept lives in an object with an owner --
@@ -210,7 +215,7 @@ def test_no_module_level_tables_in_the_compiler():
     found = []
     for path in sorted(p for folder in ("simplify", "codegen", "tensorad/autodiff")
                        for p in (ROOT / folder).rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = trees[path]
         module_names = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
                         for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                         if isinstance(t, ast.Name)}

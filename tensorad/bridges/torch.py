@@ -20,7 +20,7 @@ Higher order: a backward run with grad mode on (``create_graph=True``) calls the
 tensorad function of its own, differentiable again the same way.
 
 Kernels read and write the torch tensors' memory through DLPack (no copies); only CPU tensors are
-accepted.  Importing this module imports torch; ``import tensorad`` does not."""
+accepted.  Importing this module imports torch (not its compiler, Dynamo); ``import tensorad`` does not."""
 
 from __future__ import annotations
 
@@ -384,7 +384,6 @@ class TorchOp(SignatureOp):
         return self
 
 
-@torch._dynamo.assume_constant_result
 def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: tuple[bool, ...]) -> int:
     """The key of the operator pair for a signature and the inputs needing gradients, found or made while
     ``torch.compile`` traces; it lives while the signature stays cached."""
@@ -392,9 +391,13 @@ def _traced_operator(op: TorchOp, key: tuple, static: dict[str, Any], requires: 
     return function.operator([requires[k] for k in function._wrt_pos]).key
 
 
-@torch._dynamo.assume_constant_result
 def _traced_output_count(op: TorchOp, key: tuple, static: dict[str, Any]) -> int:
     return len(op.function(key, static).function.outputs)
+
+
+# Dynamo records these two calls' results as constants: the mark ``torch._dynamo.assume_constant_result``
+# sets, set without importing Dynamo (some 1.5 s of CPU; torch imports it when it first needs it).
+_traced_operator._dynamo_marked_constant = _traced_output_count._dynamo_marked_constant = True
 
 
 def _rebuild_op(fn: Callable, max_signatures: int, policy: Policy, build_options: dict,

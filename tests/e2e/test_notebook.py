@@ -10,7 +10,6 @@ import re
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "autodiff_tutorial.ipynb"
 BUILDER = NOTEBOOK.with_name("build_tutorial.py")
@@ -38,6 +37,8 @@ def test_notebook_is_generated_from_its_builder():
 
 @pytest.mark.slow
 def test_tutorial_executes_and_walks_the_user_path():
+    from nbclient import NotebookClient  # (Jupyter's client: imported by the one test that runs a kernel)
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()

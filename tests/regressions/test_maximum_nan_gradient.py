@@ -11,6 +11,7 @@ Oracles: torch float64 autograd."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch  # (a test dependency: `make test` installs tensorad[torch])
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,21 +49,31 @@ def _same(got, want):  # (NaN where torch has NaN; the sums' order may differ by
 
 PROGRAM = _program()
 (A, B, W, V), Y, LOSS = PROGRAM
-GRADS = ta.gradient(LOSS, [A, B])
-GRAD_KERNELS = [ta.build(GRADS, [A, B, W, V], **o) for o in OPTIONS]
 DA, DB = ta.placeholder((N,), F, name="dA"), ta.placeholder((N,), F, name="dB")
-JVP = ta.jvp(Y, [A, B], [DA, DB])
-JVP_KERNEL = ta.build([JVP], [A, B, W, V, DA, DB])
-HVP = ta.hessian_vector_product(LOSS, [A, B], [DA, DB])
-HVP_KERNEL = ta.build(HVP, [A, B, W, V, DA, DB])
+
+
+@pytest.fixture(scope="module")
+def grads() -> list:
+    return ta.gradient(LOSS, [A, B])
+
+
+@pytest.fixture(scope="module")
+def kernels(grads) -> tuple:
+    """The gradient's kernels (one per set of options), the JVP's and the HVP's: built once, by the
+    worker that runs the test reading them."""
+    jvp = ta.jvp(Y, [A, B], [DA, DB])
+    hvp = ta.hessian_vector_product(LOSS, [A, B], [DA, DB])
+    return ([ta.build(grads, [A, B, W, V], **o) for o in OPTIONS], ta.build([jvp], [A, B, W, V, DA, DB]),
+            ta.build(hvp, [A, B, W, V, DA, DB]))
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(arrays, arrays)
-def test_reverse_jvp_and_hvp_match_torch(av, bv):
+def test_reverse_jvp_and_hvp_match_torch(kernels, av, bv):
+    grad_kernels, jvp_kernel, hvp_kernel = kernels
     wv, vv = np.linspace(1, 2, N), np.linspace(3, 5, N)
     a, b, ga, gb = _torch_grads(av, bv, wv, vv)
-    for kern in GRAD_KERNELS:
+    for kern in grad_kernels:
         got = kern(av, bv, wv, vv)
         _same(got[0], ga)
         _same(got[1], gb)
@@ -70,22 +81,22 @@ def test_reverse_jvp_and_hvp_match_torch(av, bv):
     dav, dbv = np.linspace(-1, 1, N), np.linspace(2, 7, N)
     with np.errstate(invalid="ignore"):
         want = ga.detach().numpy() * dav + gb.detach().numpy() * dbv
-    np.testing.assert_allclose(JVP_KERNEL(av, bv, wv, vv, dav, dbv), want, rtol=1e-14)  # (sum order)
+    np.testing.assert_allclose(jvp_kernel(av, bv, wv, vv, dav, dbv), want, rtol=1e-14)  # (sum order)
     # HVP: torch's double backward
     hv = torch.autograd.grad((ga * torch.tensor(dav)).sum() + (gb * torch.tensor(dbv)).sum(), (a, b),
                              allow_unused=True)
-    got = HVP_KERNEL(av, bv, wv, vv, dav, dbv)
+    got = hvp_kernel(av, bv, wv, vv, dav, dbv)
     for g, h in zip(got, hv):
         np.testing.assert_allclose(g, np.zeros(N) if h is None else h.numpy(), rtol=1e-14)
 
 
-def test_evaluate_and_function_give_the_whole_gradient_to_both_sides_of_a_nan():
+def test_evaluate_and_function_give_the_whole_gradient_to_both_sides_of_a_nan(grads):
     av = np.array([np.nan, 1.0, np.nan, 2.0, np.inf, -np.inf])
     bv = np.array([1.0, np.nan, np.nan, 4.0, np.inf, 0.0])
     wv, vv = np.linspace(1, 2, N), np.linspace(3, 5, N)
     _, _, ga, gb = _torch_grads(av, bv, wv, vv)
     feed = {A: av, B: bv, W: wv, V: vv}
-    got = ta.evaluate(GRADS, feed)
+    got = ta.evaluate(grads, feed)
     _same(got[0], ga)
     _same(got[1], gb)
     f = ta.function([Y], [A, B, W, V], wrt=[A, B])
