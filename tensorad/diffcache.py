@@ -256,6 +256,4 @@ def _load(payload: bytes, graph: GraphKey) -> list[Tensor] | None:
         result = reader.load()
     except Exception:  # noqa: BLE001 -- any entry that does not read is a miss (and is rewritten)
         return None
-    if not isinstance(result, list) or not all(isinstance(t, Tensor) for t in result):
-        return None
-    return result
+    return result if isinstance(result, list) and all(isinstance(t, Tensor) for t in result) else None

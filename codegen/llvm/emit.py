@@ -371,11 +371,8 @@ class ModuleEmitter:
         b.position_at_end(join_bb)
 
     def _load_pointers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
-        out = []
-        for k in range(self.nptr):
-            slot = b.gep(args, [I64(k)], inbounds=True, source_etype=PTR)
-            out.append(b.load(slot, typ=PTR))
-        return out
+        return [b.load(b.gep(args, [I64(k)], inbounds=True, source_etype=PTR), typ=PTR)
+                for k in range(self.nptr)]
 
     def omp_function(self, k: int, nest: Nest, nest_fn: ir.Function) -> ir.Function:
         """``P_omp<k>(ptr region)``: the threads' dynamic schedule of the nest's parallel loop."""

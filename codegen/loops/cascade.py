@@ -192,6 +192,6 @@ def cascade_sums(steps: list, fastmath: bool) -> list:
             body, added = cascade_body(st.body, st.accumulators, fastmath)
             if added:
                 st = Nest(st.name, body, st.outputs, st.work, st.note, st.parallel,
-                          st.accumulators + added, st.attrs)
+                          st.accumulators + added, st.attrs, st.temps)
         out.append(st)
     return out

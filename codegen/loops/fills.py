@@ -131,5 +131,6 @@ def fuse_fill(program: Program, fill: Fill, nest: Nest) -> Nest | None:
         body = (dataclasses.replace(loop, body=body),)
     note = "; ".join(x for x in (nest.note, f"fills {buf.name} slice by slice") if x)
     # a plain nest of its own body, a renamed one too (:class:`.loops.shared_nests.RenamedNest`)
-    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators, nest.attrs)
+    return Nest(nest.name, body, nest.outputs, nest.work, note, nest.parallel, nest.accumulators, nest.attrs,
+                nest.temps)
 

@@ -171,9 +171,7 @@ def _sibling(group: Group, unit: Unit, alias: dict) -> tuple[int, tuple[Expr, ..
         return None
     tau = tuple(v for v in unit.outer if v.extent > 1)[:group.depth]
     want = tuple(v.extent for v in group.taus[0][:group.depth])
-    if len(tau) != group.depth or tuple(v.extent for v in tau) != want:
-        return None
-    return group.depth, tau
+    return (group.depth, tau) if len(tau) == group.depth and tuple(v.extent for v in tau) == want else None
 
 
 def column_sum(group: Group, unit: Unit, alias: dict) -> tuple[Expr, ...] | None:

@@ -350,7 +350,8 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
 
 def _nest(nest: Nest, body: tuple, attrs) -> Nest:
     """A plain nest of ``nest``'s fields (a renamed twin's body as it reads), with ``body`` and ``attrs``."""
-    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators, attrs)
+    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators, attrs,
+                nest.temps)
 
 
 def _below(row: Expr, first: int, bound: Expr) -> Expr:

@@ -40,9 +40,7 @@ def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
 
 def _rule(node: Expr) -> Expr | None:
     c, a, b = node.src
-    if data_dependent(c) and cheap(a) and cheap(b):
-        return Expr(Op.SELECT, node.dtype, node.src)
-    return None
+    return Expr(Op.SELECT, node.dtype, node.src) if data_dependent(c) and cheap(a) and cheap(b) else None
 
 
 def speculate(body: Expr) -> Expr:

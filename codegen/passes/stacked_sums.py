@@ -88,9 +88,7 @@ def _split(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple
 def _sides(terms: list[Expr], axes: tuple[Expr, ...]) -> tuple[list, list, tuple, tuple] | None:
     """:func:`_split` where both sides differ between the terms."""
     found = _split(terms, axes)
-    if found is None or len(set(found[0])) == 1 or len(set(found[1])) == 1:
-        return None
-    return found
+    return None if found is None or len(set(found[0])) == 1 or len(set(found[1])) == 1 else found
 
 
 class _Stacks:

@@ -343,9 +343,7 @@ class TorchOp(SignatureOp):
         if torch.compiler.is_compiling():
             return self._traced_call(key, static, tensors)
         out = self.call_family(key, static, *tensors)
-        if out is not NotImplemented:
-            return out
-        return self.function(key, static)(*tensors)
+        return out if out is not NotImplemented else self.function(key, static)(*tensors)
 
     def function(self, key: tuple, static: dict[str, Any]) -> TorchFunction:
         """The compiled function of a signature (made on a miss)."""

@@ -88,10 +88,13 @@ def _moments(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
     """``mean`` and ``rstd = 1/sqrt(var + eps)`` over the groups ``read(s, k)`` for ``k`` in
     ``extents`` (population variance, computed around the mean)."""
     m, v = _mean_and_var(x, stat_shape, extents, read, name)
-    wide = dt.compute_dtype(x.dtype)
-    rstd = new_compute(stat_shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
+    return m, _rstd(v, stat_shape, eps, dt.compute_dtype(x.dtype), name)
+
+
+def _rstd(v: Tensor, shape: Sequence[int], eps: float, wide: str, name: str) -> Tensor:
+    """``1 / sqrt(v + eps)`` in ``wide``, named ``<name>.rstd``."""
+    return new_compute(shape, lambda s: const(1.0, wide) / lang.sqrt(v[s] + const(eps, wide)),
                        f"{name}.rstd", "norm_rstd")
-    return m, rstd
 
 
 def _mean_and_var(x: Tensor, stat_shape: Sequence[int], extents: Sequence[int],
@@ -203,9 +206,7 @@ def batch_norm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = Non
                              f"running_var")
         m = _affine_param(running_mean, (c,), name, "running_mean")
         rv = _affine_param(running_var, (c,), name, "running_var")
-        wide = dt.compute_dtype(x.dtype)
-        rstd = new_compute((c,), lambda s: const(1.0, wide) / lang.sqrt(rv[s] + const(eps, wide)),
-                           f"{name}.rstd", "norm_rstd")
+        rstd = _rstd(rv, (c,), eps, dt.compute_dtype(x.dtype), name)
     chan = (lambda ax: (ax[axis],))
     return _normalize(x, m, rstd, chan, chan, gamma, beta, name, "batch_norm")
 
@@ -292,9 +293,7 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
         v = x[s + ks]
         return _reducer.sum(v * v, list(ks)) * inv
 
-    ms = new_compute(lead, ms_body, f"{name}.ms", "norm_var")
-    rstd = new_compute(lead, lambda s: const(1.0, wide) / lang.sqrt(ms[s] + const(eps, wide)),
-                       f"{name}.rstd", "norm_rstd")
+    rstd = _rstd(new_compute(lead, ms_body, f"{name}.ms", "norm_var"), lead, eps, wide, name)
 
     def body(ax: Index) -> Expr:
         y = x[ax] * rstd[ax[:k]]
