@@ -69,7 +69,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
-    under = {**rows.vars, **rows.guards}  # (a product runs the count)
+    under = {**rows.vars, **rows.guards, **dict.fromkeys(rows.guarded)}  # (a product runs the count)
     partial = _partial_sums(steps, under, rows)
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows: its count is 1)
         if isinstance(step, Nest) and id(step) in rows.products:
@@ -228,6 +228,10 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
+    for s, _ in flagged:  # (a blocked sum's partial sums added into its total: ``acc = acc + acc.0``)
+        if isinstance(s, Assign) and not s.counted:
+            inside |= {t for t, v in zip(s.targets, s.values)
+                       if t not in outside and v.op is Op.ADD and t in v.src and _from(v, inside | {t})}
     counts = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg is count}
     inside |= {n for s, _ in flagged if isinstance(s, Store) for n in walk(s.value)
                if n.op is Op.READ and n.arg in partial}
