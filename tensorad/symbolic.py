@@ -4,7 +4,9 @@ static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
-sizes too, it is one such kernel for each value of the others (a sequence length).  Any other
+sizes too, it is one such kernel for each value of the others (a sequence length).  A program of such
+rows that reads a sum over the rows after it is made, or the size as a value, runs as stages of generic
+kernels (:class:`StagedKernel`, :func:`staged`).  Any other
 built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
 a bounded cache it owns: each new size compiles once.  An optimized
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a

@@ -18,7 +18,7 @@ A sum over the rows (``sums``) may read the count as the factor of a term (``H[j
 reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
 other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
 that reads no row buffer, nor the count, nor a temporary that loops over rows only add to (a fused
-pass's partial columns), the count read elsewhere),
+pass's partial columns, a blocked sum's partial sums), the count read elsewhere),
 :class:`RowBoundError` says where."""
 
 from __future__ import annotations
