@@ -13,7 +13,8 @@ body of the innermost loop it reads runs where the row is below the count, the c
 program's last input (``int64[1]``, which the row driver writes before each call) and clipped to the
 block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix product whose rows,
 batch or sum has the rows as its first axis runs those of them below the count
-(:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
+(:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum); rows among a
+stacked product's batch axes (after the stack's) are made its first batch axis.
 A sum over the rows (``sums``) may read the count as the factor of a term (``H[j] * n``, a term that
 reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
 other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
@@ -34,7 +35,7 @@ from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
 from ..gemm.contraction import Contraction, RowCount
-from ..gemm.descriptor import KGROUP
+from ..gemm.descriptor import BATCH, KGROUP
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
@@ -323,7 +324,7 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     if not found:
         return
     axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
-    firsts = [group[0] if group else None for group in (s.batch, s.m, s.k)]
+    firsts = [axis if axis in s.batch else None, *(group[0] if group else None for group in (s.m, s.k))]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
                             f"axis of its batch, rows or sum")
@@ -348,6 +349,8 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
             count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
         spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
+        if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
+            spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 

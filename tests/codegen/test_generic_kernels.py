@@ -331,8 +331,8 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
             assert backward.at(b=batch, L=length).generic
     made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7)))
             for length in lengths]
-    # each kernel's smallest block runs exactly the rows it is given; a larger block that takes no
-    # count (with AVX2 tiles, the stacked product of 256 rows) runs whole blocks only
+    # each kernel's smallest block runs exactly the rows it is given (a larger one that takes no count
+    # runs whole blocks only)
     assert all(k.bounded[-1] for k in made), [k.why for k in made]
     assert len(builds) == sum(len(k.parts) for k in made)  # (a block whose rows take no count: left out)
 
