@@ -407,6 +407,13 @@ class StagedKernel:
                  inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.size, self.cases, self.count, self.inputs, self.outputs = size, cases, count, inputs, outputs
         self.parts = [k for _, _, stages in cases for k, _, _ in stages]
+        slots = {t: k for k, t in enumerate([*inputs, count])}  # (each stage's arrays by position)
+        for t in (t for _, _, stages in cases for _, _, outs in stages for t in outs):
+            slots.setdefault(t, len(slots))
+        self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
+                                for k, ins, outs in stages]) for lo, hi, stages in cases]
+        self.width, self.results = len(slots), [slots[t] for t in outputs]
+        self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
 
@@ -429,10 +436,11 @@ class StagedKernel:
         for k in self.parts:
             k.num_threads = n
 
-    def stages(self, n: int) -> list[tuple[Any, list, list]]:
-        """The stages of the case that holds at ``n`` rows."""
+    def stages(self, n: int) -> list[tuple[Any, list[int], list[int]]]:
+        """The stages of the case that holds at ``n`` rows, each ``(kernel, its inputs, its outputs)`` by
+        position among the program's inputs, the count and the stages' outputs."""
         n = check_size(self.size, n)
-        return next(stages for lo, hi, stages in self.cases if lo <= n and (hi is None or n <= hi))
+        return next(stages for lo, hi, stages in self.plans if lo <= n and (hi is None or n <= hi))
 
     def work_at(self, n: int) -> int:
         """The work of a call of ``n`` rows: each stage's."""
@@ -442,13 +450,21 @@ class StagedKernel:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
-        n = read_sizes(self.inputs, arrays, "ta.build").get(self.size.name)
+        n, seen = None, ""
+        for k, name in self.rowed:
+            rows = getattr(arrays[k], "shape", (None,))[0]
+            if n is not None and rows != n:
+                raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen} gives {n}, "
+                                 f"{name} gives {rows} (axis 0)")
+            n, seen = rows, seen or name
         if n is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
-        values: dict[Tensor, Any] = {**dict(zip(self.inputs, arrays)), self.count: np.array([n], np.int64)}
+        values = [*arrays, np.array([n], np.int64), *[None] * (self.width - len(arrays) - 1)]
         for kernel, ins, outs in self.stages(n):
-            values.update(zip(outs, listed(kernel(*(values[t] for t in ins)))))
-        res = [values[t] for t in self.outputs]
+            made = kernel(*[values[k] for k in ins])
+            for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
+                values[k] = a
+        res = [values[k] for k in self.results]
         if out is not None:
             specs = [(t.name, r.shape, r.dtype) for t, r in zip(self.outputs, res)]
             for a, r in zip(given_outputs(out, specs, list(arrays), [t.name for t in self.inputs])[1], res):
