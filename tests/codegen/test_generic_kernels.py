@@ -253,15 +253,19 @@ def test_mean_over_the_batch_is_one_kernel_in_stages():
 
 
 def test_sum_read_by_another_op_is_one_kernel_in_stages():
+    """Pickled, it runs as it did; arrays that disagree on the size are an error naming both."""
     n = ta.size_var("n")
-    X = ta.placeholder((n, 4), name="X")
+    X, V = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="V")
     k = ta.reduce_axis((0, n), "k")
-    total = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k), name="total")
-    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X])
+    total = ta.compute((4,), lambda j: ta.sum(X[k, j] * V[k], axis=k), name="total")
+    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X, V])
     assert kernel.generic and kernel.why == ""
     for size in (1, 7, 300):
-        x = rand(size, 4)
-        np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)
+        x, v = rand(size, 4), rand(size)
+        np.testing.assert_allclose(kernel(x, v), (x.astype("float64") * v[:, None]).sum(0) ** 2, rtol=1e-4)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(kernel))(x, v), kernel(x, v))
+    with pytest.raises(ValueError, match="disagree on size n: X gives 300, V gives 7"):
+        kernel(x, v[:7])
 
 
 DIM, HEADS, HIDDEN = 8, 2, 16
