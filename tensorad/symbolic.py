@@ -413,6 +413,7 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
+        self.last: tuple = (-1, [])  # (the last call's rows, their stages: a loop repeats its sizes)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
@@ -459,8 +460,13 @@ class StagedKernel:
             n, seen = rows, seen or name
         if n is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
+        last = self.last
+        stages = last[1] if last[0] == n else self.stages(n)
+        self.last = (n, stages)
+        if len(stages) == 1 and stages[0][1] == list(range(len(arrays))) and stages[0][2] == self.results:
+            return stages[0][0](*arrays, out=out)  # (a case of one value: its static kernel)
         values = [*arrays, np.array([n], np.int64), *[None] * (self.width - len(arrays) - 1)]
-        for kernel, ins, outs in self.stages(n):
+        for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
                 values[k] = a
