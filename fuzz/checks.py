@@ -34,7 +34,9 @@ Every check compares tensorad with an oracle it did not compute:
   over): ``python -m fuzz`` runs it on every program by default (:data:`EVERY`).
 * ``sizes``: one extent made a size variable ``n``: bound at that extent, the program's values;
   built once, at three more, the values, optimized and raw gradients and work of the program
-  written at that size, bit for bit (by default too, like ``cheap_gradient``).
+  written at that size, bit for bit; the program over ``n`` from 1 (from its extent where a read
+  leaves a tensor below it) built once, at its least size, the next and two sizes past a vector's
+  width, against ``ta.evaluate`` (by default too, like ``cheap_gradient``).
 
 Every check also fails when LLVM writes a diagnostic ("remark: ... loop not vectorized") to the
 process's stderr: a user's build prints nothing.
@@ -648,6 +650,30 @@ class Case:
                 for o, ns in zip(outs, (sym, static))]
         if work[0] != work[1]:
             raise Mismatch(f"work at size {sized['at']}: {work[0]} bound, {work[1]} written at that size")
+        self._every_size(sized, options)
+
+    def _every_size(self, sized: dict, options: dict) -> None:
+        """The program over a size that may be 1 (``sized["from_one"]``; where a read leaves its tensor at
+        some size, from its own extent), built once, at the least size, the next, and sizes past a
+        vector's width by an odd count, against ``ta.evaluate`` of the program at each size."""
+        try:
+            sym = load(sized["from_one"])
+        except Invalid:
+            sym = load(sized["symbolic"])
+        ta = self.ta
+        size = ta.symbolic.program_sizes(sym["INPUTS"] + [sym["OUT"]])[0]
+        kernel = ta.build(sym["OUT"], sym["INPUTS"], **options)
+        least = size.arg.min
+        for n in sorted({least, least + 1, sized["at"] + 14, 2 * sized["at"] + 35}):
+            bound = ta.bind(sym["INPUTS"], n=n)
+            feed = fdata.feed(bound, self.profile, self.seed + n)
+            args = [feed[p] for p in bound]
+            try:
+                want = ta.evaluate(sym["OUT"], dict(zip(sym["INPUTS"], args)))
+            except IndexError:  # (data drawn for the program's extent indexes past a tensor at this size)
+                continue
+            compare(f"{sym['OUT'].name} built once, at size {n}", kernel(*args), want, sym["OUT"].dtype,
+                    lenient=self.lenient, rtol=3e-2 if self.half else None)
 
     def _grad_setup(self):
         """The float64 program with a head ``_H``, tangents ``_U``, its float inputs ``_FIN`` and a

@@ -125,14 +125,16 @@ class Program:
     def placeholders(self) -> list[Def]:
         return [d for d in self.defs if d.body is None]
 
-    def render(self, dtype: str | None = None, size: tuple[int, int | None] | None = None) -> str:
+    def render(self, dtype: str | None = None, size: tuple[int, int | None] | None = None,
+               least: int | None = None) -> str:
         """Python source defining ``INPUTS``, ``TENSORS`` (every computed tensor) and ``OUT``.
         ``size = (e, m)``: every shape entry and reduction bound equal to ``e`` written as ``m``, or,
-        for ``m`` ``None``, as the size variable ``SIZE`` (``ta.size_var("n", min=e)``)."""
+        for ``m`` ``None``, as the size variable ``SIZE`` (``ta.size_var("n", min=least)``, ``least``
+        ``e`` unless given)."""
         needed = self._needed()
         lines = ["import tensorad as ta", "", f"DT = {dtype or self.dtype!r}", PRELUDE]
         if size is not None and size[1] is None:
-            lines.append(f'SIZE = ta.size_var("n", min={size[0]})')
+            lines.append(f'SIZE = ta.size_var("n", min={size[0] if least is None else least})')
 
         def extent(e: int) -> str:
             return str(e) if size is None or e != size[0] else "SIZE" if size[1] is None else str(size[1])

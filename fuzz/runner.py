@@ -49,6 +49,7 @@ def job_for(prog: Program, seed: int, checks=ALL) -> dict:
     extents = [d.shape[0] for d in prog.placeholders if d.shape]
     if "sizes" in checks and extents and not prog.torch:  # one extent made a size, and 3 more
         job["sized"] = {"symbolic": prog.render(size=(extents[0], None)),
+                        "from_one": prog.render(size=(extents[0], None), least=1),
                         "static": prog.render(size=(extents[0], extents[0] + 3)), "at": extents[0] + 3}
     return job
 

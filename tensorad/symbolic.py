@@ -4,7 +4,9 @@ static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
-sizes too, it is one such kernel for each value of the others (a sequence length).  Any other
+sizes too, it is one such kernel for each value of the others (a sequence length).  A program of such
+rows that reads a sum over the rows after it is made, or the size as a value, runs as stages of generic
+kernels (:class:`StagedKernel`, :func:`staged`).  Any other
 built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
 a bounded cache it owns: each new size compiles once.  An optimized
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
@@ -18,18 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, LoweredFunc
+from .codegen import ExportError, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
+from .codegen.runtime.kernel import given_outputs
 from .codegen.runtime.rows import RowsKernel
 from .evaluate import evaluate as _evaluate
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
-from .ir.rewrite import tensor_graph, walk
+from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute, placeholder
-from .lang.sizes import RowKind, bind_program, program_sizes, read_sizes, row_plan
+from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
 from .training.function import Function, ValueAndGrad
 
@@ -198,9 +203,13 @@ class SymbolicLowered:
         blocks of a generic kernel run whole (lowering each block); ``""``: neither."""
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size, kinds, blocks, why = row_blocks(outputs, inputs, self.options)
-        if size is None or other_sizes(size, outputs + inputs):
-            return why or other_sizes(size, outputs + inputs)
         options = {k: v for k, v in self.options.items() if k != "name"}
+        if size is None:
+            stages = staged(outputs, inputs, lambda o, i: lower(o, i, **options))
+            return stages or why if isinstance(stages, str) else \
+                "; ".join(w for _, _, case in stages[1] for k, _, _ in case if (w := getattr(k, "why", "")))
+        if other_sizes(size, outputs + inputs):
+            return other_sizes(size, outputs + inputs)
         return row_parts(outputs, inputs, size, kinds, blocks,
                          lambda o, i, opts: _lower(o, i, **{**options, **opts}))[2]
 
@@ -209,7 +218,10 @@ class SymbolicLowered:
         """Whether ``ta.build`` of the program makes one kernel for every size (``kernel.generic``)."""
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size = row_blocks(outputs, inputs, self.options)[0]
-        return size is not None and not other_sizes(size, outputs + inputs)
+        if size is None:
+            options = {k: v for k, v in self.options.items() if k != "name"}
+            return not isinstance(staged(outputs, inputs, lambda o, i: lower(o, i, **options)), str)
+        return not other_sizes(size, outputs + inputs)
 
     @property
     def work(self) -> int:
@@ -294,7 +306,9 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
-        return SizedCallable(make, roots, ins, "ta.build", why=why)
+        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options))
+        return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
+            else StagedKernel(*stages, ins, listed(outputs))
     why = other_sizes(size, roots)
     if why:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
@@ -304,6 +318,165 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                                     lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
                       [t.name for t in ins], bounded, why)
+
+
+def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any]
+           ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
+    """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
+    as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
+    values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
+    stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
+    (:func:`_stages`); a case of one value is its static program.  Else why a stage is not generic, or
+    ``""`` where the program is not such stages."""
+    size, _, _ = row_plan(outputs, inputs, staged=True)
+    graph = tensor_graph(outputs + inputs)
+    calls = {t.op.provenance.source[0] for t in graph
+             if not t.is_placeholder and t.op.provenance.role is Role.DEFERRED}
+    bounds = {tuple((lo, hi) for lo, hi, _ in c.cases) if isinstance(c, CasesCall) and c.size is size else ()
+              for c in calls}
+    if size is None or row_plan(outputs, inputs)[0] is not None or len(program_sizes(outputs + inputs)) > 1 \
+            or any(t in inputs and not t.is_placeholder for t in graph) or len(bounds) > 1 or () in bounds:
+        return ""
+    count = placeholder((1,), "int64", name=size.name)
+    cases = []
+    for i, (lo, hi) in enumerate(next(iter(bounds)) if bounds else [(size.arg.min, size.arg.max)]):
+        if lo == hi and calls:
+            new = bind_all(outputs + inputs, {size.name: lo})
+            cases.append((lo, hi, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)]))
+            continue
+        stages = _stages(_case(outputs, size, i) if calls else outputs, outputs, inputs, size, count, make)
+        if isinstance(stages, str):
+            return stages
+        cases.append((lo, hi, stages))
+    return size, cases, count
+
+
+def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:
+    """``tensors`` with each deferred derivative the one of case ``i`` of its :class:`CasesCall`."""
+    def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
+        call, k = t.op.provenance.source
+        d = call.cases[i][2][k]
+        bind_program([d], {size.name: size}, resolve, new)
+        return new[d]
+    new = bind_program(tensors, {size.name: size}, resolve)
+    return [new[t] for t in tensors]
+
+
+def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
+            make: Callable[[list, list], Any]) -> list[tuple[Any, list, list]] | str:
+    """The stages of a program of rows over ``size`` (``outputs``, known to the caller as ``named``):
+    a tensor that reads a sum over the rows is of a later stage than the sum, which its own stage
+    outputs and the later one reads as an input; ``size`` in bodies reads ``count``."""
+    _, kinds, why = row_plan(outputs, inputs, staged=True)
+    if why:
+        return why
+    stage: dict[Tensor, int] = {}
+    for t in tensor_graph(outputs + inputs):
+        stage[t] = 0 if t.is_placeholder else \
+            max((stage[p] + (kinds[p] is RowKind.SUM) for p in op_reads(t.op)), default=0)
+    cuts = {p: placeholder(p.shape, p.dtype, name=p.name) for t in stage if not t.is_placeholder
+            for p in op_reads(t.op) if kinds[p] is RowKind.SUM and stage[p] < stage[t]}
+    key = {**dict(zip(outputs, named)), **{c: p for p, c in cuts.items()}}
+    made = []
+    for k in range(max(stage[t] for t in outputs) + 1):
+        outs = list(dict.fromkeys([t for t in outputs if stage[t] == k] + [p for p in cuts if stage[p] == k]))
+        if not outs:
+            continue
+        new = bind_program(outs, {size.name: size}, None, {p: c for p, c in cuts.items() if stage[p] < k},
+                           {size.name: cast(size.dtype, count(0))})
+        images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
+        ins = [t for t in [*inputs, *cuts.values(), count] if t in reads]
+        kernel = make(images, ins)
+        if not getattr(kernel, "generic", True):
+            return f"stage {k} of a sum over {size.name} rows read after it is made: {kernel.why}"
+        name = [key.get(key.get(t, t), key.get(t, t)) for t in ins]  # (a cut: its sum, or the output it is)
+        made.append((kernel, name, [key.get(t, t) for t in outs]))
+    return made
+
+
+class StagedKernel:
+    """``kernel(*arrays)`` of a program of rows over size ``size`` whose sums over the rows are read after
+    they are made, or that reads ``size`` as a value (:func:`staged`), built once for every size: for the
+    case of ``cases`` (``(lo, hi, stages)``) that holds the call's size, its stages, each a generic
+    kernel (or a static one), run in turn.  ``count``: the input of the stages that holds the call's
+    count of rows; ``inputs`` and ``outputs``: the program's."""
+
+    generic = True
+
+    def __init__(self, size: Expr, cases: list[tuple[int, int | None, list]], count: Tensor,
+                 inputs: list[Tensor], outputs: list[Tensor]) -> None:
+        self.size, self.cases, self.count, self.inputs, self.outputs = size, cases, count, inputs, outputs
+        self.parts = [k for _, _, stages in cases for k, _, _ in stages]
+        slots = {t: k for k, t in enumerate([*inputs, count])}  # (each stage's arrays by position)
+        for t in (t for _, _, stages in cases for _, _, outs in stages for t in outs):
+            slots.setdefault(t, len(slots))
+        self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
+                                for k, ins, outs in stages]) for lo, hi, stages in cases]
+        self.width, self.results = len(slots), [slots[t] for t in outputs]
+        self.last: tuple = (-1, [])  # (the last call's rows, their stages: a loop repeats its sizes)
+        self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
+        self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
+        self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
+
+    def __reduce__(self):
+        return StagedKernel, (self.size, self.cases, self.count, self.inputs, self.outputs)
+
+    def export(self, path: str) -> str:
+        """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
+        raise ExportError(f"export: a generic kernel over {self.size.name} has no library of its own to "
+                          f"export ({path}); export the kernel of one size: ta.build(ta.bind(outputs, "
+                          f"{self.size.name}=...), inputs).export(path)")
+
+    @property
+    def num_threads(self) -> int:
+        """The threads of each stage's parallel loops (settable)."""
+        return self.parts[0].num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        for k in self.parts:
+            k.num_threads = n
+
+    def stages(self, n: int) -> list[tuple[Any, list[int], list[int]]]:
+        """The stages of the case that holds at ``n`` rows, each ``(kernel, its inputs, its outputs)`` by
+        position among the program's inputs, the count and the stages' outputs."""
+        n = check_size(self.size, n)
+        return next(stages for lo, hi, stages in self.plans if lo <= n and (hi is None or n <= hi))
+
+    def work_at(self, n: int) -> int:
+        """The work of a call of ``n`` rows: each stage's."""
+        return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        if len(arrays) != len(self.inputs):
+            raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
+                                      f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
+        n, seen = None, ""
+        for k, name in self.rowed:
+            rows = getattr(arrays[k], "shape", (None,))[0]
+            if n is not None and rows != n:
+                raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen} gives {n}, "
+                                 f"{name} gives {rows} (axis 0)")
+            n, seen = rows, seen or name
+        if n is None:
+            raise KernelArgumentError(f"no array gives size {self.size.name}")
+        last = self.last
+        stages = last[1] if last[0] == n else self.stages(n)
+        self.last = (n, stages)
+        if len(stages) == 1 and stages[0][1] == list(range(len(arrays))) and stages[0][2] == self.results:
+            return stages[0][0](*arrays, out=out)  # (a case of one value: its static kernel)
+        values = [*arrays, np.array([n], np.int64), *[None] * (self.width - len(arrays) - 1)]
+        for kernel, ins, outs in stages:
+            made = kernel(*[values[k] for k in ins])
+            for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
+                values[k] = a
+        res = [values[k] for k in self.results]
+        if out is not None:
+            specs = [(t.name, r.shape, r.dtype) for t, r in zip(self.outputs, res)]
+            for a, r in zip(given_outputs(out, specs, list(arrays), [t.name for t in self.inputs])[1], res):
+                np.copyto(a, r)
+            res = list(out) if isinstance(out, (tuple, list)) else [out]
+        return res[0] if len(res) == 1 else tuple(res)
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],

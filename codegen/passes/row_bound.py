@@ -13,12 +13,13 @@ body of the innermost loop it reads runs where the row is below the count, the c
 program's last input (``int64[1]``, which the row driver writes before each call) and clipped to the
 block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix product whose rows,
 batch or sum has the rows as its first axis runs those of them below the count
-(:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum).
+(:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum); rows among a
+stacked product's batch axes (after the stack's) are made its first batch axis.
 A sum over the rows (``sums``) may read the count as the factor of a term (``H[j] * n``, a term that
 reads no row counted over the rows).  Where rows are reached otherwise (an index of no loop, a product's
 other axis, a store along rows on an axis no loop over rows indexes, a sum over the rows with a term
 that reads no row buffer, nor the count, nor a temporary that loops over rows only add to (a fused
-pass's partial columns), the count read elsewhere),
+pass's partial columns, a blocked sum's partial sums), the count read elsewhere),
 :class:`RowBoundError` says where."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
 from ..gemm.contraction import Contraction, RowCount
-from ..gemm.descriptor import KGROUP
+from ..gemm.descriptor import BATCH, KGROUP
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
@@ -69,7 +70,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
     summed = {id(program.outputs[k]) for k in sums}
-    under = {**rows.vars, **rows.guards}  # (a product runs the count)
+    under = {**rows.vars, **rows.guards, **dict.fromkeys(rows.guarded)}  # (a product runs the count)
     partial = _partial_sums(steps, under, rows)
     for step in steps if extent > 1 else ():  # (a block of one row has no loop over rows: its count is 1)
         if isinstance(step, Nest) and id(step) in rows.products:
@@ -228,6 +229,10 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
+    for s, _ in flagged:  # (a blocked sum's partial sums added into its total: ``acc = acc + acc.0``)
+        if isinstance(s, Assign) and not s.counted:
+            inside |= {t for t, v in zip(s.targets, s.values)
+                       if t not in outside and v.op is Op.ADD and t in v.src and _from(v, inside | {t})}
     counts = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg is count}
     inside |= {n for s, _ in flagged if isinstance(s, Store) for n in walk(s.value)
                if n.op is Op.READ and n.arg in partial}
@@ -319,7 +324,7 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     if not found:
         return
     axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
-    firsts = [group[0] if group else None for group in (s.batch, s.m, s.k)]
+    firsts = [axis if axis in s.batch else None, *(group[0] if group else None for group in (s.m, s.k))]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
                             f"axis of its batch, rows or sum")
@@ -344,6 +349,8 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
             count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
         spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
+        if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
+            spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 

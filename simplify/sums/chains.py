@@ -143,7 +143,7 @@ def contract_chain(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, 
     read = frozenset().union(*reads)  # (an axis no operand reads is one lowering hoists the sum out of)
     orders = _Orders(reads, frozenset(axes) & read, {v: v.hi - v.lo for v in scope})
     cost, children = orders.step(orders.full, orders.keep)
-    if cost >= orders.size(read):
+    if decide(cost >= orders.size(read)):  # (sizes: decided over their values)
         return None
     built = _Builder(orders, [product(fs, red.dtype) for fs in operands.values()], scope, red, lookup, make)
     src = scaled(coef, product([built.child(c) for c in children], red.dtype))

@@ -218,7 +218,7 @@ class RowKind(Enum):
     SUM = "sum"  # a sum over the rows: the sum of the blocks' sums
 
 
-def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
+def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor], staged: bool = False
              ) -> tuple[Expr | None, dict[Tensor, RowKind], str]:
     """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
     rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``; of several sizes, the first
@@ -228,25 +228,26 @@ def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor]
     nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
     at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
     Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
-    rows, its sums over the rows added up."""
+    rows, its sums over the rows added up.  ``staged``: an op may also read a sum over the rows (after
+    it is made: a later stage, which reads it as an input) and ``n`` as a float value (``1.0 / n``)."""
     found = program_sizes([*outputs, *inputs])
     if not found:
         return None, {}, "the program has no size variables"
     whys = []
     for n in found:
-        kinds, why = _row_kinds([*outputs, *inputs], n)
+        kinds, why = _row_kinds([*outputs, *inputs], n, staged)
         if not why:
             return n, kinds, ""
         whys.append(why if len(found) == 1 else f"not along {n.name}: {why}")
     return None, {}, "; ".join(whys)
 
 
-def _row_kinds(tensors: list[Tensor], n: Expr) -> tuple[dict[Tensor, RowKind], str]:
+def _row_kinds(tensors: list[Tensor], n: Expr, staged: bool) -> tuple[dict[Tensor, RowKind], str]:
     """Each tensor's :class:`RowKind` in the program of ``tensors`` as rows along ``n``, or ``({}, why
-    not)``."""
+    not)``; ``staged``: as :func:`row_plan`'s."""
     kinds: dict[Tensor, RowKind] = {}
     for t in tensor_graph(tensors):
-        kind, why = _row_kind(t, n, kinds)
+        kind, why = _row_kind(t, n, kinds, staged)
         if why:
             return {}, f"{t.name}: {why}"
         kinds[t] = kind
@@ -258,7 +259,7 @@ def _sized(n: Expr, items: Iterable[Any]) -> bool:
     return any(v is n for v in sizes_in(items))
 
 
-def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind | None, str]:
+def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind], staged: bool) -> tuple[RowKind | None, str]:
     """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
     given its producers' ``kinds``, or ``(None, why not)``."""
     rows = bool(t.shape) and t.shape[0] is n
@@ -269,7 +270,7 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind
     op = t.op
     nodes = [m for b in op.body for m in walk(b)]
     summed = [x.arg for x in nodes if x.op is Op.READ and kinds.get(x.arg) is RowKind.SUM]
-    if summed:
+    if summed and not staged:
         deferred = op.provenance.role is Role.DEFERRED
         return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
     runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
@@ -279,21 +280,29 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind]) -> tuple[RowKind
     over = [] if total is None or total.arg.combiner.kind != "sum" else \
         [a for a in total.arg.axes if a.hi is n and type(a.lo) is int and a.lo == 0]
     row = op.axes[0] if rows else over[0] if over else None
-    why = _row_breach(op, nodes, row, n)
+    why = _row_breach(op, nodes, row, n, staged and all(value_only(b, n) for b in op.body))
     if why:
         return None, why
     return RowKind.ROWS if rows else RowKind.SUM if row is not None else RowKind.WHOLE, ""
 
 
-def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr) -> str:
+def value_only(e: Expr, n: Expr) -> bool:
+    """Whether ``e`` reads size ``n`` only in values of a float type (``1.0 / float32(n)``), in no index
+    or condition."""
+    return not fold(e, lambda m, *kids: m is n or (m.op is not Op.CAST or not dt.is_float(m.dtype))
+                    and any(kids))
+
+
+def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr, valued: bool = False) -> str:
     """Why ``op`` (its bodies' ``nodes``) reads other than the row ``row`` of the tensors of ``n`` rows,
-    or ``""``.  A reduction axis over ``[0, n)`` that a sum's condition pins to ``row`` is ``row``."""
+    or ``""``.  A reduction axis over ``[0, n)`` that a sum's condition pins to ``row`` is ``row``;
+    ``valued``: ``n`` is read only as a float value."""
     pins = {c for r in nodes if r.op is Op.REDUCE for c in conjuncts(r.src[0])
             if c.op is Op.EQ and row is not None and any(x is row for x in c.src)
             and all(x is row or any(x is a for a in r.arg.axes) and x.hi is n for x in c.src)}
     rowlike = {row} | {x for c in pins for x in c.src}
     for node in nodes:
-        if node is n:
+        if node is n and not valued:
             return f"reads size {n.name} as a value"
         if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if _sized(n, (a.lo, a.hi))):
             return f"sums over size {n.name} other than at its own row"

@@ -1,7 +1,8 @@
 """Generic kernels (``kernel.generic``): a program of independent rows over a symbolic batch, built once
 (its parts compiled at build time, none at a call) and run at sizes 1 to 1000 and across the block
 ladder, forward and raw gradient, weight gradients summed over the blocks, against NumPy formulas in
-float64; programs whose rows are not independent keep one static kernel per size and say why; the
+float64; a sum over the rows read after it is made, or the size read as a value, in stages; programs
+whose rows are not independent otherwise keep one static kernel per size and say why; the
 last rows run as one short block, a matrix product's too; a Transformer block over a symbolic batch
 and sequence length, one generic kernel over the batch per length, against PyTorch float64."""
 
@@ -180,7 +181,6 @@ def test_generic_kernel_checks_arrays_against_each_other_and_their_shapes():
     (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] * i, name="Y"), "row index as a value"),
     (lambda X, n: ta.compute((n - 1, 4), lambda i, j: X[i + 1, j], name="Y"),
      "past the leading extent|as its rows"),
-    (lambda X, n: ta.compute((n, 4), lambda i, j: X[i, j] / n, name="Y"), "reads size n as a value"),
 ])
 def test_rows_that_are_not_independent_build_per_size_and_say_why(body, why):
     n = ta.size_var("n")
@@ -231,26 +231,41 @@ def test_sum_over_rows_at_every_count_of_rows_from_none():
         np.testing.assert_allclose(kernel(x), (x.astype("float64") ** 2).sum(0), rtol=1e-5, atol=1e-6)
 
 
-def test_mean_over_the_batch_builds_per_size():
+def test_mean_over_the_batch_is_one_kernel_in_stages():
+    """A mean over the batch (a sum over the rows divided by ``n``) and rows that read it (``X - mean``)
+    are stages of generic kernels: the sum made by the first, read by the second, ``n`` read at run
+    time; ``ta.lower`` says the same before anything compiles."""
     n = ta.size_var("n")
     X = ta.placeholder((n, 4), name="X")
     k = ta.reduce_axis((0, n), "k")
     mean = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k) / n, name="mean")
-    kernel = ta.build(mean, [X])
-    assert not kernel.generic and "a sum over n rows" in kernel.why  # (divided by n afterwards)
-    x = rand(7, 4)
-    np.testing.assert_allclose(kernel(x), x.astype("float64").mean(0), rtol=1e-5)
+    Y = ta.compute((n, 4), lambda i, j: (X[i, j] - mean[j]) / n, name="Y")
+    kernel = ta.build([mean, Y], [X])
+    assert kernel.generic and kernel.why == "" and all(kernel.bounded)
+    lowered = ta.lower([mean, Y], [X])
+    assert lowered.generic and lowered.why == ""
+    for size in (1, 2, 7, 17, 64, 300, 1000):
+        x = rand(size, 4)
+        m, y = kernel(x)
+        want = x.astype("float64").mean(0)
+        np.testing.assert_allclose(m, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y, (x - want) / size, rtol=1e-5, atol=1e-6)
 
 
-def test_sum_read_by_another_op_builds_per_size():
+def test_sum_read_by_another_op_is_one_kernel_in_stages():
+    """Pickled, it runs as it did; arrays that disagree on the size are an error naming both."""
     n = ta.size_var("n")
-    X = ta.placeholder((n, 4), name="X")
+    X, V = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="V")
     k = ta.reduce_axis((0, n), "k")
-    total = ta.compute((4,), lambda j: ta.sum(X[k, j], axis=k), name="total")
-    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X])
-    assert not kernel.generic and "reads total, a sum over n rows" in kernel.why
-    x = rand(7, 4)
-    np.testing.assert_allclose(kernel(x), x.astype("float64").sum(0) ** 2, rtol=1e-5)
+    total = ta.compute((4,), lambda j: ta.sum(X[k, j] * V[k], axis=k), name="total")
+    kernel = ta.build(ta.compute((4,), lambda j: total[j] * total[j], name="square"), [X, V])
+    assert kernel.generic and kernel.why == ""
+    for size in (1, 7, 300):
+        x, v = rand(size, 4), rand(size)
+        np.testing.assert_allclose(kernel(x, v), (x.astype("float64") * v[:, None]).sum(0) ** 2, rtol=1e-4)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(kernel))(x, v), kernel(x, v))
+    with pytest.raises(ValueError, match="disagree on size n: X gives 300, V gives 7"):
+        kernel(x, v[:7])
 
 
 DIM, HEADS, HIDDEN = 8, 2, 16
@@ -320,8 +335,8 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
             assert backward.at(b=batch, L=length).generic
     made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7)))
             for length in lengths]
-    # each kernel's smallest block runs exactly the rows it is given; a larger block that takes no
-    # count (with AVX2 tiles, the stacked product of 256 rows) runs whole blocks only
+    # each kernel's smallest block runs exactly the rows it is given (a larger one that takes no count
+    # runs whole blocks only)
     assert all(k.bounded[-1] for k in made), [k.why for k in made]
     assert len(builds) == sum(len(k.parts) for k in made)  # (a block whose rows take no count: left out)
 
