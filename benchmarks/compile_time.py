@@ -129,11 +129,13 @@ print(json.dumps({**zero, **{k.replace("fwd", "build_fwd").replace("bwd", "build
 """
 
 
-def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES, function: bool = False) -> dict[str, float]:
+def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES,
+         function: bool = False) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     env["TENSORAD_CACHE_DIR"] = cache_dir
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", script, name, "1" if tiny else "0", "1" if function else "0"], env=env, cwd=root,
+    flags = ["1" if tiny else "0", "1" if function else "0"]
+    out = subprocess.run([sys.executable, "-c", script, name, *flags], env=env, cwd=root,
                          capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")

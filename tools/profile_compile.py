@@ -170,7 +170,7 @@ def _workload_build(name: str, function: bool = False):
     y = sys_tensorad.topi_forward(w.kind, p, w.params)
     if function:  # ta.function's training step: the forward keeping its saved values, the backward
         f = ta.function(y, list(p.values()), wrt=[p[g] for g in w.grads])
-        f.saved
+        assert f.saved is not None  # (differentiated before the recording)
         return lambda: (f.residual_kernel, f.backward_kernel)
     head = ta.placeholder(y.shape, "float32", "H")
     grads = list(ta.JacobianRecursive(y, [p[g] for g in w.grads], head))

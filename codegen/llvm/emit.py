@@ -42,7 +42,7 @@ from ..program import (
     walk_stmts,
 )
 from ..target import Target, parse_target
-from .bounds_checks import Checks
+from .bounds_checks import Checks, has_raise_gather_in
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import at_most_level, declare, loop_metadata
@@ -145,9 +145,10 @@ class ModuleEmitter:
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
-        # a nest's name-free key -> (its function, its buffers' pointer positions)
+        # a nest's name-free key -> (its function, its buffers' pointer positions); where every
+        # access is checked, each site names its tensor and no nest is shared
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
-            {} if checks is None else None
+            {} if checks is None or not checks.every_access else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
@@ -191,8 +192,8 @@ class ModuleEmitter:
         """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
         with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers."""
         keyed = None
-        if self.shared is not None:
-            keyed = self._nest_key(nest)
+        if self.shared is not None and not (self.checks is not None and has_raise_gather_in(nest)):
+            keyed = self._nest_key(nest)  # (a nest testing gather indices names them: never shared)
         if keyed is not None:
             key, order = keyed
             found = self.shared.get(key)
@@ -201,7 +202,7 @@ class ModuleEmitter:
                 params = [0] * len(where)
                 for j, buf in enumerate(order):
                     params[where[j]] = self.arg_index[buf.tensor]
-                self.params[k] = params
+                self.params[k] = params + ([len(self.args)] if self.checks is not None else [])
                 return fn
         fn = self._new_nest_function(k, nest)
         if keyed is not None:
