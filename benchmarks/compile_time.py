@@ -29,6 +29,8 @@ kernel, in children of their own, so the wall time of both is shorter than their
 ``--library-on-disk`` starts each cold build with what a machine compiles once on disk -- the
 library's pieces the workload links and the thread pool's runtime, from a build before the
 timed ones -- and nothing else: the cold build of a user whose machine has built before.
+``--function`` builds ``ta.function``'s training step instead (``differentiate``: the gradients and the
+saved values chosen; ``build_fwd``: the forward keeping its saved values; ``build_bwd``: the backward).
 ``--jax`` times JAX's cold ``jax.jit(...).lower(...).compile()`` of the same forward and
 gradient program (:func:`benchmarks.sys_jax.compile_seconds`), in a fresh process after each
 tensorad pair (its ``build`` columns: tracing and autodiff are inside them).
