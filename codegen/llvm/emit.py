@@ -14,7 +14,9 @@ Module layout (``P`` a prefix unique to the program, so many kernels share one J
   ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
 
 Loops are emitted rotated with ``i64`` induction variables; accumulators live in stack slots that SROA
-promotes to registers."""
+promotes to registers.  A stored choice whose test reads only outer loops is tested outside the inner
+loops (:func:`unswitched`).  Identical nests share one function (:mod:`.loops.nest_key`), also in a
+program that tests gather indices, but for the nests that test them."""
 
 from __future__ import annotations
 
