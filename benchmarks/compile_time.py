@@ -29,6 +29,8 @@ kernel, in children of their own, so the wall time of both is shorter than their
 ``--library-on-disk`` starts each cold build with what a machine compiles once on disk -- the
 library's pieces the workload links and the thread pool's runtime, from a build before the
 timed ones -- and nothing else: the cold build of a user whose machine has built before.
+``--function`` builds ``ta.function``'s training step instead (``differentiate``: the gradients and the
+saved values chosen; ``build_fwd``: the forward keeping its saved values; ``build_bwd``: the backward).
 ``--jax`` times JAX's cold ``jax.jit(...).lower(...).compile()`` of the same forward and
 gradient program (:func:`benchmarks.sys_jax.compile_seconds`), in a fresh process after each
 tensorad pair (its ``build`` columns: tracing and autodiff are inside them).
@@ -89,10 +91,16 @@ def define():
     p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k) for k, s in shapes.items()}
     return p, sys_tensorad.topi_forward(w.kind, p, w.params)
 p, Y = timed("define", define)
-H = ta.placeholder(Y.shape, "float32", "H")
-grads = timed("differentiate", lambda: list(ta.JacobianRecursive(Y, [p[g] for g in w.grads], H)))
-timed("build_fwd", lambda: ta.build([Y], list(p.values())))
-timed("build_bwd", lambda: ta.build(grads, list(p.values()) + [H]))
+if sys.argv[3] == "1":  # one training step of ta.function: the forward keeping its saved values
+    f = ta.function(Y, list(p.values()), wrt=[p[g] for g in w.grads])
+    timed("differentiate", lambda: f.saved)
+    timed("build_fwd", lambda: f.residual_kernel)
+    timed("build_bwd", lambda: f.backward_kernel)
+else:
+    H = ta.placeholder(Y.shape, "float32", "H")
+    grads = timed("differentiate", lambda: list(ta.JacobianRecursive(Y, [p[g] for g in w.grads], H)))
+    timed("build_fwd", lambda: ta.build([Y], list(p.values())))
+    timed("build_bwd", lambda: ta.build(grads, list(p.values()) + [H]))
 print(json.dumps(t))
 """
 
@@ -123,21 +131,23 @@ print(json.dumps({**zero, **{k.replace("fwd", "build_fwd").replace("bwd", "build
 """
 
 
-def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES) -> dict[str, float]:
+def _run(name: str, cache_dir: str, tiny: bool, script: str = _STAGES,
+         function: bool = False) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     env["TENSORAD_CACHE_DIR"] = cache_dir
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", script, name, "1" if tiny else "0"], env=env, cwd=root,
+    flags = ["1" if tiny else "0", "1" if function else "0"]
+    out = subprocess.run([sys.executable, "-c", script, name, *flags], env=env, cwd=root,
                          capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1] or "{}")
 
 
-def _library_only(name: str, library_dir: str, tiny: bool) -> None:
+def _library_only(name: str, library_dir: str, tiny: bool, function: bool = False) -> None:
     """Fill ``library_dir`` with the library pieces the workload links and the thread pool's
     runtime, and nothing else."""
-    _run(name, library_dir, tiny)
+    _run(name, library_dir, tiny, function=function)
     env = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
     subprocess.run([sys.executable, "-c", _KEEP_LIBRARY, library_dir], check=True, timeout=600,
                    env={**env, "TENSORAD_CACHE_DIR": library_dir},
@@ -145,22 +155,23 @@ def _library_only(name: str, library_dir: str, tiny: bool) -> None:
 
 
 def measure(names: list[str], repeat: int, tiny: bool = False, library_on_disk: bool = False,
-            jax: bool = False) -> dict:
+            jax: bool = False, function: bool = False) -> dict:
     """Median stage times per workload, cold (empty cache; with ``library_on_disk``, empty but
     for the library's pieces) and cached (a new process); with ``jax``, JAX's cold compile of
-    the same (``jax``), each run interleaved with tensorad's."""
+    the same (``jax``), each run interleaved with tensorad's; with ``function``, the builds are
+    ``ta.function``'s training step (the forward keeping its saved values, the backward)."""
     results: dict = {"load_before": load_snapshot(), "workloads": {}}
     for w in workloads.select(names):
         runs: dict[str, list[dict[str, float]]] = {"cold": [], "cached": [], **({"jax": []} if jax else {})}
         with tempfile.TemporaryDirectory() as library_dir:
             if library_on_disk:
-                _library_only(w.name, library_dir, tiny)
+                _library_only(w.name, library_dir, tiny, function)
             for _ in range(repeat):
                 with tempfile.TemporaryDirectory() as parent:
                     cache_dir = os.path.join(parent, "cache")
                     shutil.copytree(library_dir, cache_dir)
-                    runs["cold"].append(_run(w.name, cache_dir, tiny))
-                    runs["cached"].append(_run(w.name, cache_dir, tiny))
+                    runs["cold"].append(_run(w.name, cache_dir, tiny, function=function))
+                    runs["cached"].append(_run(w.name, cache_dir, tiny, function=function))
                 if jax:
                     runs["jax"].append(_run(w.name, library_dir, tiny, _JAX))
         results["workloads"][w.name] = {
@@ -179,10 +190,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="cold builds start with the library's pieces and the thread pool on disk "
                          "(and nothing else)")
     ap.add_argument("--jax", action="store_true", help="time JAX's cold compile of the same too")
+    ap.add_argument("--function", action="store_true",
+                    help="build ta.function's training step (the forward keeping its saved values, "
+                         "the backward reading them) instead of the forward and the gradients")
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args(argv)
     res = measure([n for n in args.workloads.split(",") if n], args.repeat, args.tiny, args.library_on_disk,
-                  args.jax)
+                  args.jax, args.function)
     print(f"load before {res['load_before']}, after {res['load_after']}")
     head = ("workload", "mode", "define", "diff+opt", "build fwd", "build bwd", "total", "library", "w/o lib",
             "wall")

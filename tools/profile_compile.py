@@ -160,7 +160,7 @@ def profile(compiled: list[Compilation], target=None) -> list[FunctionCost]:
     return rows
 
 
-def _workload_build(name: str):
+def _workload_build(name: str, function: bool = False):
     import tensorad as ta
     from benchmarks import sys_tensorad, workloads
 
@@ -168,6 +168,10 @@ def _workload_build(name: str):
     ints = w.params.get("ints", {})
     p = {k: ta.placeholder(s, "int32" if k in ints else "float32", k) for k, s in w.input_shapes().items()}
     y = sys_tensorad.topi_forward(w.kind, p, w.params)
+    if function:  # ta.function's training step: the forward keeping its saved values, the backward
+        f = ta.function(y, list(p.values()), wrt=[p[g] for g in w.grads])
+        assert f.saved is not None  # (differentiated before the recording)
+        return lambda: (f.residual_kernel, f.backward_kernel)
     head = ta.placeholder(y.shape, "float32", "H")
     grads = list(ta.JacobianRecursive(y, [p[g] for g in w.grads], head))
 
@@ -181,13 +185,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python tools/profile_compile.py", description=__doc__.split("\n")[2])
     ap.add_argument("--workloads", default="attention,conv3x3s2_relu,conv3x3_relu,gelu_mlp,max_pool3s2")
     ap.add_argument("--top", type=int, default=12, help="kernel functions listed per workload")
+    ap.add_argument("--function", action="store_true", help="build ta.function's training step")
     args = ap.parse_args(argv)
     saved = os.environ.get("TENSORAD_CACHE_DIR")
     for name in args.workloads.split(","):
         with tempfile.TemporaryDirectory() as cache:
             os.environ["TENSORAD_CACHE_DIR"] = cache  # (read by every disk-cache access)
             try:
-                compiled = record(_workload_build(name))
+                compiled = record(_workload_build(name, args.function))
             finally:
                 os.environ.pop("TENSORAD_CACHE_DIR")
                 if saved is not None:

@@ -123,14 +123,22 @@ def _test(b: ir.IRBuilder, record: ir.Value, ok: ir.Value, fail_name: str, ok_na
     b.position_at_end(cont)
 
 
+def _raise_gather(exprs) -> bool:
+    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for e in exprs for n in walk(e))
+
+
 def has_raise_gather(program) -> bool:
     """Whether some expression of ``program`` holds a gather index under ``mode="raise"``."""
     # (a renamed nest's gathers are its source's: each distinct body is read once)
     bodies = {id(b): b for b in (step.source.body if isinstance(step, RenamedNest) else step.body
                                  for step in program.steps if isinstance(step, Nest))}
     exprs = [e for b in bodies.values() for e in nest_exprs(b)]
-    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise"
-               for e in exprs + [s.value for s in program.steps if isinstance(s, Fill)] for n in walk(e))
+    return _raise_gather(exprs + [s.value for s in program.steps if isinstance(s, Fill)])
+
+
+def has_raise_gather_in(nest: Nest) -> bool:
+    """Whether ``nest`` (a renamed nest: its source) holds a gather index under ``mode="raise"``."""
+    return _raise_gather(nest_exprs(nest.source.body if isinstance(nest, RenamedNest) else nest.body))
 
 
 def gather_message(site: Site, values: list[int]) -> str:

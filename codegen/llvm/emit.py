@@ -14,15 +14,18 @@ Module layout (``P`` a prefix unique to the program, so many kernels share one J
   ``GOMP_parallel`` when it is parallel, ``nthreads > 1`` and libgomp is present.
 
 Loops are emitted rotated with ``i64`` induction variables; accumulators live in stack slots that SROA
-promotes to registers."""
+promotes to registers.  A stored choice whose test reads only outer loops is tested outside the inner
+loops (:func:`unswitched`).  Identical nests share one function (:mod:`.loops.nest_key`), also in a
+program that tests gather indices, but for the nests that test them."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import llvmlite.ir as ir
 
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import COMPARISONS, LOGICAL, Expr, Op
 from tensorad.ir.rewrite import walk
 
 from ..gemm.microkernel import GemmEmitter, row_blocks
@@ -42,7 +45,7 @@ from ..program import (
     walk_stmts,
 )
 from ..target import Target, parse_target
-from .bounds_checks import Checks
+from .bounds_checks import Checks, has_raise_gather_in
 from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_value
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import at_most_level, declare, loop_metadata
@@ -84,6 +87,10 @@ UNROLL_NEST_LIMIT = 256
 # library's micro-kernel -- is optimized at -O2 at most: -O3's unswitching and larger unrolling multiply
 # the code of its packing loops, and the time LLVM spends on it, for no measured speed.
 PRODUCT_OPT_LEVEL = 2
+#: the most LLVM optimizes a nest whose loop-invariant tests :func:`unswitched` split
+UNSWITCHED_OPT_LEVEL = 2
+#: the most copies of a nest's inner loops :func:`unswitched` makes (a transform's rows: 4 or 6)
+MAX_UNSWITCHED = 8
 
 
 def _fills_in_a_loop(step) -> bool:
@@ -134,6 +141,74 @@ def copies_loops(s: Loop) -> bool:
                for x in loops)
 
 
+_PURE_INDEX = frozenset({Op.VAR, Op.CONST, Op.ADD, Op.SUB, Op.MUL, *COMPARISONS, *LOGICAL})
+
+
+def _invariant_test(cond: Expr, inner: set[Expr]) -> bool:
+    """Whether ``cond`` is index arithmetic that cannot trap (divisions by nonzero constants) and reads
+    none of the ``inner`` loop variables: testing it once outside those loops gives what each test gives."""
+    for n in walk(cond):
+        if n in inner:
+            return False
+        if n.op in (Op.FLOORDIV, Op.MOD):
+            if n.src[1].op is not Op.CONST or not n.src[1].arg:
+                return False
+        elif n.op not in _PURE_INDEX:
+            return False
+    return True
+
+
+def _branches(value: Expr, inner: set[Expr]) -> int:
+    """The values ``value`` chooses among by tests that read none of the ``inner`` loop variables."""
+    if value.op is not Op.IF_THEN_ELSE or not _invariant_test(value.src[0], inner):
+        return 1
+    return _branches(value.src[1], inner) + _branches(value.src[2], inner)
+
+
+def unswitched(stmts: tuple) -> tuple:
+    """``stmts`` with each perfect loop nest that stores a lazy ``if_then_else`` whose test is index
+    arithmetic read by none of its inner loops (a transform's row chosen by an outer axis, as Winograd's)
+    split outside those loops: one copy of them per branch, each storing its branch (``stmts`` itself
+    where none is split).  LLVM's ``-O3`` would unswitch such a test loop by loop; split here, the nest
+    compiles at :data:`UNSWITCHED_OPT_LEVEL` as fast, in about half the time (a Winograd transform's)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            s = _unswitched_loop(s)
+        elif isinstance(s, If):
+            then, orelse = unswitched(s.then), unswitched(s.orelse)
+            if then is not s.then or orelse is not s.orelse:
+                s = replace(s, then=then, orelse=orelse)
+        out.append(s)
+    return stmts if all(a is b for a, b in zip(out, stmts)) else tuple(out)
+
+
+def _unswitched_loop(s: Loop) -> Loop | If:
+    chain, leaf = [s], s.body
+    while len(leaf) == 1 and isinstance(leaf[0], Loop):
+        chain.append(leaf[0])
+        leaf = leaf[0].body
+    store = leaf[0] if len(leaf) == 1 else None
+    if isinstance(store, Store) and store.value.op is Op.IF_THEN_ELSE:
+        cond, yes, no = store.value.src
+        depth, inner = len(chain), set()
+        while depth > 0 and _invariant_test(cond, inner | {chain[depth - 1].var}):
+            depth -= 1
+            inner.add(chain[depth].var)
+        if depth < len(chain) and _branches(store.value, inner) <= MAX_UNSWITCHED:
+            def copy(value: Expr) -> tuple:
+                body: tuple = (replace(store, value=value),)
+                for loop in reversed(chain[depth:]):
+                    body = (replace(loop, body=body),)
+                return unswitched(body)
+            split: Loop | If = If(cond, copy(yes), copy(no), affine=False)
+            for loop in reversed(chain[:depth]):
+                split = replace(loop, body=(split,))
+            return split
+    body = unswitched(s.body)
+    return s if body is s.body else replace(s, body=body)
+
+
 class ModuleEmitter:
     def __init__(self, program: Program, prefix: str, fastmath: bool = True, use_gomp: bool = True,
                  vector_width: int | None = None, checks: Checks | None = None, target=None) -> None:
@@ -145,9 +220,10 @@ class ModuleEmitter:
         self.checks = checks
         self.nptr = len(self.args) + (checks is not None)
         self.params: dict[int, list[int]] = {}  # nest step -> the pointer positions it takes
-        # a nest's name-free key -> (its function, its buffers' pointer positions)
+        # a nest's name-free key -> (its function, its buffers' pointer positions); where every
+        # access is checked, each site names its tensor and no nest is shared
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
-            {} if checks is None else None
+            {} if checks is None or not checks.every_access else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
@@ -191,8 +267,8 @@ class ModuleEmitter:
         """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
         with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers."""
         keyed = None
-        if self.shared is not None:
-            keyed = self._nest_key(nest)
+        if self.shared is not None and not (self.checks is not None and has_raise_gather_in(nest)):
+            keyed = self._nest_key(nest)  # (a nest testing gather indices names them: never shared)
         if keyed is not None:
             key, order = keyed
             found = self.shared.get(key)
@@ -201,7 +277,7 @@ class ModuleEmitter:
                 params = [0] * len(where)
                 for j, buf in enumerate(order):
                     params[where[j]] = self.arg_index[buf.tensor]
-                self.params[k] = params
+                self.params[k] = params + ([len(self.args)] if self.checks is not None else [])
                 return fn
         fn = self._new_nest_function(k, nest)
         if keyed is not None:
@@ -272,7 +348,10 @@ class ModuleEmitter:
         read = {self.arg_index.get(n.arg) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ}
         self._read_in_nest = lambda t: self.arg_index.get(t) in read  # (.masktail.pointwise)
         self._row_lanes = nest.attrs.row_lanes or (0, 0)
-        self.block(em, nest.body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
+        body = unswitched(nest.body)
+        if body is not nest.body:
+            at_most_level(fn, UNSWITCHED_OPT_LEVEL)
+        self.block(em, body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         self._read_in_nest = lambda tensor: True
         self._row_lanes = (0, 0)
         b.ret_void()

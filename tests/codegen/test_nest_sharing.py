@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from blocks import tanh_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tensorad.codegen.llvm.bounds_checks import Checks
 from tensorad.codegen.llvm.emit import ModuleEmitter
 from tensorad.codegen.loops.nest_key import nest_key
 from tensorad.codegen.program import Nest
@@ -68,6 +70,36 @@ def test_shared_nest_functions_compute_the_chain():
         for s in range(n):
             want = KINDS[s % k][1](want)
         np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
+
+
+def _gathered_chain(n: int, k: int, size: int = 16):
+    """:func:`_chain` whose output also adds ``X`` gathered at the indices ``I`` (``mode="raise"``)."""
+    X, Y, stored = _chain(n, k, size)
+    ids = ta.placeholder((size,), "int32", name="I")
+    Z = ta.compute((size,), lambda i: Y[i] + X.take(ids[i], mode="raise"), name="Z")
+    return X, ids, Z, stored
+
+
+def test_a_program_testing_gather_indices_shares_its_other_nests():
+    """A program holding a gather under ``mode="raise"`` is built with run-time index tests, and
+    then emitted every nest as a function of its own: a chain of 2 kinds repeated 12 times
+    became 12 functions.  The nests that test nothing share their functions; the one that tests
+    the gather keeps its own, and an index out of range still raises naming the gathered tensor."""
+    X, ids, Z, stored = _gathered_chain(12, 2)
+    low = ta.lower([Z], [X, ids], fuse=False, materialize=stored)
+    checks = Checks(every_access=False)
+    text = str(ModuleEmitter(low.program, "p", use_gomp=False, checks=checks).emit())
+    assert len(re.findall(r'define void @"p_nest\d+"', text)) == 3
+    kernel = ta.build([Z], [X, ids], fuse=False, materialize=stored, num_threads=1)
+    x = np.random.default_rng(1).uniform(-2, 2, 16)
+    idx = np.arange(16, dtype=np.int32)[::-1].copy()
+    want = x.copy()
+    for s in range(12):
+        want = KINDS[s % 2][1](want)
+    np.testing.assert_allclose(np.asarray(kernel(x, idx)), want + x[idx], rtol=1e-12, atol=1e-14)
+    idx[3] = 16
+    with pytest.raises(IndexError, match="gather index out of range"):
+        kernel(x, idx)
 
 
 def test_parallel_nests_share_functions_and_split_their_own_rows():
