@@ -27,18 +27,15 @@ FACTOR = 4
 PINNED_TARGET = "llvm -mcpu=skylake-avx512"  # where a program names no target of its own
 
 _WINNER = "max/min with ties: a tie pass and a routing sum over each window's ties per input element"
-_PRODUCT = "product over a window: its zero count and its nonzero terms' product are passes of their own"
 _SLICE = "the forward reads a few elements of a larger input or intermediate; the gradient sums all of it"
 
 #: fuzz programs (seeds of the current generator) known to break the invariant, by class
 FUZZ_FINDINGS: dict[int, str] = {
     41: f"{_WINNER} (in the work gate's float64 rendering; the fuzzer's own keeps the bound)", 88: _WINNER,
     89: f"{_WINNER} (the running max of a custom (sum, max) pair)",
-    125: f"{_WINNER} (a max beside a product's scans; its routing of ties counts as taken, the worst case)",
     143: _SLICE,
-    161: _SLICE, 184: _SLICE, 228: _WINNER, 286: _WINNER,
+    161: _SLICE, 184: _SLICE, 228: _WINNER,
     473: _SLICE, 476: _SLICE,
-    3100029: _PRODUCT,
 }
 
 #: programs known to break the invariant, with the class of program and why (one line each)

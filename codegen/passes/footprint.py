@@ -4,7 +4,7 @@ When every reader reads only part of a materialized tensor (causal attention's `
 ``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for the *footprint* of each
 materialized tensor that is not an output (each output of a multi-output reduction alike): the union over
 its reads of the reader's points under the read's index map, narrowed by the guards on the way (a
-superset).  Consumers come first.
+superset; an index taken from data is any point of its range).  Consumers come first.
 
 A footprint that is at most :data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it,
 another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never read."""
@@ -123,14 +123,17 @@ def _image(read: Expr, guards: tuple[Expr, ...], free: list[Expr], call: _Call,
         body["rename"] = call.renaming(free)
         body["sub"] = substituter(body["rename"])
     rename, sub = body["rename"], body["sub"]
-    names = axes + tuple(rename.values())
+    index = tuple(sub(e) for e in read.src)
+    # (an index read from data is some point of its range: a variable over it, projected out with the rest)
+    gathered = tuple(dict.fromkeys(n for e in index for n in walk(e)
+                                   if n.op is Op.DATA_INDEX and type(n.arg.extent) is int))
+    names = axes + tuple(rename.values()) + gathered
     space = call.space(names)
     sets = call.sets
     found = body.get(guards)
     if found is None:
         found = body[guards] = tuple(dict.fromkeys(sub(g) for g in guards))
     guards = found
-    index = tuple(sub(e) for e in read.src)
     key = ("image", guards, index, names)
     if key in sets:
         return sets[key]

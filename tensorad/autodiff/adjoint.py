@@ -20,9 +20,10 @@ Other combiners:
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
-  ``P``: ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one fused pass
-  (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose tangent is the zero factors' tangents,
-  so the branches that are 0 keep their derivatives (second order).  A ``where`` that reads an output
+  ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
+  ``Z == 1``, else 0, one fused pass (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose
+  tangent is the zero factors' tangents, so the branches that are 0 keep their derivatives (second
+  order).  A ``where`` that reads an output
   axis or data takes an exclusive prefix times an exclusive suffix product along the box's points
   (:meth:`AdjointBuilder._others`): two scans, no division, finite where ``Y`` overflows or a factor
   is infinite or NaN, with the derivatives of products (second order at zeros).  A running product
@@ -35,8 +36,8 @@ Other combiners:
 A reduction whose value is copied along output axes it never reads (an argmax too, and a sum whose read of
 an input is a gather or leaves several window points per element with differing terms), or a max, min or
 product whose terms repeat along reduction axes they never read, differentiates once per distinct value
-and term: each head summed over the copies first, a product's scaled by ``n Y'^(n-1)``
-(:meth:`AdjointBuilder._uncopied`, :func:`_several_points`).
+and term: each head summed over the copies first (and optimized), a product's scaled by the
+elementwise power ``n Y'^(n-1)`` (:meth:`AdjointBuilder._uncopied`, :func:`_several_points`).
 A built-in max, min or product over a one-point box is its source there, and a max or min of a source
 that no point of the window changes (isl proves each read index constant over it) is its source wherever
 the window has a point (the ``where`` projected onto the outputs): its contribution is elementwise."""
@@ -74,7 +75,17 @@ from ..poly.affine import IndexSpace, NotAffine, always, decide
 from ..poly.domain import IndexSet
 from ..poly.nesting import plain_prefix, running_order
 from . import combiners
-from .build import all_of, axis_vars, compute, copy_vars, equal_all, head_sum, rename
+from .build import (
+    Optimizer,
+    all_of,
+    axis_vars,
+    compute,
+    compute_each,
+    copy_vars,
+    equal_all,
+    head_sum,
+    rename,
+)
 from .gathers import unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
@@ -291,6 +302,34 @@ def _where_linked(op: ComputeOp) -> bool:
     return any(set(free_vars(c)) & set(op.axes) or reads_data(c) for c in conjuncts(op.body[0].src[0]))
 
 
+def _component_groups(comb, read: dict[int, int]) -> list[tuple[tuple[int, ...], list[int]]]:
+    """The heads ``read`` (output -> component of ``comb``) grouped so that no two groups need a
+    common component (:func:`combiners.needed_components`): ``(components, outputs)`` each."""
+    groups: list[tuple[set[int], list[int]]] = []
+    for v, c in read.items():
+        need, outs = set(combiners.needed_components(comb, [c])), [v]
+        for g in [g for g in groups if g[0] & need]:
+            groups.remove(g)
+            need |= g[0]
+            outs += g[1]
+        groups.append((need, outs))
+    return [(tuple(sorted(need)), outs) for need, outs in groups]
+
+
+def _lifted_at_first(op: ComputeOp, n: Expr) -> Expr | None:
+    """A read ``R[i, j]`` in ``op``'s body of a reduction the language lifted out of it (``Role.LIFTED``, of
+    ``op``'s group) as ``R[i, 0]`` where ``R``'s value is a copy along ``j`` (its body never reads it):
+    the same value, and ``op``'s body no longer reads ``j`` (:meth:`AdjointBuilder._uncopied`)."""
+    lifted = n.arg.op if n.op is Op.READ else None
+    if not isinstance(lifted, ComputeOp) or lifted.provenance.role is not Role.LIFTED \
+            or lifted.provenance.group != op.provenance.group:
+        return None
+    used = {v for b in lifted.body for v in free_vars(b)}
+    index = tuple(e if a in used or e.op is Op.CONST else const(0, e.dtype)
+                  for a, e in zip(lifted.axes, n.src))
+    return None if index == tuple(n.src) else n.arg[index]
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -299,8 +338,9 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self, exact: bool = False) -> None:
+    def __init__(self, exact: bool = False, optimizer: Optimizer | None = None) -> None:
         self.exact = exact  # choices on sizes as at every static size, else raise (an optimized derivative)
+        self.optimizer = optimizer  # (for the heads it sums: an adjoint's optimizer reads them only)
         self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
@@ -323,14 +363,18 @@ class AdjointBuilder:
                     for t in self._site_terms(op.axes, (), TRUE, op.body[v], h, x, p, j)]
         comb = op.body[0].arg.combiner
         read = {v: op.body[v].arg.value_index for v in heads}  # (an output is one component)
-        kept = combiners.needed_components(comb, list(read.values()))
-        if len(kept) < comb.arity and len(set(read.values())) == len(read) \
-                and combiners.classify(comb)[0] == "generic":
-            # a generic tuple reduction whose heads read some components only: those may form a
-            # sum or a max, whose adjoints need no Jacobian of the tuple
-            sub = compute(op.name, op.axes, [combiners.project(op.body[0], kept, c) for c in kept],
-                          op.provenance)[0].op
-            return self.contributions(sub, {kept.index(c): heads[v] for v, c in read.items()}, x, p, j, sole)
+        groups = _component_groups(comb, read)
+        apart = len(groups) > 1 or bool(groups) and len(groups[0][0]) < comb.arity
+        if apart and len(set(read.values())) == len(read) and combiners.classify(comb)[0] == "generic":
+            # a generic tuple reduction whose heads read some components only, or components apart
+            # (a zero count beside a product): each group may form a sum, a product or a max, whose
+            # adjoints need no Jacobian of the tuple
+            terms = []
+            for kept, vs in groups:
+                sub = compute(op.name, op.axes, [combiners.project(op.body[0], kept, c) for c in kept],
+                              op.provenance)[0].op
+                terms += self.contributions(sub, {kept.index(read[v]): heads[v] for v in vs}, x, p, j, sole)
+            return terms
         body = op.body[0]
         ra: ReduceArg = body.arg
         if any(self.holds(k.extent <= 0) for k in ra.axes):
@@ -408,18 +452,27 @@ class AdjointBuilder:
         key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
         if key in self._narrowed:
             return self._narrowed[key]
-        read = {v for b in op.body for e in b.src for v in free_vars(e)}
-        # (a copy of one element sums nothing; over an empty one the head is empty, and the plain
-        # terms are proven zero)
-        copied = [a for a in op.axes if a not in read and self.holds(a.extent >= 2)]
         raxes = op.body[0].arg.axes
-        unread = [k for k in raxes if kind in ("max", "min", "prod") and k not in read
-                  and self.holds(k.extent >= 2)]
+
+        def repeats(bodies: Sequence[Expr]) -> tuple[list[Expr], list[Expr]]:
+            read = {v for b in bodies for e in b.src for v in free_vars(e)}
+            # (a copy of one element sums nothing; over an empty one the head is empty, and the plain
+            # terms are proven zero)
+            return ([a for a in op.axes if a not in read and self.holds(a.extent >= 2)],
+                    [k for k in raxes if kind in ("max", "min", "prod") and k not in read
+                     and self.holds(k.extent >= 2)])
+
+        bodies = list(op.body)
+        copied, unread = repeats(bodies)
+        pinned = [rewrite(b, lambda n: _lifted_at_first(op, n)) for b in bodies]
+        if pinned != bodies and sum(map(len, repeats(pinned))) > len(copied) + len(unread):
+            bodies = pinned  # (only where it shows more copies: the reads keep their routing elsewhere)
+            copied, unread = repeats(bodies)
         found = None
         if copied or unread:
             kept = [a for a in op.axes if a not in copied]
             m = {**copy_vars([*kept, *raxes]), **{k: var(k.name, k.lo, k.lo + 1) for k in unread}}
-            sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in op.body], op.provenance)[0].op
+            sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in bodies], op.provenance)[0].op
             narrowed = {}
             for v, h in heads.items():
                 out = copy_vars(op.axes)
@@ -430,16 +483,12 @@ class AdjointBuilder:
                     total = head_sum(value, [out[a] for a in copied], TRUE)
                     h = compute(f"{h.name}.summed", prefix + [out[a] for a in kept], [total],
                                 Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
-                if kind == "prod" and unread:  # H n Y'^(n-1): Y' over the n points but the first
+                    h = h if self.optimizer is None else self.optimizer(h)  # (a head nonzero at few copies)
+                if kind == "prod" and unread:  # H n Y'^(n-1), the power elementwise
                     axes = prefix + [out[a] for a in kept]
-                    w = copy_vars(unread)
-                    later = [compare(Op.NE, w[k], as_expr(k.lo, dt.INDEX)) for k in unread]
                     y = cast(dtype, Tensor(sub, v)[tuple(out[a] for a in kept)])
-                    (power,) = compute(f"{h.name}.power", axes,
-                                       [prod_reducer(y, list(w.values()), where=_any_of(later))])
-                    extents = [as_expr(k.extent, dt.INDEX) for k in unread]
-                    n = math.prod(extents[1:], start=extents[0])
-                    value = cast(dtype, h[tuple(axes)]) * cast(dtype, n) * power[tuple(axes)]
+                    n = math.prod(k.extent for k in unread)
+                    value = cast(dtype, h[tuple(axes)]) * cast(dtype, n) * y ** cast(dtype, n - 1)
                     h = compute(f"{h.name}.scaled", axes, [value],
                                 Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
                 narrowed[v] = h
@@ -838,26 +887,23 @@ class AdjointBuilder:
 
     def _prod(self, op: ComputeOp) -> tuple[Tensor, Tensor]:
         """``(Z, P)``: the number of zero factors of a box product (a float: each zero adds ``1 + g``,
-        whose tangent is g's) and the product of the nonzero ones, from the factors' bits that
-        :meth:`_box_others`' zero test reads too."""
+        whose tangent is g's) and the product of the nonzero ones, one reduction over the box
+        (:data:`combiners.ZEROS_AND_PRODUCT`), from the factors' bits that :meth:`_box_others`' zero
+        test reads too."""
         found = self._boxes.get(op)
         if found is not None:
             return found
         body = op.body[0]
-        out = []
-        for what in ("zeros", "nonzero_prod"):
-            m = copy_vars(op.axes + body.arg.axes)
-            cond, g = rename(body.src[0], m), self._compared_source(op, m)
-            is0 = compare(Op.EQ, g, const(0, g.dtype))
-            where = None if cond is TRUE else cond
-            kv = [m[k] for k in body.arg.axes]
-            if what == "zeros":
-                cd = dt.compute_dtype(g.dtype)
-                red = sum_reducer(choice(Op.SELECT, is0, const(1, cd) + cast(cd, g), const(0, cd)), kv, where)
-            else:
-                red = prod_reducer(choice(Op.SELECT, is0, const(1, g.dtype), g), kv, where)
-            out.append(compute(f"{op.name}.{what}", [m[a] for a in op.axes], [red])[0])
-        found = self._boxes[op] = (out[0], out[1])
+        m = copy_vars(op.axes + body.arg.axes)
+        cond, g = rename(body.src[0], m), self._compared_source(op, m)
+        is0 = compare(Op.EQ, g, const(0, g.dtype))
+        cd = dt.compute_dtype(g.dtype)
+        sources = (choice(Op.SELECT, is0, const(1, cd) + cast(cd, g), const(0, cd)),
+                   choice(Op.SELECT, is0, const(1, g.dtype), g))
+        where = None if cond is TRUE else cond
+        reds = combiners.ZEROS_AND_PRODUCT(sources, [m[k] for k in body.arg.axes], where)
+        zeros, nonzero = compute(f"{op.name}.zeros_prod", [m[a] for a in op.axes], list(reds))
+        found = self._boxes[op] = (zeros, nonzero)
         return found
 
     def _others(self, op: ComputeOp) -> Callable | None:
@@ -1057,8 +1103,8 @@ class AdjointBuilder:
             jv = axis_vars(x.shape, prefix="jac_i")
             ders = [body_jacobian(b, x, jv) for b in op.body]
             live = [v for v, d in enumerate(ders) if d is not ZERO]
-            made = compute(f"{op.name}.jacobian", [m[a] for a in op.axes] + jv,
-                           [rename(ders[v], m) for v in live]) if live else ()
+            made = compute_each(f"{op.name}.jacobian", [m[a] for a in op.axes] + jv,
+                                [rename(ders[v], m) for v in live]) if live else ()
             self._jacobians[key] = dict(zip(live, made))
         jac = self._jacobians[key]
         terms = []

@@ -10,6 +10,7 @@ from ..ir import dtype as dt
 from ..ir.expr import TRUE, Expr, Op, choice, compare, const, copies, logical, var
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import rename as rename
+from ..ir.rewrite import walk
 from ..ir.tensor import Provenance, Role, Tensor
 from ..lang import make_compute
 
@@ -56,6 +57,21 @@ def compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr],
             provenance: Provenance | None = None) -> tuple[Tensor, ...]:
     """A compute op built by a pass (no isl bounds proof: reads are in bounds by construction)."""
     return make_compute(name, axes, bodies, check_bounds=False, provenance=provenance)
+
+
+def compute_each(name: str, axes: Sequence[Expr], bodies: Sequence[Expr]) -> list[Tensor]:
+    """One compute of ``bodies`` over ``axes`` when they are one reduction's outputs (or none is a
+    reduction), else one compute per body over copies of ``axes`` (the derivatives of a tuple's
+    components apart, as a sum beside a product, are reductions of their own)."""
+    calls = {(b.arg.combiner, b.arg.axes, b.src) if b.op is Op.REDUCE else None for b in bodies}
+    if len(calls) == 1 or calls == {None}:
+        return list(compute(name, axes, bodies))
+    out = []
+    for v, b in enumerate(bodies):
+        bound = dict.fromkeys(k for n in walk(b) if n.op is Op.REDUCE for k in n.arg.axes)
+        m = copy_vars(list(axes) + list(bound))
+        out += compute(f"{name}{v}", [m[a] for a in axes], [rename(b, m)])
+    return out
 
 
 def adjoint_of(x: Tensor) -> Provenance:

@@ -39,7 +39,7 @@ from ..ir.expr import (
     unary,
     var,
 )
-from ..ir.reducer import CommReducer
+from ..ir.reducer import CommReducer, Reducer
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import substitute, walk
@@ -51,6 +51,11 @@ from .zero import ZERO, Tangent, materialize
 TangentRule = Callable[[Expr, Callable[[Expr], Tangent]], Tangent]
 
 INDEX_SENTINEL = dt.max_value("int32")
+
+#: ``(Z, P)`` in one pass: a sum (a product's zero count) beside a product (of its nonzero factors);
+#: each component reads only itself (:func:`needed_components`), so each differentiates alone
+ZEROS_AND_PRODUCT = Reducer(lambda x, y: (x[0] + y[0], x[1] * y[1]),
+                            lambda z, p: (const(0, z), const(1, p)), "zeros_prod")
 
 
 # ---- the order of a max/min -----------------------------------------------------------------
@@ -247,6 +252,9 @@ def reduce_tangent(node: Expr, dsrc: Sequence[Tangent], tangent: TangentRule, ti
     cond, srcs = node.src[0], node.src[1:]
     if all(d is ZERO for d in dsrc):
         return ZERO
+    kept = needed_components(ra.combiner, [ra.value_index])
+    if len(kept) < ra.combiner.arity:  # (the components this one reads: a sum beside a product is a sum)
+        return reduce_tangent(project(node, kept, ra.value_index), [dsrc[c] for c in kept], tangent, ties)
     kind, _ = classify(ra.combiner)
     if kind == "sum":
         d = sum_reducer(dsrc[0], list(ra.axes), where=cond)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..ir.expr import Expr, Op, cast, choice, const
 from ..ir.rewrite import substitute, tensor_graph, walk
 from ..ir.tensor import ComputeOp, Tensor
-from .build import Optimizer, axis_vars, check_float, compute, copy_vars, rename, zeros
+from .build import Optimizer, axis_vars, check_float, compute, compute_each, copy_vars, rename, zeros
 from .gathers import unchecked_read_index, unguarded_reads
 from .reverse import jacobian_recursive
 from .rules import FORWARD_RULES, tangent
@@ -79,8 +79,7 @@ def _jvps(outputs: list[Tensor], inputs: list[Tensor], tangents: list[Tensor],
             continue
         live = [v for v, d in enumerate(ders) if d is not ZERO]
         m = copy_vars(op.axes + op.reduce_axes)
-        made = compute(f"{op.name}.jvp", [m[a] for a in op.axes],
-                       [rename(ders[v], m) for v in live])
+        made = compute_each(f"{op.name}.jvp", [m[a] for a in op.axes], [rename(ders[v], m) for v in live])
         if optimizer is not None and len(made) == 1:
             made = (optimizer(made[0]),)
         for v, made_t in zip(live, made):

@@ -119,7 +119,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
     adj = _Adjoints(prefix, optimizer)
     if output in relevant:
         adj.done[output] = head
-    builder = AdjointBuilder(exact=optimizer is not None)
+    builder = AdjointBuilder(exact=optimizer is not None, optimizer=optimizer)
     ops = list(dict.fromkeys(t.op for t in graph))
     consumers = Counter(x for op in ops if isinstance(op, ComputeOp) for x in op_reads(op))
     for op in reversed(ops):  # consumers first
