@@ -292,7 +292,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(factor_choices),
     _new_ops(lambda s: merge_transposed(s.ops, s.bodies, s.outputs)),
     _new_ops(_stacked),
-    _new_ops(lambda s: winograd(s.ops, s.bodies, _reads_in_bounds, s.winograd)),
+    _new_ops(lambda s: winograd(s.ops, s.bodies, _reads_in_bounds, s.winograd, s.outputs)),
     _new_ops(lambda s: elide_copies(s.ops, s.bodies, s.outputs) if s.fuse else s.ops),
     _each_body(unstride),
 )

@@ -33,11 +33,13 @@ AVX-512 and AVX2) and rewrites where the tile costs at most :data:`PAYS` of the 
 F(4x4, 3x3)'s float32 error is about four times the direct sum's (3e-6 of the largest output at 64
 channels), within every tolerance of a value, but it moves values across kinks: a ReLU mask that the
 backward takes of a pre-activation near zero flips, and the gradient moves by a whole term.  So F(4x4, 3x3)
-is offered only for a sum whose value reaches no kink of the program (:func:`kinked`: a comparison, a
-``max``/``min``/``abs``, a max or min reduction, a cast or an index read from data, whose operand
-depends on it): the data gradients of a network of ReLUs, not its forward; F(2x2, 3x3), whose error is the
-direct sum's, everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms add in
-another order)."""
+is offered only for a sum whose value reaches (:func:`kinked`) no jump of the program (a comparison other
+than a choice's whose branches agree where its sides meet, a cast or an index read from data), nor a kink
+(``max``, ``min``, ``abs``, a max or min reduction, a ReLU) where the value also leaves the kernel point by
+point (an output, or read by one that sums nothing): the forward of a network of ReLUs summed into a loss,
+its data gradients, not a forward that saves its pre-activations for a backward; F(2x2, 3x3), whose error
+is the direct sum's, everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms
+add in another order)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+
+from tensorad.simplify import simplify_expr
 
 from tensorad.ir.dtype import is_float
 from tensorad.ir.expr import COMPARISONS, TRUE, Expr, Op, ReduceArg, box, choice, const, copies, var
@@ -68,7 +72,7 @@ TRANSFORMS: dict[int, tuple[tuple, tuple, tuple]] = {
         ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, F(-1, 2), 0), (0, 1, 1, 4, F(1, 4), 0),
          (0, 1, -1, 8, F(-1, 8), 1))),
 }
-CHOSEN = (2, 4)  # the tiles the cost model picks from (F(4x4, 3x3) where no kink follows: module docstring)
+CHOSEN = (2, 4)  # the tiles the cost model picks from (F(4x4, 3x3) where no mask follows: module docstring)
 SMOOTH = (2,)  # the tiles offered for a sum whose value reaches a kink
 MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
 PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
@@ -257,28 +261,78 @@ def choose_tile(conv: Conv, tiles: tuple[int, ...] = CHOSEN) -> int | None:
     return best if macs(conv, best) <= PAYS * macs(conv, None) else None
 
 
-KINKS = COMPARISONS | {Op.MAXIMUM, Op.MINIMUM, Op.ABS, Op.CAST, Op.DATA_INDEX}
+STEPS = frozenset({Op.CAST, Op.DATA_INDEX})  # jumps where the operand crosses an integer (a float cast: none)
+CONTINUOUS = frozenset({Op.MAXIMUM, Op.MINIMUM, Op.ABS})  # kinks whose value does not jump
 
 
-def _is_kink(n: Expr) -> bool:
-    if n.op is Op.REDUCE:
-        return n.arg.combiner.kind != "sum"
-    return n.op in KINKS and (n.op is not Op.CAST or not is_float(n.dtype))
+def _agrees(n: Expr) -> bool:
+    """Whether the ``select``/``if_then_else`` ``n`` on one comparison ``L op R`` is continuous across it:
+    its branches agree where ``L = R`` (``select(v <= 0, 0, v)``, a ReLU; ``select(a > b, a, b)``, a max)."""
+    cond, yes, no = n.src
+    if cond.op not in COMPARISONS:
+        return False
+    left, right = cond.src
+    if any(n is left for n in walk(right)):
+        left, right = right, left
+    if any(n is left for n in walk(right)):
+        return False
+    at = {left: right}
+    return simplify_expr(substitute(yes, at)) is simplify_expr(substitute(no, at))
 
 
-def kinked(ops: list[ComputeOp], bodies: dict) -> set[ComputeOp]:
-    """The ops of ``ops`` whose values reach a kink (module docstring) through the program's reads."""
+def _kinks(body: Expr) -> tuple[set[Expr], set[Expr]]:
+    """``(steps, kinks)``: the nodes of ``body`` whose value jumps as an operand moves (a comparison other
+    than the condition of a :func:`_agrees` choice, a cast to an integer, an index read from data, a
+    reduction that picks), and those whose value bends without jumping (``max``, ``min``, ``abs``, a max or
+    min reduction, a choice that :func:`_agrees`)."""
+    steps: set[Expr] = set()
+    kinks: set[Expr] = set()
+    for n in walk(body):
+        if n.op is Op.REDUCE and n.arg.combiner.kind != "sum":
+            (kinks if n.arg.combiner.kind in ("max", "min", "prod") else steps).add(n)
+        elif n.op in CONTINUOUS:
+            kinks.add(n)
+        elif n.op in STEPS and (n.op is not Op.CAST or not is_float(n.dtype)):
+            steps.add(n)
+        for k, s in enumerate(n.src):
+            if s.op in COMPARISONS:
+                smooth = k == 0 and n.op in (Op.SELECT, Op.IF_THEN_ELSE) and _agrees(n)
+                (kinks if smooth else steps).add(s)
+    if body.op in COMPARISONS:
+        steps.add(body)
+    return steps, kinks
+
+
+def kinked(ops: list[ComputeOp], bodies: dict, outputs: frozenset = frozenset()) -> set[ComputeOp]:
+    """The ops of ``ops`` whose values reach a jump of the program through its reads (:func:`_kinks`), or a
+    kink while leaving the kernel point by point (an output, or read by one that sums nothing: a reader's
+    mask of it, as a backward's of a saved pre-activation, moves with the kink)."""
     reads: dict[ComputeOp, set[ComputeOp]] = {}  # op -> the ops whose values it reads
-    kinks: set[ComputeOp] = set()
+    at_steps: set[ComputeOp] = set()
+    at_kinks: set[ComputeOp] = set()
     for op in ops:
         reads[op] = set()
         for body in bodies[op]:
+            steps, kinks = _kinks(body)
             for n in walk(body):
                 if n.op is Op.READ and isinstance(n.tensor.op, ComputeOp):
                     reads[op].add(n.tensor.op)
-                elif _is_kink(n):
-                    kinks.update(r.tensor.op for r in walk(n) if r.op is Op.READ)
-    out, grew = set(kinks), True
+            at_steps.update(r.tensor.op for n in steps for r in walk(n) if r.op is Op.READ)
+            at_kinks.update(r.tensor.op for n in kinks for r in walk(n) if r.op is Op.READ)
+    exposed = {t.op for t in outputs} & reads.keys()
+    todo = list(exposed)
+    while todo:
+        op = todo.pop()
+        if not op.is_reduction:
+            new = (reads[op] & reads.keys()) - exposed
+            exposed |= new
+            todo.extend(new)
+    return _reaching(at_steps, reads) | (_reaching(at_kinks, reads) & exposed)
+
+
+def _reaching(seeds: set[ComputeOp], reads: dict) -> set[ComputeOp]:
+    """The ops of ``reads`` whose values reach ``seeds`` (the ops read there) through the reads."""
+    out, grew = set(seeds), True
     while grew:
         grew = False
         for op, read in reads.items():
@@ -515,7 +569,7 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
 
 
 def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
-             tile: int | None = None) -> list[ComputeOp]:
+             tile: int | None = None, outputs: frozenset = frozenset()) -> list[ComputeOp]:
     """``ops`` with every 3x3 sum where F(m, 3) pays computed by it (see the module docstring; ``tile``: the
     ``winograd`` option, ``0`` none, ``2`` or ``4`` that tile for every such sum): the new ops before the
     sum; ``bodies`` is updated in place; ``check(op, bodies)`` proves reads in bounds."""
@@ -529,7 +583,7 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
         if conv is not None and tile:
             m = tile
         elif conv is not None:
-            reach = kinked(ops, bodies) if reach is None else reach
+            reach = kinked(ops, bodies, outputs) if reach is None else reach
             m = choose_tile(conv, SMOOTH if op in reach else CHOSEN)
         if m is not None:
             made, body = (rewrite_taps if conv.taps_out else rewrite)(op, conv, m)
@@ -541,6 +595,6 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
     return out
 
 
-__all__ = ["CHOSEN", "KINKS", "MIN_TILES", "PAYS", "SMOOTH", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window",
+__all__ = ["CHOSEN", "MIN_TILES", "PAYS", "SMOOTH", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window",
            "choose_tile", "kinked", "macs", "match", "match_taps", "rewrite", "rewrite_taps", "tile_count",
            "winograd"]

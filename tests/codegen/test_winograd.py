@@ -4,8 +4,9 @@
   and dilation, at 1 and 2 threads, on the host and on ``-mcpu=haswell``: the forward, a convolution the
   user writes with ``ta.compute`` (padding by ``if_then_else``, a flipped kernel), and the data gradient
   after differentiation (whose padding is the sum's condition);
-* the cost model rewrites by F(4x4, 3x3) where it pays and the sum's value reaches no kink (a bare
-  convolution, the data gradient of a conv + ReLU), by F(2x2, 3x3) where a ReLU follows (128 channels), and
+* the cost model rewrites by F(4x4, 3x3) where it pays and the sum's value reaches no jump, nor a kink
+  where it leaves the kernel point by point (a bare convolution, the data gradient of a conv + ReLU, a
+  conv + ReLU summed into a loss), by F(2x2, 3x3) where a ReLU's output or mask follows (128 channels), and
   not at all where neither pays (a ReLU after 64 channels, a few tiles), on pinned targets and caches;
 * F(4x4, 3x3)'s float32 error against a float64 oracle stays within a few times the direct sum's;
 * the weight gradient (the taps are the output's axes) by the transpose of F(m, 3), forced and chosen, at
@@ -181,7 +182,7 @@ def test_large_tile_only_where_no_kink_follows(isa):
     target = PINNED[isa]()
     Y, X, W = _conv(16, 64, 64, 16, 16)
     R = _relu(Y)
-    assert kinked([Y.op, R.op], {Y.op: Y.op.body, R.op: R.op.body}) == {Y.op}
+    assert kinked([Y.op, R.op], {Y.op: Y.op.body, R.op: R.op.body}, frozenset({R})) == {Y.op}
     assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=0).work
     H, P = ta.placeholder(R.shape, "float32", "H"), ta.placeholder(R.shape, "float32", "P")
     masked = ta.compute(H.shape, lambda *i: ta.if_then_else(P[i] > 0, H[i], 0.0), "masked")
@@ -189,6 +190,67 @@ def test_large_tile_only_where_no_kink_follows(isa):
     chosen = ta.lower([dX], [W, H, P], target=target)
     assert chosen.work == ta.lower([dX], [W, H, P], target=target, winograd=4).work
     assert chosen.work < 0.6 * ta.lower([dX], [W, H, P], target=target, winograd=0).work
+
+
+def _sum(T, name: str):
+    axes = [ta.reduce_axis((0, n), f"k{d}") for d, n in enumerate(T.shape)]
+    return ta.compute((1,), lambda _: ta.sum(T[tuple(axes)], axis=axes), name)
+
+
+def test_kinks_and_jumps():
+    # A ReLU (``select(v <= 0, 0, v)``: its branches agree at 0) bends a value without moving it; a mask
+    # (``if_then_else(v > 0, 1, 0)``) jumps.  A value reaching a bend only matters where it leaves the
+    # kernel point by point (an output, or read by one that sums nothing), where a reader may take the mask.
+    Y, X, W = _conv(1, 2, 2, 5, 5)
+    R = ta.topi.nn.relu(Y)
+    loss = _sum(R, "loss")
+    ops = [Y.op, R.op, loss.op]
+    bodies = {op: op.body for op in ops}
+    assert kinked(ops, bodies, frozenset({loss})) == set()
+    assert kinked(ops, bodies, frozenset({loss, R})) == {Y.op}
+    assert kinked(ops, bodies, frozenset({loss, Y})) == {Y.op}
+    M = ta.compute(Y.shape, lambda *i: ta.if_then_else(Y[i] > 0, 1.0, 0.0), "mask")
+    count = _sum(M, "count")
+    ops = [Y.op, M.op, count.op]
+    assert kinked(ops, {op: op.body for op in ops}, frozenset({count})) == {Y.op}
+
+
+@pytest.mark.parametrize("isa", sorted(PINNED))
+def test_large_tile_under_a_kink_of_a_loss(isa):
+    """A network's forward whose output sums past its ReLUs (a loss, a pooled feature) kept the direct sum
+    at 64 channels, as if the ReLU's mask were taken: a ReLU moves the value by no more than F(4x4, 3x3)'s
+    error, so it takes F(4x4, 3x3).  A mask of the value (a jump), a pre-activation saved for a backward
+    (``ta.function``'s forward with residuals) or a ReLU's output keep the direct sum."""
+    target = PINNED[isa]()
+    Y, X, W = _conv(16, 64, 64, 16, 16)
+    loss = ta.topi.mean(ta.topi.nn.relu(Y), axis=(2, 3))
+    chosen = ta.lower([loss], [X, W], target=target).work
+    assert chosen == ta.lower([loss], [X, W], target=target, winograd=4).work
+    assert chosen < 0.4 * ta.lower([loss], [X, W], target=target, winograd=0).work
+    M = ta.compute(Y.shape, lambda *i: ta.if_then_else(Y[i] > 0, 1.0, 0.0), "mask")
+    count = ta.topi.sum(M * ta.topi.nn.relu(Y))
+    assert ta.lower([count], [X, W], target=target).work == \
+        ta.lower([count], [X, W], target=target, winograd=0).work
+    f = ta.function(ta.topi.sum(loss), [X, W], wrt=[W], target=target)
+    assert f.lower_forward().work == ta.function(ta.topi.sum(loss), [X, W], wrt=[W], target=target,
+                                                 winograd=0).lower_forward().work
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_chosen_under_a_kink_values(rng, target):
+    # A conv + ReLU pooled over its positions, by the tile the cost model picks (F(4x4, 3x3)), at odd sizes,
+    # channels not a multiple of the vector width, 1 and 2 threads, with bounds checks.
+    n, c, f, h, w = 6, 67, 61, 13, 11
+    Y, X, W = _conv(n, c, f, h, w)
+    pooled = ta.topi.mean(ta.topi.nn.relu(Y), axis=(2, 3))
+    kernel = ta.build([pooled], [X, W], target=target, checked=True)
+    assert kernel.work == ta.lower([pooled], [X, W], target=target, winograd=4).work
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
+    want = np.maximum(conv(x.astype(np.float64), wt.astype(np.float64), 1, 1), 0).mean(axis=(2, 3))
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(x, wt), want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
