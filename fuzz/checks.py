@@ -657,7 +657,7 @@ class Case:
         some size, from its own extent), built once, at the least size, the next, and sizes past a
         vector's width by an odd count, against ``ta.evaluate`` of the program at each size."""
         try:
-            sym = load(sized["from_one"])
+            sym = load(sized.get("from_one", sized["symbolic"]))  # (a job written by hand may name none)
         except Invalid:
             sym = load(sized["symbolic"])
         ta = self.ta
