@@ -28,7 +28,7 @@ from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.kernel import given_outputs
-from .codegen.runtime.rows import RowsKernel
+from .codegen.runtime.rows import RowsKernel, refuse_export
 from .evaluate import evaluate as _evaluate
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import op_reads, tensor_graph, walk
@@ -423,9 +423,7 @@ class StagedKernel:
 
     def export(self, path: str) -> str:
         """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
-        raise ExportError(f"export: a generic kernel over {self.size.name} has no library of its own to "
-                          f"export ({path}); export the kernel of one size: ta.build(ta.bind(outputs, "
-                          f"{self.size.name}=...), inputs).export(path)")
+        refuse_export(self.size, path)
 
     @property
     def num_threads(self) -> int:

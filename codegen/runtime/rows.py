@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -183,6 +183,13 @@ def driver() -> _Process:
     return _PROCESS
 
 
+def refuse_export(size: Expr, path: str) -> NoReturn:
+    """Raise the :class:`ExportError` of a kernel generic in ``size``: a library is the code of one size."""
+    raise ExportError(f"export: a generic kernel over {size.name} has no library of its own to export "
+                      f"({path}); export the kernel of one size: ta.build(ta.bind(outputs, "
+                      f"{size.name}=...), inputs).export(path)")
+
+
 class RowsKernel:
     """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: inputs sized by it
     (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
@@ -232,9 +239,7 @@ class RowsKernel:
 
     def export(self, path: str) -> str:
         """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
-        raise ExportError(f"export: a generic kernel over {self.size.name} has no library of its own to "
-                          f"export ({path}); export the kernel of one size: ta.build(ta.bind(outputs, "
-                          f"{self.size.name}=...), inputs).export(path)")
+        refuse_export(self.size, path)
 
     @property
     def num_threads(self) -> int:

@@ -319,3 +319,18 @@ def test_exporting_a_kernel_of_a_symbolic_program_is_refused_naming_the_kernel_o
     with pytest.raises(ExportError, match=r"export the kernel of one size: .*n=\.\.\."):
         kernel.export(tmp_path / "k.so")
     assert not any(tmp_path.iterdir())
+
+
+def test_export_of_a_staged_kernel_is_refused(tmp_path):
+    """A program that reads a sum over its rows after it is made is one kernel of stages for every size:
+    it has no library of its own either."""
+    n = ta.size_var("n")
+    x = ta.placeholder((n,), "float32", name="x")
+    k = ta.reduce_axis((0, n), name="k")
+    total = ta.compute((1,), lambda _: ta.sum(x[k], axis=k), name="total")
+    y = ta.compute((n,), lambda i: x[i] - total[0], name="y")
+    kernel = ta.build(y, [x])
+    assert kernel.generic and type(kernel).__name__ == "StagedKernel"
+    with pytest.raises(ExportError, match=r"export the kernel of one size: .*n=\.\.\."):
+        kernel.export(tmp_path / "k.so")
+    assert not any(tmp_path.iterdir())
