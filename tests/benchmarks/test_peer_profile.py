@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("jax")
+pytest.importorskip("torch", reason="an optional extra; make test requires it")
+pytest.importorskip("jax", reason="an optional extra; make test requires it")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("peer_profile", os.path.join(ROOT, "tools", "peer_profile.py"))

@@ -70,6 +70,12 @@ def _close(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+def _close_at_1_and_2_threads(kernel, arrays: list, want: np.ndarray) -> None:
+    for threads in (1, 2):
+        kernel.num_threads = threads
+        _close(kernel(*arrays), want)
+
+
 def _temporaries(lowered) -> int:
     return len(lowered.temporaries)
 
@@ -88,9 +94,7 @@ def test_forward_values(rng, target, m, shape, p, d):
     x = rng.uniform(-1, 1, X.shape).astype(np.float32)
     wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
     want = conv(x.astype(np.float64), wt.astype(np.float64), p, d)
-    for threads in (1, 2):
-        kernel.num_threads = threads
-        _close(kernel(x, wt), want)
+    _close_at_1_and_2_threads(kernel, [x, wt], want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -129,9 +133,7 @@ def test_input_gradient_values(rng, target, m, p, d):
     hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
     wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
     want = input_grad(hh.astype(np.float64), wt.astype(np.float64), X.shape, p, d)
-    for threads in (1, 2):
-        kernel.num_threads = threads
-        _close(kernel(hh, wt), want)
+    _close_at_1_and_2_threads(kernel, [hh, wt], want)
 
 
 def _conv(n: int, c: int, f: int, h: int, w: int):
@@ -248,9 +250,7 @@ def test_chosen_under_a_kink_values(rng, target):
     x = rng.uniform(-1, 1, X.shape).astype(np.float32)
     wt = rng.uniform(-1, 1, W.shape).astype(np.float32)
     want = np.maximum(conv(x.astype(np.float64), wt.astype(np.float64), 1, 1), 0).mean(axis=(2, 3))
-    for threads in (1, 2):
-        kernel.num_threads = threads
-        _close(kernel(x, wt), want)
+    _close_at_1_and_2_threads(kernel, [x, wt], want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -269,9 +269,7 @@ def test_chosen_data_gradient_values(rng, target):
     hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
     pre = rng.uniform(-1, 1, P.shape).astype(np.float32)
     want = input_grad(hh.astype(np.float64) * (pre > 0), wt.astype(np.float64), X.shape, 1, 1)
-    for threads in (1, 2):
-        kernel.num_threads = threads
-        _close(kernel(wt, hh, pre), want)
+    _close_at_1_and_2_threads(kernel, [wt, hh, pre], want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -294,9 +292,7 @@ def test_weight_gradient_values(rng, target, m, shape, p, d):
     x = rng.uniform(-1, 1, X.shape).astype(np.float32)
     hh = rng.uniform(-1, 1, H.shape).astype(np.float32)
     want = weight_grad(x.astype(np.float64), hh.astype(np.float64), p, d)
-    for threads in (1, 2):
-        kernel.num_threads = threads
-        _close(kernel(x, hh), want)
+    _close_at_1_and_2_threads(kernel, [x, hh], want)
 
 
 def test_weight_gradient_match():

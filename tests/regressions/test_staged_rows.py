@@ -11,7 +11,7 @@ import pytest
 
 import tensorad as ta
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
 SIZES = (1, 2, 7, 17, 64, 255, 256, 257, 1000)
 
 
