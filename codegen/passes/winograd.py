@@ -261,7 +261,8 @@ def choose_tile(conv: Conv, tiles: tuple[int, ...] = CHOSEN) -> int | None:
     return best if macs(conv, best) <= PAYS * macs(conv, None) else None
 
 
-STEPS = frozenset({Op.CAST, Op.DATA_INDEX})  # jumps where the operand crosses an integer (a float cast: none)
+# jumps where a value crosses an integer or a multiple (a float cast: none)
+STEPS = frozenset({Op.CAST, Op.DATA_INDEX, Op.FLOORDIV, Op.MOD})
 CONTINUOUS = frozenset({Op.MAXIMUM, Op.MINIMUM, Op.ABS})  # kinks whose value does not jump
 
 
@@ -282,9 +283,9 @@ def _agrees(n: Expr) -> bool:
 
 def _kinks(body: Expr) -> tuple[set[Expr], set[Expr]]:
     """``(steps, kinks)``: the nodes of ``body`` whose value jumps as an operand moves (a comparison other
-    than the condition of a :func:`_agrees` choice, a cast to an integer, an index read from data, a
-    reduction that picks), and those whose value bends without jumping (``max``, ``min``, ``abs``, a max or
-    min reduction, a choice that :func:`_agrees`)."""
+    than the condition of a :func:`_agrees` choice, a cast to an integer, a floor division or remainder, an
+    index read from data, a reduction that picks), and those whose value bends without jumping (``max``,
+    ``min``, ``abs``, a max or min reduction, a choice that :func:`_agrees`)."""
     steps: set[Expr] = set()
     kinks: set[Expr] = set()
     for n in walk(body):

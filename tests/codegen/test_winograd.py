@@ -217,6 +217,17 @@ def test_kinks_and_jumps():
     assert kinked(ops, {op: op.body for op in ops}, frozenset({count})) == {Y.op}
 
 
+@pytest.mark.parametrize("jump", [lambda v: v // 0.5, lambda v: v % 0.5], ids=["floordiv", "mod"])
+def test_a_float_floor_or_remainder_is_a_jump(jump):
+    """A float ``//`` or ``%`` of a convolution's value jumps where the value crosses a multiple, so the
+    value keeps the direct sum's accuracy under it; both were once taken for smooth."""
+    Y, X, W = _conv(1, 2, 2, 5, 5)
+    F = ta.compute(Y.shape, lambda *i: jump(Y[i]), "stepped")
+    loss = _sum(F, "loss")
+    ops = [Y.op, F.op, loss.op]
+    assert kinked(ops, {op: op.body for op in ops}, frozenset({loss})) == {Y.op}
+
+
 @pytest.mark.parametrize("isa", sorted(PINNED))
 def test_large_tile_under_a_kink_of_a_loss(isa):
     """A network's forward whose output sums past its ReLUs (a loss, a pooled feature) kept the direct sum
