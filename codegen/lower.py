@@ -22,6 +22,7 @@ from tensorad.ir.rewrite import empty_reduction, kept_walks, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.lang import make_compute
 from tensorad.lang.bounds import OutOfBoundsError, check_op_bounds
+from tensorad.lang.tensor_lang import guard_into_domain
 
 from .gemm.contraction import pack_work
 from .loops.cascade import cascade_sums
@@ -274,7 +275,8 @@ def _stacked(state: _Rewriting) -> list[ComputeOp]:
     return stack_shared_sides(state.ops, state.bodies, state.outputs, _reads_in_bounds)
 
 
-# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): a stored transcendental
+# The rewrites between choosing buffers and planning, in order (:mod:`.passes`): a reduction's guard of its
+# identity moved into its domain; a stored transcendental
 # value read instead of recomputed; a sum of a product over several variables as nested sums; temporaries
 # shrunk to the points their readers read; one buffer for a masked sum of scatter-adds read twice; a
 # compound operand read through windows computed once; safe if_then_else made select; costly contexts of
@@ -282,6 +284,7 @@ def _stacked(state: _Rewriting) -> list[ComputeOp]:
 # summed as one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output
 # copying a temporary computes it (with fuse); sums over one residue class re-indexed.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
+    _each_body(guard_into_domain),
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
     _new_ops(lambda s: contract_sums(s.ops, s.bodies)),
     _footprints,

@@ -179,27 +179,6 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
     return IndexSpace(outer).box().is_subset(proj)
 
 
-def _peel_identity_guard(space: IndexSpace, comb, sources: list[Expr]) -> tuple[isl.Set, list[Expr]]:
-    """``(affine set, sources)``: a max or min's one source ``if_then_else(c, e, id)`` (or ``select``),
-    ``c`` affine, combines nothing where ``c`` fails (``max(a, -inf)`` is ``a`` at every ``a``), so the
-    update runs on ``c`` only, reading ``e``.  Sums keep their zeros: the optimizer's job."""
-    universe = space.universe()
-    if comb.kind not in ("max", "min") or comb.arity != 1 or len(sources) != 1:
-        return universe, sources
-    src, ident = sources[0], comb.identity[0]
-    if src.op not in (Op.SELECT, Op.IF_THEN_ELSE) or ident.op is not Op.CONST:
-        return universe, sources
-    c, a, b = src.src
-    if b.op is Op.CONST and b.arg == ident.arg and b.dtype == ident.dtype:
-        keep, value = c, a
-    elif a.op is Op.CONST and a.arg == ident.arg and a.dtype == ident.dtype:
-        keep, value = logical_not(c), b
-    else:
-        return universe, sources
-    aff, rest = split_condition(space, keep)
-    return (universe, sources) if rest is not TRUE else (aff, [value])
-
-
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
                      epilogue=None) -> OpDomain:
     red = bodies[0]
@@ -208,8 +187,7 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     outer, raxes = tuple(op.axes), tuple(red.arg.axes)
     space = IndexSpace(outer + raxes)
     aff, rest = split_condition(space, cond)
-    guard, sources = _peel_identity_guard(space, comb, sources)
-    dom = space.box().intersect(aff).intersect(guard)
+    dom = space.box().intersect(aff)
     n_out, n_red = len(outer), len(raxes)
     proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
     outer_space = IndexSpace(outer)

@@ -6,6 +6,7 @@ compute.  Every new compute is checked for out-of-bounds reads."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from types import FunctionType
@@ -13,7 +14,23 @@ from typing import Any
 
 from ..ir import dtype as dt
 from ..ir import trace
-from ..ir.expr import Expr, Op, as_expr, binary, cast, choice, const, fresh_uid, is_size, unary, var
+from ..ir.expr import (
+    TRUE,
+    Expr,
+    Op,
+    as_expr,
+    binary,
+    cast,
+    choice,
+    conjuncts,
+    const,
+    fresh_uid,
+    is_size,
+    logical,
+    logical_not,
+    unary,
+    var,
+)
 from ..ir.rewrite import free_vars, rewrite, substitute, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 
@@ -151,12 +168,62 @@ def _make_compute(name: str, axes: Sequence[Expr], bodies: Sequence[Expr], tag: 
         bodies = _lift_nested_reductions(bodies, axes, name, check_bounds, provenance.group)
         nodes = [list(walk(b)) for b in bodies]
     _check_body_form(bodies, nodes, axes, name)
+    if check_bounds:  # (a user's definition: one form of each reduction its derivative allows)
+        bodies = tuple(guard_into_domain(b, IDENTITY_BLIND) for b in bodies)
     op = ComputeOp(name, tag, axes, bodies, tuple(sorted((attrs or {}).items())), provenance)
     if check_bounds:
         from .bounds import check_op_bounds  # isl-based; imported late to keep import light
 
         check_op_bounds(op)
     return tuple(Tensor(op, i) for i in range(len(bodies)))
+
+
+#: the combiners whose derivatives ignore terms equal to the identity (the ties of a max or min with its
+#: padding take a share of the head, as ``torch.amax`` of the padded tensor gives)
+IDENTITY_BLIND = ("sum", "prod")
+
+
+def guard_into_domain(red: Expr, kinds: tuple[str, ...] | None = None) -> Expr:
+    """``red`` (a ``REDUCE`` of one source ``choice(c, e, id)`` or ``choice(c, id, e)``, ``id`` its
+    combiner's identity, a combiner of ``kinds``; ``None``: any) over the points where its condition and
+    the affine index conjuncts of ``c`` hold, reading ``e`` guarded by the rest of ``c``; anything else
+    unchanged.  The identity combines to nothing, so the value is the same, and the spellings of one
+    reduction meet::
+
+        C[i] = sum_k if_then_else(k <= i, A[k], 0)   ->   C[i] = sum_{k : k <= i} A[k]  (a scan)"""
+    if red.op is not Op.REDUCE or len(red.src) != 2 or red.arg.combiner.arity != 1 \
+            or kinds is not None and red.arg.combiner.kind not in kinds:
+        return red
+    src, ident = red.src[1], red.arg.combiner.identity[0]
+    if src.op not in (Op.SELECT, Op.IF_THEN_ELSE) or ident.op is not Op.CONST:
+        return red
+    c, a, b = src.src
+    same = [x.op is Op.CONST and x.dtype == ident.dtype and x.arg == ident.arg for x in (a, b)]
+    if same[0] == same[1]:
+        return red
+    keep, value = (c, a) if same[1] else (logical_not(c), b)
+    moved = [t for t in conjuncts(keep) if _affine_index_condition(t)]
+    if not moved:
+        return red
+    rest = [t for t in conjuncts(keep) if not any(t is m for m in moved)]
+    if rest:
+        value = choice(src.op, functools.reduce(lambda x, y: logical(Op.AND, x, y), rest), value, ident)
+    cond = functools.reduce(lambda x, y: logical(Op.AND, x, y), [t for t in conjuncts(red.src[0])
+                                                               if t is not TRUE] + moved)
+    return Expr(Op.REDUCE, red.dtype, (cond, value), red.arg)
+
+
+def _affine_index_condition(c: Expr) -> bool:
+    """Whether ``c`` is an affine condition on index variables alone (no data, no value or size)."""
+    from ..poly.affine import IndexSpace, NotAffine  # isl-based; imported late to keep import light
+
+    if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) or n.op is Op.VAR and n.lo is None for n in walk(c)):
+        return False
+    try:
+        IndexSpace(free_vars(c)).cond(c)
+    except NotAffine:
+        return False
+    return True
 
 
 def _check_reduce_axes(nodes: list[list[Expr]], axes: tuple[Expr, ...], name: str) -> None:

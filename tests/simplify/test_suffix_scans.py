@@ -27,16 +27,23 @@ HAND = {"sum": 1, "prod": 3, "max": 3, "min": 3}  # the gradient's combines per 
 LAYOUTS = [((6, 48), 1), ((3, 48, 5), 1)]  # the last axis; a middle axis
 
 
-def _running(kind, shape, axis, suffix, dtype="float32"):
+IDENTITY = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
+
+
+def _running(kind, shape, axis, suffix, dtype="float32", guarded=False):
     """``Y = reduce_k X`` along ``axis`` where ``k >= j`` (``suffix``) or ``k <= j``, and
-    ``(X, Y, H, dX)``: its gradient ``dX`` for the head ``H``."""
+    ``(X, Y, H, dX)``: its gradient ``dX`` for the head ``H``.  ``guarded``: spelled as a user may,
+    ``reduce_k if_then_else(k <= j, X, identity)``, with no ``where``."""
     X = ta.placeholder(shape, dtype, "X")
     k = ta.reduce_axis((0, shape[axis]), "k")
 
     def body(*idx):
         at = list(idx)
         at[axis] = k
-        return REDUCE[kind](X[tuple(at)], axis=k, where=(k >= idx[axis]) if suffix else (k <= idx[axis]))
+        inside = (k >= idx[axis]) if suffix else (k <= idx[axis])
+        if guarded:
+            return REDUCE[kind](ta.if_then_else(inside, X[tuple(at)], IDENTITY[kind]), axis=k)
+        return REDUCE[kind](X[tuple(at)], axis=k, where=inside)
 
     Y = ta.compute(shape, body, "Y")
     H = ta.placeholder(shape, dtype, "H")
@@ -89,6 +96,42 @@ def test_a_running_reduction_and_its_gradient_are_linear_in_both_directions(kind
     assert ta.lower([Y], [X], target=AVX512).work == size
     work = ta.lower([dX], [X, H], target=AVX512).work
     assert work <= 1.25 * HAND[kind] * size, str(ta.lower([dX], [X, H], target=AVX512))
+
+
+@pytest.mark.parametrize("kind", sorted(REDUCE))
+@pytest.mark.parametrize("suffix", [False, True], ids=["prefix", "suffix"])
+def test_a_running_reduction_spelled_with_a_guard_of_its_identity_is_the_same_scan(kind, suffix):
+    """``reduce_k if_then_else(k <= j, X[k], identity)`` runs as the ``where`` form's scan: it once
+    combined the guard's identity over the whole square.  A sum's or product's gradient is the ``where``
+    form's too; a max's or min's is not, for its ties with the guard's infinities take shares of the head
+    (as ``torch.amax`` of the padded tensor gives), so only its values are checked."""
+    shape, axis = (3, 48, 5), 1
+    X, Y, H, dX = _running(kind, shape, axis, suffix, "float64", guarded=True)
+    size = int(np.prod(shape))
+    assert ta.lower([Y], [X], target=AVX512).work == size
+    if kind in ("sum", "prod"):
+        assert ta.lower([dX], [X, H], target=AVX512).work <= 1.25 * HAND[kind] * size
+    x, h = RNG.integers(-3, 4, shape).astype(np.float64), RNG.standard_normal(shape)
+    np.testing.assert_allclose(ta.build([Y], [X])(x), _torch_running(kind, x, axis, suffix), rtol=1e-12)
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), ta.evaluate([dX], {X: x, H: h})[0],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_guard_keeps_its_data_test_and_may_guard_either_branch():
+    """Only the guard's affine index conjuncts become the domain: a data test stays in the value, and
+    a guard whose identity is the taken branch keeps the other side (``!c``)."""
+    n = 40
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.sum(ta.if_then_else((k <= i) & (X[k] > 0), X[k], 0.0), k), "pos")
+    k2 = ta.reduce_axis((0, n), "k2")
+    Z = ta.compute((n,), lambda i: ta.max(ta.select(k2 > i, float("-inf"), X[k2]), k2), "cummax")
+    assert ta.lower([Y], [X], target=AVX512).work <= n * (n + 1) // 2
+    assert ta.lower([Z], [X], target=AVX512).work == n
+    x = RNG.standard_normal(n)
+    y, z = ta.build([Y, Z], [X])(x)
+    np.testing.assert_allclose(y, np.cumsum(np.where(x > 0, x, 0.0)), rtol=1e-12)
+    np.testing.assert_allclose(z, np.maximum.accumulate(x), rtol=0)
 
 
 @pytest.mark.parametrize("kind", sorted(REDUCE))
