@@ -33,8 +33,13 @@ runtime:
 # (benchmarks, fuzz workers, export and cache checks) read tensorad compiled once, not each anew.
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
 
+# --dist worksteal: each worker starts on half of the tests (the first, the tests marked slow) and
+# an idle one takes half of what the other has left; pytest-xdist's default (load) hands the first
+# worker a fixed eighth of the suite, every test marked slow in it, which it alone runs.
+XDIST := -n 2 --dist worksteal
+
 test: $(VENV)/.test-installed runtime
-	$(TEST_ENV) TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest -n 2 tests
+	$(TEST_ENV) TENSORAD_TEST_EXTRAS=1 $(BIN)/python -m pytest $(XDIST) tests
 
 # The fast tier for a developer's loop (under two minutes on two cores): the core, the
 # optimizer, the error messages, the regressions and the project's shape, less the tests marked
@@ -42,12 +47,12 @@ test: $(VENV)/.test-installed runtime
 FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_architecture.py \
         tests/test_source_history.py
 test-fast: $(VENV)/.test-installed
-	$(TEST_ENV) $(BIN)/python -m pytest -n 2 -m 'not slow' $(FAST)
+	$(TEST_ENV) $(BIN)/python -m pytest $(XDIST) -m 'not slow' $(FAST)
 
 # the suite as if on another CPU (tools/pretend_cpu.py): an AMD EPYC Zen 3 by default, AVX2 only
 CPU ?= znver3,512
 test-as: $(VENV)/.test-installed
-	$(TEST_ENV) TENSORAD_PRETEND_CPU=$(CPU) PYTHONPATH=tools $(BIN)/python -m pytest -n 2 -p pretend_cpu $(or $(TESTS),tests)
+	$(TEST_ENV) TENSORAD_PRETEND_CPU=$(CPU) PYTHONPATH=tools $(BIN)/python -m pytest $(XDIST) -p pretend_cpu $(or $(TESTS),tests)
 
 # results go to the untracked benchmarks/results/; `make bench-readme` publishes the latest run as
 # the README's table and chart (benchmarks/readme/), and refuses a quick or busy one
@@ -72,5 +77,5 @@ clean:
 # too), reproducers in fuzz-failures/; first the whole work gate's corpus (tests/golden).
 N ?= 10000
 fuzz: $(VENV)/.test-installed runtime
-	TENSORAD_WORK_GATE=full $(BIN)/python -m pytest -n 2 tests/golden
+	TENSORAD_WORK_GATE=full $(BIN)/python -m pytest $(XDIST) tests/golden
 	$(BIN)/python -m fuzz --n $(N) $(ARGS)

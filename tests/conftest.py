@@ -108,7 +108,9 @@ def numeric_grad(fn: Callable[..., np.ndarray], arrays: Sequence[np.ndarray],
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked slow run first, each file's in its order, the others after them in theirs:
     pytest-xdist's workers then end the run on short tests, neither idle while the other finishes a
-    long one.  (The order is the same in every worker, as pytest-xdist requires.)"""
+    long one.  (The order is the same in every worker, as pytest-xdist requires; ``make test``'s
+    ``--dist worksteal`` starts the first worker on the first half, the slow ones, and lets the
+    other take from its queue.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -6,15 +6,19 @@ links and how it got it: ``compiled``, ``disk`` (a new process reads the disk ca
 ``python -m benchmarks.compile_time``).  Library entries carry the full text of their key and
 sound object code: damaged, truncated or swapped entries are compiled again and rewritten.
 
-Each case runs in a subprocess with its own cache directory (a fresh process, an empty cache).
+Each case runs in subprocesses (fresh processes) over a cache directory of its own: a copy of the
+one that the first process's run over an empty cache filled (``cold_run``, shared).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 SCRIPT = r"""
 import json, sys
@@ -66,8 +70,17 @@ def _library_entries(cache_dir) -> dict[str, bytes]:
     return found
 
 
-def test_a_build_compiles_only_the_pieces_it_links_and_a_new_process_reads_them(tmp_path):
-    first = _run(tmp_path)
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory):
+    """The first process's run over an empty disk cache: its directory and result (read, never
+    changed, by the tests: each copies the directory before it runs again)."""
+    cache_dir = tmp_path_factory.mktemp("cold")
+    return cache_dir, _run(cache_dir)
+
+
+def test_a_build_compiles_only_the_pieces_it_links_and_a_new_process_reads_them(cold_run, tmp_path):
+    cold_dir, first = cold_run
+    shutil.copytree(cold_dir, tmp_path, dirs_exist_ok=True)
     assert first["first"]["ok"] and first["second"]["ok"]
     # one core (micro-kernel, tables, driver) and one packer per side: what the product uses
     assert _origins(first, "first") == {"core": "compiled", "packA_transpose": "compiled",
@@ -82,10 +95,10 @@ def test_a_build_compiles_only_the_pieces_it_links_and_a_new_process_reads_them(
     assert _origins(again, "second") == {"core": "process", "packA_copy": "disk", "packB_copy": "process"}
 
 
-def test_tampered_library_entries_are_rebuilt(tmp_path):
+def test_tampered_library_entries_are_rebuilt(cold_run, tmp_path):
     from tensorad.codegen.jit import disk_cache as diskcache
 
-    _run(tmp_path)
+    shutil.copytree(cold_run[0], tmp_path, dirs_exist_ok=True)
     entries = _library_entries(tmp_path)
     names = sorted(entries)
     assert len(names) == 4
