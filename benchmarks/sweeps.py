@@ -1,6 +1,7 @@
 """The GEMM sweep (GFLOP/s) and the memory-bound sweep (GB/s), and what they are compared to.
 
-GEMM ``C[M,N] = A[M,K] B[K,N]`` in float32 at square and skinny shapes; the peak is the best
+GEMM ``C[M,N] = A[M,K] B[K,N]`` in float32 at square and skinny shapes (few rows: 32 x 1000 x 1000 and
+64 x 4096 x 1024, in the quick run too; few columns; short sums); the peak is the best
 GFLOP/s any BLAS peer reached in the sweep (the largest square, 2048 in a full run, is there for
 that). Memory-bound: elementwise add, relu and exp on 64 MB arrays (exp: the issue's "exp-heavy
 kernels at the speed of ``torch.exp``"; memory-bound where the vector exp keeps up, as on
@@ -64,9 +65,9 @@ def sweep_tasks(mode: str) -> list[SweepTask]:
         return [_gemm(16, 16, 16), _gemm(4, 16, 12), _mem("add", 4096), _mem("relu", 4096),
                 _mem("exp", 4096), _mem("avg_pool", 4096 * 4), _mem("copy", 4096, probe=True)]
     gemm = [_gemm(256, 256, 256), _gemm(512, 512, 512), _gemm(1024, 1024, 1024),
-            _gemm(32, 1000, 1000), _gemm(1000, 32, 1000), _gemm(1000, 1000, 32)]
+            _gemm(32, 1000, 1000), _gemm(64, 4096, 1024), _gemm(1000, 32, 1000), _gemm(1000, 1000, 32)]
     if mode == "quick":
-        gemm = [gemm[0], gemm[1], gemm[3], _gemm(1024, 1024, 1024, probe=True)]
+        gemm = [gemm[0], gemm[1], gemm[3], gemm[4], _gemm(1024, 1024, 1024, probe=True)]
     else:
         gemm.append(_gemm(2048, 2048, 2048, probe=True))
     mem = [_mem("add", M64), _mem("relu", M64), _mem("exp", M64), _mem("avg_pool", M64),

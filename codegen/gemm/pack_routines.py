@@ -7,7 +7,8 @@ the two groups, ``ooff[o]`` and ``koff[k]`` (element ``(o, k)`` at ``src + ooff[
 ``run[i]``, the length of the unit-stride stretch starting at ``i``.  The modes:
 
 * ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes,
-  a run's rest of at least ``bs`` as an overlapping last block, a shorter run as one masked block;
+  a run's rest of at least ``bs`` as an overlapping last block, a shorter run as one masked block; each row
+  of a plain block asks for its line :data:`PACK_AHEAD` bytes on into L2;
 * ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time; a range-checked index
   ``x0 + step*i`` (step -1, 0 or 1) is valid on an interval, so a padded read is zeros, a copy, zeros;
   checks that read only ``k`` are tested once per panel row, or once per ``k`` for all panels;
@@ -56,6 +57,10 @@ loop = partial(for_range, vectorize=False)
 
 K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
+# how far along its row a transposing packer's plain block asks for the line it will read, in bytes: the
+# panel's rows are read side by side, more streams than the hardware's prefetchers follow (a weight
+# read from memory by a skinny product packs 1.2x faster)
+PACK_AHEAD = 2048
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
@@ -571,6 +576,10 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
         the run position ``kb + pos[l]`` is in row ``r``'s interval."""
         if not checked:
             ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
+            if shift == 0:  # (the row's line PACK_AHEAD bytes on, into L2: a row read from memory streams)
+                ahead = b.gep(ptr, [I64(PACK_AHEAD // es)], inbounds=False, source_etype=t)
+                b.call(declare(b.module, "llvm.prefetch.p0", VOID, [PTR, i32, i32, i32]),
+                       [ahead, i32(0), i32(2), i32(1)])
             return b.load(ptr, typ=vt, align=es)
         mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
                         [PTR, i32, mt, vt])
