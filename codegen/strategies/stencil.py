@@ -33,9 +33,10 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
+from ..gemm.padding import plan_padding
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
 from .cost import loop_cycles, reads_in, vector_lanes
-from .registry import Candidate, pieces_then
+from .registry import Candidate, Open, Plan, pieces_then
 from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
@@ -305,19 +306,87 @@ class TapAccumulators(_Taps):
         return pieces_then(pieces, split.gather, cand.op)
 
 
+def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp | None, ComputeOp, Expr]]:
+    """``[(copy, chunk, body)]``: the sum ``body`` reading a zero-padded copy (:mod:`.gemm.padding`) of its
+    factor guarded by exactly its read's bounds, as ``op`` restricted to chunks of its first axis (``chunk``
+    the op of those axes, ``body`` its sum) when the copy would pass ``limit`` elements (the copy's first
+    index must then be that axis); empty when no factor is so guarded, or the chunks cannot keep the copy
+    under ``limit``."""
+    axes = tuple(op.axes) + tuple(body.arg.axes)
+    guarded = [n for n in walk(body.src[1]) if n.op is Op.IF_THEN_ELSE]
+    plans = [(n, plan) for n in guarded if (plan := plan_padding(n, axes)) is not None
+             and plan.value is None and any(plan.lows + plan.highs)]
+    if len(plans) != 1:
+        return []
+    (node, plan), a0 = plans[0], op.axes[0]
+    step = a0.extent
+    if plan.size > limit:
+        if plan.read.src[0] is not a0 or plan.lows[0] or plan.highs[0]:
+            return []
+        step = -(-a0.extent // -(-plan.size // limit))
+        if step * plan.size // a0.extent > limit:
+            return []
+    out: list[tuple[ComputeOp | None, ComputeOp, Expr]] = []
+    for first in range(a0.lo, a0.hi, step):
+        count = min(step, a0.hi - first)
+        copy, read = plan.copy(first - a0.lo, count) if step < a0.extent else plan.copy()
+        part = var(a0.name, first, first + count, a0.dtype) if step < a0.extent else a0
+        chunk = ComputeOp(op.name, op.tag, (part,) + tuple(op.axes[1:]), op.body, op.attrs, op.provenance)
+        src = substitute(substitute(body.src[1], {node: read}), {a0: part})
+        out.append((copy, chunk, Expr(Op.REDUCE, body.dtype, (substitute(body.src[0], {a0: part}), src),
+                                      body.arg)))
+    return out
+
+
+def short_row_points(unrolled: ComputeOp, lanes: int) -> int:
+    """The points of an unrolled op's box whose guard pieces (:mod:`.loops.box_pieces`) run rows of fewer
+    than ``lanes`` values along its last axis: scalar code."""
+    if unrolled.is_reduction or not unrolled.axes:
+        return 0
+    space = IndexSpace(unrolled.axes)
+    pieces = guard_pieces(space, space.box(), unrolled.body[0]) or []
+    last = len(unrolled.axes) - 1
+    return sum(p.count_val().to_python() for p, _ in pieces
+               if p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1 < lanes)
+
+
+@dataclass(frozen=True, eq=False)
+class Unrolled:
+    """One form of a :class:`TapStencil`: the unrolled op (one per chunk of its first axis), the padded copy
+    each chunk reads (made just before it, sharing one buffer), and the points its guard pieces run as
+    scalar code (:func:`short_row_points`)."""
+
+    ops: tuple[ComputeOp, ...]
+    copies: tuple[ComputeOp, ...] = ()
+    scalar_points: int = 0
+
+
 class TapStencil(_Taps):
     """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
-    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers."""
+    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers.  Its
+    guards cut the box into pieces; where the pieces of the borders run rows shorter than a vector, the
+    op offers a second form reading a zero-padded copy of its guarded factor (:func:`padded_chunks`): one
+    unguarded piece, after the copies.  It runs the cheaper form."""
 
     name = "stencil"
 
     def _make(self, op, body, ctx):
-        return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
+        guarded = unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
+        if guarded is None:
+            return None
+        lanes = vector_lanes(ctx, body.dtype)
+        forms = [Unrolled((guarded,), (), short_row_points(guarded, lanes))]
+        chunks = padded_chunks(op, body, ctx.largest) if forms[0].scalar_points else []
+        unrolled = [unroll_taps(chunk, b, reread_limit=ctx.target.l2 // 2) for _, chunk, b in chunks]
+        if chunks and all(u is not None and not short_row_points(u, lanes) for u in unrolled):
+            forms.append(Unrolled(tuple(unrolled), tuple(c for c, _, _ in chunks)))
+        return forms
 
-    def cost(self, cand, ctx):
+    def _form_cost(self, form: Unrolled, ctx) -> float:
         """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
-        load per point per invariant factor past the registers."""
-        unrolled = cand.data
+        load per point per invariant factor past the registers, its scalar points at one lane, and the
+        copies' loops."""
+        unrolled = form.ops[0]
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
             own = min(own, loop_cycles(unrolled, unrolled.body, ctx, strips=True))
@@ -327,10 +396,26 @@ class TapStencil(_Taps):
         invariant = {r for r in reads_in(unrolled.body) if inner not in free_vars(r)}
         spilled = max(0, len(invariant) - self._budget(ctx))
         points = math.prod(a.extent for a in unrolled.axes)
-        return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
+        lanes = vector_lanes(ctx, unrolled.body[0].dtype)
+        cycles = own + points * spilled / lanes
+        cycles += cycles / points * form.scalar_points * (lanes - 1)
+        cycles *= sum(u.axes[0].extent for u in form.ops) / unrolled.axes[0].extent
+        return cycles + sum(loop_cycles(c, c.body, ctx) for c in form.copies)
+
+    def _best(self, cand, ctx) -> tuple[float, Unrolled]:
+        return min(((self._form_cost(f, ctx), f) for f in cand.data), key=lambda cf: cf[0])
+
+    def cost(self, cand, ctx):
+        return self._best(cand, ctx)[0]
 
     def lower(self, cand, ctx):
-        return pieces_then([], cand.data, cand.op)
+        form = self._best(cand, ctx)[1]
+        if not form.copies:
+            return pieces_then([], form.ops[0], cand.op)
+        steps = [Open(o, o.body) for pair in zip(form.copies, form.ops) for o in pair]
+        alias = {u: cand.op for u in form.ops} | {c: form.copies[0] for c in form.copies[1:]}
+        return Plan(steps, alias)
 
 
-__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]
+__all__ = ["TapSplit", "Unrolled", "padded_chunks", "short_row_points", "split_taps", "tap_axes",
+           "unroll_taps"]
