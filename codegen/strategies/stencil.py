@@ -35,7 +35,7 @@ from tensorad.poly.linear import to_linear
 
 from ..gemm.padding import plan_padding
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
-from .cost import loop_cycles, reads_in, vector_lanes
+from .cost import loop_cycles, pack_cycles, reads_in, vector_lanes
 from .registry import Candidate, Open, Plan, pieces_then
 from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
 
@@ -385,7 +385,8 @@ class TapStencil(_Taps):
     def _form_cost(self, form: Unrolled, ctx) -> float:
         """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
         load per point per invariant factor past the registers, its scalar points at one lane, and the
-        copies' loops."""
+        copies, each element priced as packing prices it (a copy of what passes the L2 runs at memory's
+        speed)."""
         unrolled = form.ops[0]
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
@@ -400,7 +401,8 @@ class TapStencil(_Taps):
         cycles = own + points * spilled / lanes
         cycles += cycles / points * form.scalar_points * (lanes - 1)
         cycles *= sum(u.axes[0].extent for u in form.ops) / unrolled.axes[0].extent
-        return cycles + sum(loop_cycles(c, c.body, ctx) for c in form.copies)
+        return cycles + sum(math.prod(a.extent for a in c.axes) * pack_cycles(c.body[0], lanes, ctx)
+                            for c in form.copies)
 
     def _best(self, cand, ctx) -> tuple[float, Unrolled]:
         return min(((self._form_cost(f, ctx), f) for f in cand.data), key=lambda cf: cf[0])
