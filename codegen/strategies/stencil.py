@@ -34,7 +34,9 @@ from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
 from ..gemm.padding import plan_padding
+from ..llvm.masked_tails import SHORT_VECTORS
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
+from ..target import Target
 from .cost import loop_cycles, pack_cycles, reads_in, vector_lanes
 from .registry import Candidate, Open, Plan, pieces_then
 from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
@@ -338,23 +340,29 @@ def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp
     return out
 
 
-def short_row_points(unrolled: ComputeOp, lanes: int) -> int:
-    """The points of an unrolled op's box whose guard pieces (:mod:`.loops.box_pieces`) run rows of fewer
-    than ``lanes`` values along its last axis: scalar code."""
+def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> int:
+    """The points of an unrolled op's box that run as scalar code: in each of its guard pieces
+    (:mod:`.loops.box_pieces`; the box where none is cut), the rows along its last axis of at most
+    ``lanes`` values, and of longer rows the remainder past whole vectors, but for the rows that the
+    target folds into one masked vector (:mod:`.llvm.masked_tails`)."""
     if unrolled.is_reduction or not unrolled.axes:
         return 0
     space = IndexSpace(unrolled.axes)
-    pieces = guard_pieces(space, space.box(), unrolled.body[0]) or []
-    last = len(unrolled.axes) - 1
-    return sum(p.count_val().to_python() for p, _ in pieces
-               if p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1 < lanes)
+    pieces = [p for p, _ in guard_pieces(space, space.box(), unrolled.body[0]) or [(space.box(), None)]]
+    last, out = len(unrolled.axes) - 1, 0
+    for p in pieces:
+        row = p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1
+        masked = target.masked_memory and lanes < row < SHORT_VECTORS * lanes
+        scalar = row if row <= lanes else 0 if masked else row % lanes
+        out += p.count_val().to_python() // row * scalar
+    return out
 
 
 @dataclass(frozen=True, eq=False)
 class Unrolled:
     """One form of a :class:`TapStencil`: the unrolled op (one per chunk of its first axis), the padded copy
-    each chunk reads (made just before it, sharing one buffer), and the points its guard pieces run as
-    scalar code (:func:`short_row_points`)."""
+    each chunk reads (made just before it, sharing one buffer), and the points it runs as
+    scalar code (:func:`scalar_points`)."""
 
     ops: tuple[ComputeOp, ...]
     copies: tuple[ComputeOp, ...] = ()
@@ -364,9 +372,9 @@ class Unrolled:
 class TapStencil(_Taps):
     """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
     (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers.  Its
-    guards cut the box into pieces; where the pieces of the borders run rows shorter than a vector, the
-    op offers a second form reading a zero-padded copy of its guarded factor (:func:`padded_chunks`): one
-    unguarded piece, after the copies.  It runs the cheaper form."""
+    guards cut the box into pieces, whose short rows run as scalar code (one column of a border); where one
+    unguarded box would run fewer points so, the op offers a second form reading a zero-padded copy of its
+    guarded factor (:func:`padded_chunks`), after the copies.  It runs the cheaper form (:meth:`_best`)."""
 
     name = "stencil"
 
@@ -375,18 +383,20 @@ class TapStencil(_Taps):
         if guarded is None:
             return None
         lanes = vector_lanes(ctx, body.dtype)
-        forms = [Unrolled((guarded,), (), short_row_points(guarded, lanes))]
+        forms = [Unrolled((guarded,), (), scalar_points(guarded, ctx.target, lanes))]
         chunks = padded_chunks(op, body, ctx.largest) if forms[0].scalar_points else []
         unrolled = [unroll_taps(chunk, b, reread_limit=ctx.target.l2 // 2) for _, chunk, b in chunks]
-        if chunks and all(u is not None and not short_row_points(u, lanes) for u in unrolled):
-            forms.append(Unrolled(tuple(unrolled), tuple(c for c, _, _ in chunks)))
+        if chunks and all(u is not None for u in unrolled):
+            fewer = sum(scalar_points(u, ctx.target, lanes) for u in unrolled)
+            if fewer < forms[0].scalar_points:
+                forms.append(Unrolled(tuple(unrolled), tuple(c for c, _, _ in chunks), fewer))
         return forms
 
-    def _form_cost(self, form: Unrolled, ctx) -> float:
+    def _form_cost(self, form: Unrolled, ctx, scalar: bool = True) -> float:
         """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
-        load per point per invariant factor past the registers, its scalar points at one lane, and the
-        copies, each element priced as packing prices it (a copy of what passes the L2 runs at memory's
-        speed)."""
+        load per point per invariant factor past the registers; with ``scalar``, its scalar points at one
+        lane and the copies, each element priced as packing prices it (a copy of what passes the L2 runs at
+        memory's speed)."""
         unrolled = form.ops[0]
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
@@ -399,19 +409,24 @@ class TapStencil(_Taps):
         points = math.prod(a.extent for a in unrolled.axes)
         lanes = vector_lanes(ctx, unrolled.body[0].dtype)
         cycles = own + points * spilled / lanes
-        cycles += cycles / points * form.scalar_points * (lanes - 1)
+        if not scalar:
+            return cycles
+        per_point = cycles / points
         cycles *= sum(u.axes[0].extent for u in form.ops) / unrolled.axes[0].extent
+        cycles += per_point * form.scalar_points * (lanes - 1)
         return cycles + sum(math.prod(a.extent for a in c.axes) * pack_cycles(c.body[0], lanes, ctx)
                             for c in form.copies)
 
-    def _best(self, cand, ctx) -> tuple[float, Unrolled]:
-        return min(((self._form_cost(f, ctx), f) for f in cand.data), key=lambda cf: cf[0])
+    def _best(self, cand, ctx) -> Unrolled:
+        return min(cand.data, key=lambda f: self._form_cost(f, ctx))
 
     def cost(self, cand, ctx):
-        return self._best(cand, ctx)[0]
+        """The guarded form's loops as if every row ran in vectors: the scalar points and the copies only
+        choose the form (:meth:`_best`), so that the stencil weighs against other strategies as before."""
+        return self._form_cost(cand.data[0], ctx, scalar=False)
 
     def lower(self, cand, ctx):
-        form = self._best(cand, ctx)[1]
+        form = self._best(cand, ctx)
         if not form.copies:
             return pieces_then([], form.ops[0], cand.op)
         steps = [Open(o, o.body) for pair in zip(form.copies, form.ops) for o in pair]
@@ -419,5 +434,5 @@ class TapStencil(_Taps):
         return Plan(steps, alias)
 
 
-__all__ = ["TapSplit", "Unrolled", "padded_chunks", "short_row_points", "split_taps", "tap_axes",
+__all__ = ["TapSplit", "Unrolled", "padded_chunks", "scalar_points", "split_taps", "tap_axes",
            "unroll_taps"]
