@@ -333,10 +333,10 @@ def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp
         count = min(step, a0.hi - first)
         copy, read = plan.copy(first - a0.lo, count) if step < a0.extent else plan.copy()
         part = var(a0.name, first, first + count, a0.dtype) if step < a0.extent else a0
-        chunk = ComputeOp(op.name, op.tag, (part,) + tuple(op.axes[1:]), op.body, op.attrs, op.provenance)
         src = substitute(substitute(body.src[1], {node: read}), {a0: part})
-        out.append((copy, chunk, Expr(Op.REDUCE, body.dtype, (substitute(body.src[0], {a0: part}), src),
-                                      body.arg)))
+        moved = Expr(Op.REDUCE, body.dtype, (substitute(body.src[0], {a0: part}), src), body.arg)
+        chunk = ComputeOp(op.name, op.tag, (part,) + tuple(op.axes[1:]), (moved,), op.attrs, op.provenance)
+        out.append((copy, chunk, moved))
     return out
 
 
