@@ -33,9 +33,12 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import to_linear
 
+from ..gemm.padding import plan_padding
+from ..llvm.masked_tails import SHORT_VECTORS
 from ..loops.box_pieces import GUARD_ATTR, guard_pieces
-from .cost import loop_cycles, reads_in, vector_lanes
-from .registry import Candidate, pieces_then
+from ..target import Target
+from .cost import loop_cycles, pack_cycles, reads_in, vector_lanes
+from .registry import Candidate, Open, Plan, pieces_then
 from .zero_masks import all_of as and_of  # (every conjunct kept; the optimizer's all_of drops repeats)
 
 MAX_TAP_EXTENT = 8  # a tap axis has at most this many values (a kernel's width)
@@ -305,19 +308,96 @@ class TapAccumulators(_Taps):
         return pieces_then(pieces, split.gather, cand.op)
 
 
+def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp | None, ComputeOp, Expr]]:
+    """``[(copy, chunk, body)]``: the sum ``body`` reading a zero-padded copy (:mod:`.gemm.padding`) of its
+    factor guarded by exactly its read's bounds, as ``op`` restricted to chunks of its first axis (``chunk``
+    the op of those axes, ``body`` its sum) when the copy would pass ``limit`` elements (the copy's first
+    index must then be that axis); empty when no factor is so guarded, or the chunks cannot keep the copy
+    under ``limit``."""
+    axes = tuple(op.axes) + tuple(body.arg.axes)
+    guarded = [n for n in walk(body.src[1]) if n.op is Op.IF_THEN_ELSE]
+    plans = [(n, plan) for n in guarded if (plan := plan_padding(n, axes)) is not None
+             and plan.value is None and any(plan.lows + plan.highs)]
+    if len(plans) != 1:
+        return []
+    (node, plan), a0 = plans[0], op.axes[0]
+    step = a0.extent
+    if plan.size > limit:
+        if plan.read.src[0] is not a0 or plan.lows[0] or plan.highs[0]:
+            return []
+        step = -(-a0.extent // -(-plan.size // limit))
+        if step * plan.size // a0.extent > limit:
+            return []
+    out: list[tuple[ComputeOp | None, ComputeOp, Expr]] = []
+    for first in range(a0.lo, a0.hi, step):
+        count = min(step, a0.hi - first)
+        copy, read = plan.copy(first - a0.lo, count) if step < a0.extent else plan.copy()
+        part = var(a0.name, first, first + count, a0.dtype) if step < a0.extent else a0
+        src = substitute(substitute(body.src[1], {node: read}), {a0: part})
+        moved = Expr(Op.REDUCE, body.dtype, (substitute(body.src[0], {a0: part}), src), body.arg)
+        chunk = ComputeOp(op.name, op.tag, (part,) + tuple(op.axes[1:]), (moved,), op.attrs, op.provenance)
+        out.append((copy, chunk, moved))
+    return out
+
+
+def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> int:
+    """The points of an unrolled op's box that run as scalar code: in each of its guard pieces
+    (:mod:`.loops.box_pieces`; the box where none is cut), the rows along its last axis of at most
+    ``lanes`` values, and of longer rows the remainder past whole vectors, but for the rows that the
+    target folds into one masked vector (:mod:`.llvm.masked_tails`)."""
+    if unrolled.is_reduction or not unrolled.axes:
+        return 0
+    space = IndexSpace(unrolled.axes)
+    pieces = [p for p, _ in guard_pieces(space, space.box(), unrolled.body[0]) or [(space.box(), None)]]
+    last, out = len(unrolled.axes) - 1, 0
+    for p in pieces:
+        row = p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1
+        masked = target.masked_memory and lanes < row < SHORT_VECTORS * lanes
+        scalar = row if row <= lanes else 0 if masked else row % lanes
+        out += p.count_val().to_python() // row * scalar
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Unrolled:
+    """One form of a :class:`TapStencil`: the unrolled op (one per chunk of its first axis), the padded copy
+    each chunk reads (made just before it, sharing one buffer), and the points it runs as
+    scalar code (:func:`scalar_points`)."""
+
+    ops: tuple[ComputeOp, ...]
+    copies: tuple[ComputeOp, ...] = ()
+    scalar_points: int = 0
+
+
 class TapStencil(_Taps):
     """The dual: a sum over a few taps that shift its reads as one elementwise op adding a term per tap
-    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers."""
+    (:func:`.strategies.stencil.unroll_taps`), its interior vectorized, the taps' factors in registers.  Its
+    guards cut the box into pieces, whose short rows run as scalar code (one column of a border); where one
+    unguarded box would run fewer points so, the op offers a second form reading a zero-padded copy of its
+    guarded factor (:func:`padded_chunks`), after the copies.  It runs the cheaper form (:meth:`_best`)."""
 
     name = "stencil"
 
     def _make(self, op, body, ctx):
-        return unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
+        guarded = unroll_taps(op, body, reread_limit=ctx.target.l2 // 2)
+        if guarded is None:
+            return None
+        lanes = vector_lanes(ctx, body.dtype)
+        forms = [Unrolled((guarded,), (), scalar_points(guarded, ctx.target, lanes))]
+        chunks = padded_chunks(op, body, ctx.largest) if forms[0].scalar_points else []
+        unrolled = [unroll_taps(chunk, b, reread_limit=ctx.target.l2 // 2) for _, chunk, b in chunks]
+        if chunks and all(u is not None for u in unrolled):
+            fewer = sum(scalar_points(u, ctx.target, lanes) for u in unrolled)
+            if fewer < forms[0].scalar_points:
+                forms.append(Unrolled(tuple(unrolled), tuple(c for c, _, _ in chunks), fewer))
+        return forms
 
-    def cost(self, cand, ctx):
+    def _form_cost(self, form: Unrolled, ctx, scalar: bool = True) -> float:
         """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
-        load per point per invariant factor past the registers."""
-        unrolled = cand.data
+        load per point per invariant factor past the registers; with ``scalar``, its scalar points at one
+        lane and the copies, each element priced as packing prices it (a copy of what passes the L2 runs at
+        memory's speed)."""
+        unrolled = form.ops[0]
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
             own = min(own, loop_cycles(unrolled, unrolled.body, ctx, strips=True))
@@ -327,10 +407,32 @@ class TapStencil(_Taps):
         invariant = {r for r in reads_in(unrolled.body) if inner not in free_vars(r)}
         spilled = max(0, len(invariant) - self._budget(ctx))
         points = math.prod(a.extent for a in unrolled.axes)
-        return own + points * spilled / vector_lanes(ctx, unrolled.body[0].dtype)
+        lanes = vector_lanes(ctx, unrolled.body[0].dtype)
+        cycles = own + points * spilled / lanes
+        if not scalar:
+            return cycles
+        per_point = cycles / points
+        cycles *= sum(u.axes[0].extent for u in form.ops) / unrolled.axes[0].extent
+        cycles += per_point * form.scalar_points * (lanes - 1)
+        return cycles + sum(math.prod(a.extent for a in c.axes) * pack_cycles(c.body[0], lanes, ctx)
+                            for c in form.copies)
+
+    def _best(self, cand, ctx) -> Unrolled:
+        return min(cand.data, key=lambda f: self._form_cost(f, ctx))
+
+    def cost(self, cand, ctx):
+        """The guarded form's loops as if every row ran in vectors: the scalar points and the copies only
+        choose the form (:meth:`_best`), so that the stencil weighs against other strategies as before."""
+        return self._form_cost(cand.data[0], ctx, scalar=False)
 
     def lower(self, cand, ctx):
-        return pieces_then([], cand.data, cand.op)
+        form = self._best(cand, ctx)
+        if not form.copies:
+            return pieces_then([], form.ops[0], cand.op)
+        steps = [Open(o, o.body) for pair in zip(form.copies, form.ops) for o in pair]
+        alias = {u: cand.op for u in form.ops} | {c: form.copies[0] for c in form.copies[1:]}
+        return Plan(steps, alias)
 
 
-__all__ = ["TapSplit", "split_taps", "tap_axes", "unroll_taps"]
+__all__ = ["TapSplit", "Unrolled", "padded_chunks", "scalar_points", "split_taps", "tap_axes",
+           "unroll_taps"]

@@ -100,7 +100,8 @@ def test_grouped_convolution_unrolls_its_group_channels_with_the_window(groups, 
     """A grouped convolution's forward sums a few channels of its group as well as the window:
     the channels only index (no shift), the window slides, and the sum unrolls into one term per
     (channel, tap) -- 2 x 9 or 4 x 9 terms, weights past the registers loaded; 8 x 9 is past
-    :data:`~tensorad.codegen.strategies.stencil.MAX_UNROLLED_TAPS` -- its guards decided per piece; values
+    :data:`~tensorad.codegen.strategies.stencil.MAX_UNROLLED_TAPS` -- its guards decided per piece or its
+    input read from a zero-padded copy; values
     and gradients against PyTorch's float64 autograd."""
     n, c, h, w = 2, 16, 9, 11
     X = ta.placeholder((n, c, h, w), "float64", name="X")
@@ -108,7 +109,8 @@ def test_grouped_convolution_unrolls_its_group_channels_with_the_window(groups, 
     Y = topi.nn.conv2d(X, W, 1, 1, groups=groups)
     lowered = ta.lower([Y], [X, W], num_threads=1, target=target)
     assert (_chosen(lowered)[Y.name] == "stencil") is unrolled
-    assert ("pieces of decided guards" in str(lowered)) is unrolled
+    text = str(lowered)  # (guards decided per piece, or none: a zero-padded copy read)
+    assert ("pieces of decided guards" in text or "X.padded" in text) is unrolled
     if not parse_target(target).runs_here(host_target()):
         target = "llvm"  # (the values are checked with the code this CPU runs)
     fn = ta.function(Y, [X, W], wrt=[X, W], num_threads=1, target=target)
