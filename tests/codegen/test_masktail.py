@@ -183,8 +183,8 @@ def test_a_pointwise_row_on_avx2_is_vectorized_rolled():
 
 
 def _tile_rows(n: int, width: int, dtype: str = "float32"):
-    """``Y[i, ty, tx] = X[i, 4 ty, tx] / 2 + 3 X[i, 4 ty + 1, tx] / 4 - X[i, 4 ty + 2, tx]``: rows of ``width``
-    points, four tiles of them, read at rows ``4 ty + r`` (a Winograd data transform's shape)."""
+    """``Y[i, ty, tx] = X[i, 4 ty, tx] / 2 + 3 X[i, 4 ty + 1, tx] / 4 - X[i, 4 ty + 2, tx]``: rows of
+    ``width`` points, four of them, read at rows ``4 ty + r`` (a Winograd data transform's shape)."""
     X = ta.placeholder((n, 18, width), dtype, "X")
     Y = ta.compute((n, 4, width), lambda i, ty, tx: X[i, 4 * ty, tx] * 0.5 + X[i, 4 * ty + 1, tx] * 0.75
                    - X[i, 4 * ty + 2, tx], name="Y")
