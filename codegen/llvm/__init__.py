@@ -9,6 +9,6 @@
 * ``glue_table``      repeated glue as one loop over a table of pointer positions
 * ``ir_loops``        small helpers for hand-written IR loops; function attributes (an opt level asked for)
 * ``unrolled_chains`` loops LLVM's vectorizer must not see, and windows it must be asked to
-* ``masked_tails``    short innermost loops with one masked vector tail
+* ``masked_tails``    short innermost loops with one masked vector tail, rows narrower than a vector
 * ``lanes``           loops of order-free updates (a max/min winner's) run in lanes LLVM vectorizes
 * ``vectorizable``    whether LLVM's loop vectorizer can take an innermost loop as emitted"""

@@ -50,7 +50,7 @@ from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_val
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import at_most_level, declare, loop_metadata
 from .lanes import emit_in_lanes
-from .masked_tails import masked_tail_width, pointwise, short_row_width
+from .masked_tails import masked_tail_width, narrow_row_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
 from .vectorizable import loop_blocks_widenable, vectorizable
@@ -425,6 +425,9 @@ class ModuleEmitter:
               and pointwise(s, self._read_in_nest)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False))
+        elif ((width := narrow_row_width(s, self._target(), em.strides)) is not None  # (see .masktail)
+              and vectorizable(body_bb, b.block, iv, em.accs.values())):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False, forced=True))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))

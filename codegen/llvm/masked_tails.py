@@ -12,7 +12,12 @@ masked vector iterations (``llvm.loop.vectorize.predicate.enable``) when:
 
 Such a loop is also kept from LLVM's unroller when it is :func:`pointwise`, so that SLP does not pack its
 unrolled copies; without masked memory such a row (:func:`short_row_width`) is asked for the target's
-lanes with a plain remainder, kept rolled too.  A stencil stays unrollable: its rows share loads."""
+lanes with a plain remainder, kept rolled too.  A stencil stays unrollable: its rows share loads.
+
+A row narrower than the lanes (:func:`narrow_row_width`: ``T`` a power of two, ``NARROW_MIN <= T < L``, a
+Winograd transform's 4 tiles on AVX2) is one vector of ``T`` lanes: it is asked for that width, forced
+past LLVM's threshold of tiny trip counts, and kept rolled, stencil or not; unrolled, SLP packs its copies
+across the loops around it element by element."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from ..target import Target
 from .expr import recombine_digits
 
 SHORT_VECTORS = 4  # a loop of at least this many vectors keeps LLVM's scalar remainder
+NARROW_MIN = 4  # the narrowest row asked for a vector of its own (an SSE register of float32)
 _LANED = ("float32", "float64", "int32", "int64")
 
 
@@ -36,6 +42,24 @@ def masked_tail_width(loop: Loop, target: Target, strides_of) -> int | None:
 
 def short_row_width(loop: Loop, target: Target, strides_of) -> int | None:
     """:func:`masked_tail_width` on any target: the lanes of a short innermost row of stores."""
+    row = _row(loop, target, strides_of)
+    if row is None:
+        return None
+    trips, lanes = row
+    return None if not lanes < trips < SHORT_VECTORS * lanes or trips % lanes == 0 else lanes
+
+
+def narrow_row_width(loop: Loop, target: Target, strides_of) -> int | None:
+    """The width to force on an innermost row narrower than ``target``'s lanes: its trips (the module
+    docstring's rule), else ``None``."""
+    row = _row(loop, target, strides_of)
+    return row[0] if row is not None and NARROW_MIN <= row[0] < row[1] and not row[0] & (row[0] - 1) else None
+
+
+def _row(loop: Loop, target: Target, strides_of) -> tuple[int, int] | None:
+    """``(trips, lanes)`` of an innermost ``loop`` of constant trips whose statements are stores moving by
+    one element a trip, every read moving by one or none, of laned dtypes (``lanes``: the narrowest's on
+    ``target``), else ``None``."""
     if loop.step != 1 or loop.lo.op is not Op.CONST or loop.hi.op is not Op.CONST:
         return None
     if not loop.body or not all(isinstance(s, Store) for s in loop.body):
@@ -52,9 +76,7 @@ def short_row_width(loop: Loop, target: Target, strides_of) -> int | None:
                 dtypes.add(n.dtype)
     if not dtypes <= set(_LANED):
         return None
-    lanes = min(target.lanes(d) for d in dtypes)
-    trips = int(loop.hi.arg) - int(loop.lo.arg)
-    return None if not lanes < trips < SHORT_VECTORS * lanes or trips % lanes == 0 else lanes
+    return int(loop.hi.arg) - int(loop.lo.arg), min(target.lanes(d) for d in dtypes)
 
 
 def _stride(index: tuple[Expr, ...], strides, v: Expr) -> int | None:

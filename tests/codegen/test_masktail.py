@@ -180,3 +180,43 @@ def test_a_pointwise_row_on_avx2_is_vectorized_rolled():
     assert '"llvm.loop.unroll.disable"' in text
     X, Y = _shifted_sum(4, 26)
     assert "llvm.loop.vectorize.width" not in ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized
+
+
+def _tile_rows(n: int, width: int, dtype: str = "float32"):
+    """``Y[i, ty, tx] = X[i, 4 ty, tx] / 2 + 3 X[i, 4 ty + 1, tx] / 4 - X[i, 4 ty + 2, tx]``: rows of
+    ``width`` points, four of them, read at rows ``4 ty + r`` (a Winograd data transform's shape)."""
+    X = ta.placeholder((n, 18, width), dtype, "X")
+    Y = ta.compute((n, 4, width), lambda i, ty, tx: X[i, 4 * ty, tx] * 0.5 + X[i, 4 * ty + 1, tx] * 0.75
+                   - X[i, 4 * ty + 2, tx], name="Y")
+    return X, Y
+
+
+def test_a_row_narrower_than_a_vector_is_one_vector():
+    """A Winograd transform's rows of 4 tiles on AVX2 (8 lanes) were unrolled with the loop around them
+    and packed by SLP into 8-lane vectors element by element (a ResNet backward's data transforms took a
+    third of its time); the row is one 4-lane vector of loads and multiply-adds, on AVX-512 too."""
+    for target in (AVX2, AVX512):
+        X, Y = _tile_rows(64, 4)
+        kernel = ta.build([Y], [X], target=target)
+        assert '"llvm.loop.vectorize.enable", i1 1' in kernel.llvm_ir_unoptimized
+        text = kernel.llvm_ir
+        assert "load <4 x float>" in text and "shufflevector" not in text and "insertelement" not in text
+
+
+@pytest.mark.parametrize("width", [3, 6])
+def test_a_narrow_row_of_other_widths_is_left_to_llvm(width):
+    """Only a power of two of at least 4 lanes is forced (3 or 6 points would leave a remainder)."""
+    X, Y = _tile_rows(8, width)
+    assert '"llvm.loop.vectorize.enable", i1 1' not in ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized
+
+
+@pytest.mark.parametrize("width, dtype, threads", [(4, "float32", 1), (8, "float32", 2), (4, "float64", 2),
+                                                   (2, "float32", 1), (6, "float64", 1)])
+def test_narrow_rows_match_numpy(width, dtype, threads):
+    """The host's kernels (checked and not) against the formula in float64, an odd count of rows."""
+    X, Y = _tile_rows(7, width, dtype)
+    x = np.random.default_rng(width).standard_normal((7, 18, width)).astype(dtype)
+    want = x[:, 0:13:4] * 0.5 + x[:, 1:14:4] * 0.75 - x[:, 2:15:4]
+    for checked in (False, True):
+        got = ta.build([Y], [X], num_threads=threads, checked=checked)(x)
+        np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-13)
