@@ -383,7 +383,7 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
         if not outs:
             continue
         new = bind_program(outs, {size.name: size}, None, {p: c for p, c in cuts.items() if stage[p] < k},
-                           {size.name: cast(size.dtype, count(0))})
+                           {size.name: count(0)})
         images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
         ins = [t for t in [*inputs, *cuts.values(), count] if t in reads]
         kernel = make(images, ins)
@@ -490,7 +490,7 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     roots, ins = outputs + listed(inputs), listed(inputs)
     carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
     count = placeholder((1,), "int64", name="rows")
-    at = {size.name: cast(size.dtype, count(0))}
+    at = {size.name: count(0)}
     rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
                  "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}
     made: list[tuple[int, Any, str]] = []
