@@ -509,10 +509,12 @@ class StagedKernel:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
         last = self.last  # (read once: a concurrent call of another size may replace it)
         if last[0] != n:
-            last = self.last = (n, self.stages(n), np.array([n], np.int64))
+            stages = self.stages(n)
+            whole = len(stages) == 1 and stages[0][1] == self.direct and stages[0][2] == self.results
+            last = self.last = (n, stages, np.array([n], np.int64), stages[0][0] if whole else None)
+        if last[3] is not None:
+            return last[3](*arrays, out=out)  # (a case of one value: its static kernel)
         stages = last[1]
-        if len(stages) == 1 and stages[0][1] == self.direct and stages[0][2] == self.results:
-            return stages[0][0](*arrays, out=out)  # (a case of one value: its static kernel)
         values = [*arrays, last[2], *self.pad]
         for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
