@@ -6,7 +6,8 @@ A built kernel of a program of independent rows over one size (:func:`~tensorad.
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
 sizes too, it is one such kernel for each value of the others (a sequence length).  A program of such
 rows that reads a sum over the rows after it is made, or the size as a value, runs as stages of generic
-kernels (:class:`StagedKernel`, :func:`staged`).  Any other
+kernels (:class:`StagedKernel`, :func:`staged`), or, at a count of rows up to :data:`BLOCK`, as one
+block of one kernel whose sums complete in it (:func:`_one_block`).  Any other
 built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
 a bounded cache it owns: each new size compiles once.  An optimized
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
@@ -40,6 +41,7 @@ from .training.function import Function, ValueAndGrad
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
+BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
 
 
 def listed(tensors: Any) -> list:
@@ -306,7 +308,8 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     if size is None:
-        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options))
+        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
+                        lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
     why = other_sizes(size, roots)
@@ -320,14 +323,18 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                       [t.name for t in ins], bounded, why)
 
 
-def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any]
+def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
+           part: Callable[[Any, Any, dict], Any] | None = None
            ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
     stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
-    (:func:`_stages`); a case of one value is its static program.  Else why a stage is not generic, or
-    ``""`` where the program is not such stages."""
+    (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
+    :func:`row_parts`), the counts of rows of a case up to :data:`BLOCK` run the whole program as one
+    block (:func:`_one_block`), a case of their own, and one row its static program (whose passes fuse
+    over the row's other axes, as a block's cannot).  Else why a stage is not generic, or ``""`` where
+    the program is not such stages."""
     size, _, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     calls = {t.op.provenance.source[0] for t in graph
@@ -344,11 +351,52 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
             new = bind_all(outputs + inputs, {size.name: lo})
             cases.append((lo, hi, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)]))
             continue
-        stages = _stages(_case(outputs, size, i) if calls else outputs, outputs, inputs, size, count, make)
+        images = _case(outputs, size, i) if calls else outputs
+        stages = _stages(images, outputs, inputs, size, count, make)
         if isinstance(stages, str):
             return stages
-        cases.append((lo, hi, stages))
+        one = None if part is None else _one_block(images, outputs, inputs, size, count, part)
+        if one is None or max(lo, 1) > (last := one[0] if hi is None else min(one[0], hi)):
+            cases.append((lo, hi, stages))
+            continue
+        single = []
+        if max(lo, 1) == 1 and size.arg.multiple_of == 1:  # (one row: the static program, passes fused)
+            new = bind_all(outputs + inputs, {size.name: 1})
+            single = [(1, 1, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)])]
+        cases += [c for c in ((lo, 0, stages), *single, (max(lo, 1 + len(single)), last, [one[1]]),
+                              (last + 1, hi, stages)) if c[1] is None or c[0] <= c[1]]
     return size, cases, count
+
+
+def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
+               part: Callable[[Any, Any, dict], Any]) -> tuple[int, tuple[Any, list, list]] | None:
+    """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
+    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``: a call of at most
+    ``rows`` rows runs it once, its sums over the rows complete in the block and read there (each one an
+    output too, so that its terms are proved added under the loops over rows only), ``size`` read in
+    bodies from ``count`` as the stages read it.  ``None`` where lowering refuses the count of rows, or a
+    sum read in the block has terms that read no row (the loop of its terms would run the block's rows)."""
+    _, kinds, _ = row_plan(outputs, inputs, staged=True)
+    graph = tensor_graph(outputs + inputs)
+    read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
+    sums = [t for t in graph if not t.is_placeholder and kinds[t] is RowKind.SUM]
+    info = size.arg
+    rows = min(info.multiple_of * -(-BLOCK // info.multiple_of), (info.max or BLOCK) - (info.max or BLOCK)
+               % info.multiple_of)
+    if rows < 1 or any(t in read and _counted(t, size) is not t for t in sums):
+        return None
+    outs = list(dict.fromkeys(outputs + sums))
+    new = bind_program(outs, {size.name: size}, None, None, {size.name: count(0)})
+    images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
+    ins = [t for t in [*inputs, count] if t in reads]
+    kinds = {**{new.get(t, t): k for t, k in kinds.items()}, count: RowKind.WHOLE}
+    parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, whole_blocks=False)
+    if not parts:
+        return None
+    kernel = RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins], [kinds[t] for t in images],
+                        [t.name for t in ins], bounded)
+    key = dict(zip(outputs, named))
+    return rows, (kernel, ins, [key.get(t, t) for t in outs])
 
 
 def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:
@@ -383,7 +431,7 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
         if not outs:
             continue
         new = bind_program(outs, {size.name: size}, None, {p: c for p, c in cuts.items() if stage[p] < k},
-                           {size.name: cast(size.dtype, count(0))})
+                           {size.name: count(0)})
         images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
         ins = [t for t in [*inputs, *cuts.values(), count] if t in reads]
         kernel = make(images, ins)
@@ -413,7 +461,8 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1, [])  # (the last call's rows, their stages: a loop repeats its sizes)
+        self.last: tuple = (-1,)  # (the last call's rows, their stages and count: a loop repeats its sizes)
+        self.direct, self.pad = list(range(len(inputs))), [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
@@ -458,12 +507,15 @@ class StagedKernel:
             n, seen = rows, seen or name
         if n is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
-        last = self.last
-        stages = last[1] if last[0] == n else self.stages(n)
-        self.last = (n, stages)
-        if len(stages) == 1 and stages[0][1] == list(range(len(arrays))) and stages[0][2] == self.results:
-            return stages[0][0](*arrays, out=out)  # (a case of one value: its static kernel)
-        values = [*arrays, np.array([n], np.int64), *[None] * (self.width - len(arrays) - 1)]
+        last = self.last  # (read once: a concurrent call of another size may replace it)
+        if last[0] != n:
+            stages = self.stages(n)
+            whole = len(stages) == 1 and stages[0][1] == self.direct and stages[0][2] == self.results
+            last = self.last = (n, stages, np.array([n], np.int64), stages[0][0] if whole else None)
+        if last[3] is not None:
+            return last[3](*arrays, out=out)  # (a case of one value: its static kernel)
+        stages = last[1]
+        values = [*arrays, last[2], *self.pad]
         for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
@@ -478,19 +530,20 @@ class StagedKernel:
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],
-              make: Callable[[Any, Any, dict], Any]) -> tuple[list[tuple[int, Any]], list[bool], str]:
+              make: Callable[[Any, Any, dict], Any], whole_blocks: bool = True
+              ) -> tuple[list[tuple[int, Any]], list[bool], str]:
     """The parts of a generic kernel over ``size`` (:class:`RowsKernel`), each made by ``make(outputs,
     inputs, options)`` at a block of ``blocks`` rows, its last input the count of rows: ``(parts,
     bounded, why)``.  A part runs any count of rows up to its block (``bounded``) where lowering with
     the ``rows`` options takes it (the count is then also each sum's count of a term that reads no
     row); else, the first refusal said in ``why``, it runs whole blocks only, and is left out below the
-    largest bounded part (whose short block runs what is left)."""
+    largest bounded part (whose short block runs what is left); without ``whole_blocks``, it is left out."""
     kinds_of = [kinds[t] for t in listed(outputs)]
     outputs = [_counted(t, size) if kind is RowKind.SUM else t for t, kind in zip(listed(outputs), kinds_of)]
     roots, ins = outputs + listed(inputs), listed(inputs)
     carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
     count = placeholder((1,), "int64", name="rows")
-    at = {size.name: cast(size.dtype, count(0))}
+    at = {size.name: count(0)}
     rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
                  "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}
     made: list[tuple[int, Any, str]] = []
@@ -503,7 +556,7 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     top = next((rows for rows, _, refused in made if not refused), 0)
     parts, bounded, whole = [], [], []
     for rows, part, refused in made:
-        if refused and rows > top:
+        if refused and rows > top and whole_blocks:
             new = bind_all(roots, {size.name: rows})
             part = make(_like(outputs, new), [*_like(ins, new), count], {})
             whole.append((rows, refused))
@@ -549,8 +602,6 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     unit, most = info.multiple_of, info.max or max(ROWS)
     sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
     for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
-                      (raises(outputs, inputs), "a gather of mode='raise' is built per size ('clip' and "
-                                                "'wrap' are not)"),
                       (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
                       (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
@@ -558,14 +609,6 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
             return None, {}, (), says
     rounded = (min(unit * -(-rows // unit), most - most % unit) for rows in ROWS)
     return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
-
-
-def raises(outputs: list[Tensor], inputs: list[Tensor]) -> bool:
-    """Whether the program reads an index from data under ``mode="raise"``: its kernel reports a bad one,
-    with a record that the rows' driver does not pass."""
-    return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise"
-               for t in tensor_graph(outputs, stop=inputs) if not t.is_placeholder and t not in inputs
-               for b in t.op.body for n in walk(b))
 
 
 def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:

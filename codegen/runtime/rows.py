@@ -4,7 +4,9 @@ by a driver that calls each part's code, largest first, on each next block of ro
 arrays' pointers moved to the block's first row, its count of rows written first to the count every
 part reads as its last input (:mod:`..passes.row_bound`).  A part whose loops take that count runs the
 last rows as one short block; a part built without it (its program refused the count) runs whole blocks
-only, and the unit's block, the last, runs what they leave.  The driver is compiled once per process."""
+only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index
+reads its record after its temporaries; the driver stops after the block that fills it, and the call
+raises naming the call's row.  The driver is compiled once per process."""
 
 from __future__ import annotations
 
@@ -49,20 +51,22 @@ def _add_loop(bits: int, ty: str) -> str:
 
 
 # tensorad_rows(given, threads) (called as a kernel's main is, by :func:`.kernel.put_addresses`), the frame
-# {desc, parts, n, given, moves, m, width, sums, nsums, tailp, cslot} just before given, which holds the
-# arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of desc
-# (main, temps, ntemps, rows, threads), largest blocks first,
+# {desc, parts, n, given, moves, m, width, sums, nsums, tailp, cslot, failed} just before given, which
+# holds the arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of
+# desc (main, temps, ntemps, rows, threads, record), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
 # for part tailp (none where past the last), on the rows left below n too, the block's count of rows
-# written first to the int64 at given[cslot],
+# written first to the int64 at given[cslot]; where the part's record (a raising gather's, the last of
+# its temps; null: none) holds a violation after a block, that block's first row r is written to failed
+# and the driver returns,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
 define void @tensorad_rows(ptr %table, i32 %threads.unused) {
 entry:
-  %frame = getelementptr i8, ptr %table, i64 -88
+  %frame = getelementptr i8, ptr %table, i64 -96
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
-                   "ptr sums, i64 nsums, i64 tailp, i64 cslot") + """\
+                   "ptr sums, i64 nsums, i64 tailp, i64 cslot, i64 failed") + """\
   %local = alloca ptr, i64 %width
   %tail = getelementptr ptr, ptr %local, i64 %m
   %pcnt = getelementptr ptr, ptr %given, i64 %cslot
@@ -71,8 +75,8 @@ entry:
 part:
   %p = phi i64 [0, %entry], [%pn, %next]
   %r0 = phi i64 [0, %entry], [%r, %next]
-  %d = getelementptr [5 x i64], ptr %desc, i64 %p
-""" + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64") + """\
+  %d = getelementptr [6 x i64], ptr %desc, i64 %p
+""" + _loads("d", "ptr main, ptr temps, i64 ntemps, i64 rows, i64 t64, ptr record") + """\
   %threads = trunc i64 %t64 to i32
   %bytes = shl i64 %ntemps, 3
   call void @llvm.memcpy.p0.p0.i64(ptr %tail, ptr %temps, i64 %bytes, i1 false)
@@ -119,9 +123,19 @@ set:
   br label %set_test
 call:
   call void %main(ptr %local, i32 %threads)
+  %checks = icmp ne ptr %record, null
+  br i1 %checks, label %check, label %called
+check:
+  %code = load i64, ptr %record
+  %bad = icmp ne i64 %code, 0
+  br i1 %bad, label %fail, label %called
+fail:
+  store i64 %r, ptr %frame.11
+  ret void
+called:
   br label %acc_test
 acc_test:
-  %e = phi i64 [0, %call], [%en, %acc_next]
+  %e = phi i64 [0, %called], [%en, %acc_next]
   %ein = icmp slt i64 %e, %nsums
   %eany = and i1 %ein, %later
   br i1 %eany, label %acc_one, label %test
@@ -153,7 +167,7 @@ _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 # reads again (its inputs without rows) or adds into (its sums over the rows).  A block of a
 # 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
 WORK_PER_BYTE = 4
-FRAME = 11  # the driver's frame: its fields before the arrays' pointers
+FRAME = 12  # the driver's frame: its fields before the arrays' pointers
 
 
 class _Process:
@@ -223,7 +237,7 @@ class RowsKernel:
         self.sums = [(len(self.inputs) + 1 + k, shape, d)
                      for k, (_, shape, d, summed) in enumerate(self.outputs) if summed]
         self.line = host_target().line
-        self.width = len(self.moves) + max(len(k.signature.temps) for _, k in parts)
+        self.width = len(self.moves) + max(len(k.signature.temps) + 1 for _, k in parts)  # (and a record)
         self.kept: list = []  # a finished call's workspace, for the next
         whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
             [(shape, d) for _, shape, d in self.sums]
@@ -232,6 +246,7 @@ class RowsKernel:
         self.checked = -1  # the last count of rows checked against the size's constraints
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
+        self.rowed_names = {name for _, name in self.rowed}
         self.slots = Slots(range(len(self.moves)))  # (of the driver's arrays)
 
     def __reduce__(self):
@@ -325,16 +340,22 @@ class RowsKernel:
     def _workspace(self) -> tuple[Any, list, np.ndarray]:
         """A driver frame, what it points to (the part descriptions, the temporaries and their pointers,
         the sums' scratch) and the count of rows it writes."""
-        desc = (ctypes.c_int64 * (5 * len(self.parts)))()
-        held: list = [desc]
+        desc = (ctypes.c_int64 * (6 * len(self.parts)))()
+        records = []  # (checks, record) of each part whose gathers raise
+        held: list = [desc, records]
         for k, (rows, kernel) in enumerate(self.parts):
             temps = [np.zeros(d.itemsize * math.prod(s) + self.line, np.uint8)
                      for s, d in kernel.signature.temps]
             addrs = np.array([data_address(t) for t in temps], np.uint64)
             addrs += -addrs % np.uint64(self.line)
-            held += [temps, addrs]
-            desc[5 * k:5 * k + 5] = [kernel.entry(), data_address(addrs), len(temps), rows,
-                                     kernel.num_threads]
+            checks = kernel.compiled.checks
+            record = None if checks is None else checks.new_record(kernel.signature.max_ndim)
+            if record is not None:
+                addrs = np.append(addrs, np.uint64(data_address(record)))
+                records.append((checks, record))
+            held += [temps, addrs, record]
+            desc[6 * k:6 * k + 6] = [kernel.entry(), data_address(addrs), len(addrs), rows,
+                                     kernel.num_threads, 0 if record is None else data_address(record)]
         scratch = [np.empty(shape, d) for _, shape, d in self.sums]
         sums = (ctypes.c_int64 * (4 * len(self.sums) or 1))()
         for k, ((slot, _, d), a) in enumerate(zip(self.sums, scratch)):
@@ -343,8 +364,17 @@ class RowsKernel:
         frame = (ctypes.c_int64 * (FRAME + len(self.moves)))()  # (the arrays' pointers after the frame)
         frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(frame) + 8 * FRAME,
                          data_address(self.moves), len(self.moves), self.width, ctypes.addressof(sums),
-                         len(self.sums), len(self.parts), len(self.inputs)]
+                         len(self.sums), len(self.parts), len(self.inputs), 0]
         return frame, held, np.zeros(1, np.int64)
+
+    def _raise(self, checks: Any, record: np.ndarray, first: int) -> NoReturn:
+        """Raise the ``IndexError`` of a gather's record, the block's rows made the call's (its first row
+        ``first`` added to a row of an input it names), the record cleared for the next call."""
+        site, values = checks.sites[int(record[0]) - 1], record.copy()
+        record[:] = 0
+        if site.kind == "gather" and int(site.index[3]) and site.index[2] in self.rowed_names:
+            values[2] += first
+        checks.raise_for(values)
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
@@ -386,5 +416,8 @@ class RowsKernel:
             put_addresses(frame[3], self.slots, [*ins, count, *outs], driver())  # (then the driver, one call)
         if not self.kept:
             self.kept.append(work)
+        for checks, record in work[1][1] if n else ():
+            if record[0]:
+                self._raise(checks, record, frame[11])
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)

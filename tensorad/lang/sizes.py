@@ -204,10 +204,30 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
 
     memo: dict = {}
     bodies = tuple(rename(_folded(b, folds) if static else b, mapping, read, memo) for b in op.body)
+    counts = {n for n in inner.values() if isinstance(n, Expr) and not is_size(n)}
+    if counts:
+        bodies = tuple(_widened(b, counts) for b in bodies)
     if any(n.op is Op.DATA_INDEX and isinstance(n.arg.extent, Expr) for n in nodes):
         bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes), bodies, op.attrs, provenance)
+
+
+def _widened(body: Expr, counts: set[Expr]) -> Expr:
+    """``body`` with the integer arithmetic of sizes over the runtime ``counts`` (``int64`` reads) in
+    ``int64``, a cast of it to ``int32`` dropped: a product of sizes is exact at any count, as the constant
+    of a static program is (``n * 56 * 56`` in ``int32`` wraps past 684,784 rows)."""
+    wide = set(counts)
+
+    def rule(n: Expr) -> Expr | None:
+        if n in wide or n.op not in _INT_OPS or not dt.is_int(n.dtype) \
+                or not any(s in wide for s in n.src) or not all(s in wide or s.op is Op.CONST for s in n.src):
+            return None
+        out = n.src[0] if n.op is Op.CAST else \
+            n.replace(src=tuple(s if s in wide else const(s.arg, "int64") for s in n.src), dtype="int64")
+        wide.add(out)
+        return out
+    return rewrite(body, rule)
 
 
 class RowKind(Enum):

@@ -1,7 +1,8 @@
 """A program of independent rows over a size variable that gathers with ``mode="raise"`` (an embedding
-lookup of a batch of any size) is built per size: its kernel reports a bad index through a record that
-the generic kernel's row driver does not pass, so ``ta.build`` gives a working callable, with the
-reason in ``.why``, that computes the gather and raises ``IndexError`` on an index out of range."""
+lookup of a batch of any size) is one generic kernel: each block's kernel reports a bad index through a
+record that the row driver passes it and reads after the block, stopping there, so a call raises
+``IndexError`` naming the row of the call (not of its block) where the index was read, and the next
+call runs.  It was built per size: the driver passed no record."""
 
 from __future__ import annotations
 
@@ -20,15 +21,20 @@ def _embedding(mode):
     return E, Idx, ta.compute((n, 3), lambda i, j: E.take(Idx[i], j, mode=mode), name="Y")
 
 
-def test_raising_gather_over_rows_runs_and_raises():
+@pytest.mark.parametrize("threads", [1, 2])
+def test_raising_gather_over_rows_runs_and_raises(threads):
     E, Idx, Y = _embedding("raise")
-    kernel = ta.build(Y, [E, Idx])
-    assert "mode='raise'" in kernel.why
-    for rows in (1, 3, 33):
+    kernel = ta.build(Y, [E, Idx], num_threads=threads)
+    assert kernel.generic and kernel.why == ""
+    for rows in (1, 3, 33, 300):
         idx = (np.arange(rows) * 7 % 5).astype(np.int32)
         np.testing.assert_array_equal(kernel(E_VALUES, idx), E_VALUES[idx])
-    with pytest.raises(IndexError, match="gather index out of range"):
-        kernel(E_VALUES, np.array([0, 5, 1], np.int32))
+    for rows, bad in ((3, 1), (9, 8), (300, 270), (300, 299)):
+        idx = np.zeros(rows, np.int32)
+        idx[bad] = 5
+        with pytest.raises(IndexError, match=rf"gather index out of range.*at I\[{bad}\]"):
+            kernel(E_VALUES, idx)
+        np.testing.assert_array_equal(kernel(E_VALUES, idx[:bad]), E_VALUES[idx[:bad]])
 
 
 def test_clipping_gather_over_rows_stays_generic():
