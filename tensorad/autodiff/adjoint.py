@@ -240,6 +240,17 @@ def _holds(c: Expr) -> bool:
     return {Op.LT: hi < 0, Op.LE: hi <= 0, Op.GT: lo > 0, Op.GE: lo >= 0}[c.op]
 
 
+def _linear_bound(c: Expr, window: set) -> bool:
+    """Whether the conjunct ``c`` bounds the window points ``window`` by the outputs linearly: an
+    inequality of sums and multiples of variables (no mod, no division, no data) that reads both."""
+    used = set(free_vars(c))
+    return (c.op in (Op.LT, Op.LE, Op.GT, Op.GE) and bool(used & window) and not used <= window
+            and all(n.op in _LINEAR for n in walk(c.src[0])) and all(n.op in _LINEAR for n in walk(c.src[1])))
+
+
+_LINEAR = frozenset({Op.VAR, Op.CONST, Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.CAST})
+
+
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
 
@@ -601,14 +612,17 @@ class AdjointBuilder:
             m[k] = digit
         # A window point ``t``'s digits are opaque (the term stays a scatter from the outputs: solved for
         # them, it would visit every window of every element), except in the conjuncts of the reduction's
-        # own condition that read the window alone: those read ``t``'s own digits (the same values: ``t``
-        # is in the box), so the scatter visits only the points they keep.  (A conjunct coupling the
-        # window with the outputs stays opaque: it would bring the outputs into ``t``'s bounds, and the
-        # rare tie test reading them into ``t``'s loop.)
+        # own condition that read the window alone, or bound it linearly by the outputs (a prefix
+        # ``k < i``, a band): those read ``t``'s own digits (the same values: ``t`` is in the box), so the
+        # scatter visits only the points they keep.  (Another conjunct coupling the window with the
+        # outputs, a mod of ``k + i``, stays opaque: the optimizer would re-express the outputs through
+        # ``t`` and bring the rare tie test into ``t``'s loop.)
         own = {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))} if best is not None else m
         window = set(ra.axes)
-        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m)  # at the point
-                         for c in conjuncts(body.src[0])])
+        # (a bound also at the opaque digits the reads take, for the proof that they are in bounds)
+        inside = all_of([e for c in conjuncts(body.src[0]) for e in
+                         ([rename(c, own)] if set(free_vars(c)) <= window else
+                          [rename(c, own), rename(c, m)] if _linear_bound(c, window) else [rename(c, m)])])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
