@@ -472,7 +472,10 @@ class AdjointBuilder:
         * for a max, min or product, reduction axes ``u`` of ``n`` points in all that its terms never
           read shrink to one point: ``max_{k, u} f(k) = max_k f(k)``, each of the ``n`` copies of a
           tied term getting ``H / (n T)``, ``H / T`` in all; ``prod_{k, u} f(k) = Y'^n`` with
-          ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``.
+          ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``;
+        * conjuncts of the ``where`` that read neither the window nor data (``i != 0``) mask the head
+          summed over the copies (where one fails the value is the identity, of derivative 0), when
+          without them more output axes are copies.
 
         The winner, tie and product passes then run once per distinct value."""
         key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
@@ -494,6 +497,17 @@ class AdjointBuilder:
         if pinned != bodies and sum(map(len, repeats(pinned))) > len(copied) + len(unread):
             bodies = pinned  # (only where it shows more copies: the reads keep their routing elsewhere)
             copied, unread = repeats(bodies)
+        outer = [c for c in conjuncts(bodies[0].src[0])
+                 if not set(free_vars(c)) & set(raxes) and not reads_data(c)]
+        mask = all_of(outer)
+        if outer and all(b.src[0] is bodies[0].src[0] for b in bodies):
+            rest = all_of([c for c in conjuncts(bodies[0].src[0]) if c not in outer])
+            bare = [Expr(b.op, b.dtype, (rest,) + tuple(b.src[1:]), b.arg) for b in bodies]
+            if len(repeats(bare)[0]) > len(copied):
+                bodies = bare
+                copied, unread = repeats(bodies)
+            else:
+                mask = TRUE
         found = None
         if copied or unread:
             kept = [a for a in op.axes if a not in copied]
@@ -506,7 +520,7 @@ class AdjointBuilder:
                 dtype = dt.compute_dtype(op.body[v].dtype)  # (summed at the precision its terms take)
                 if copied:
                     value = cast(dtype, h[tuple(prefix) + tuple(out[a] for a in op.axes)])
-                    total = head_sum(value, [out[a] for a in copied], TRUE)
+                    total = head_sum(value, [out[a] for a in copied], rename(mask, out))
                     h = compute(f"{h.name}.summed", prefix + [out[a] for a in kept], [total],
                                 Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
                     h = h if self.optimizer is None else self.optimizer(h)  # (a head nonzero at few copies)
