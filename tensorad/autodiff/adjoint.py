@@ -475,7 +475,7 @@ class AdjointBuilder:
           ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``;
         * conjuncts of the ``where`` that read neither the window nor data (``i != 0``) mask the head
           summed over the copies (where one fails the value is the identity, of derivative 0), when
-          without them more output axes are copies.
+          without them more output axes are copies and a read moves with the window.
 
         The winner, tie and product passes then run once per distinct value."""
         key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
@@ -500,7 +500,11 @@ class AdjointBuilder:
         outer = [c for c in conjuncts(bodies[0].src[0])
                  if not set(free_vars(c)) & set(raxes) and not reads_data(c)]
         mask = all_of(outer)
-        if outer and all(b.src[0] is bodies[0].src[0] for b in bodies):
+        first = {k: const(k.lo, k.dtype) for k in raxes}
+        if outer and kind in ("max", "min", "prod", "select") \
+                and all(b.src[0] is bodies[0].src[0] for b in bodies) \
+                and set(free_vars(_read_at(bodies[0].src[1], op.axes, first))) & set(raxes):
+            # (passes over the window to share: a source no window point changes is elementwise)
             rest = all_of([c for c in conjuncts(bodies[0].src[0]) if c not in outer])
             bare = [Expr(b.op, b.dtype, (rest,) + tuple(b.src[1:]), b.arg) for b in bodies]
             if len(repeats(bare)[0]) > len(copied):
