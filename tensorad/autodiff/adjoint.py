@@ -18,6 +18,8 @@ Other combiners:
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
+  Elsewhere the tie routing visits the window points that the ``where``'s linear bounds of the window by
+  the outputs, and the read's guards of that form, keep (:meth:`AdjointBuilder._point_term`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
   ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
@@ -240,6 +242,30 @@ def _holds(c: Expr) -> bool:
     return {Op.LT: hi < 0, Op.LE: hi <= 0, Op.GT: lo > 0, Op.GE: lo >= 0}[c.op]
 
 
+def _zero_outside(e: Expr) -> list[Expr]:
+    """Conjuncts outside which ``e`` is 0 through its choices: those of a choice whose other branch is
+    0, and those common to both branches of any other choice (a branch that is 0 has none)."""
+    if e.op in (Op.IF_THEN_ELSE, Op.SELECT):
+        if _is_zero(e.src[2]):
+            return conjuncts(e.src[0]) + _zero_outside(e.src[1])
+        if _is_zero(e.src[1]):
+            return _zero_outside(e.src[2])
+        a, b = _zero_outside(e.src[1]), _zero_outside(e.src[2])
+        return [c for c in a if c in b]
+    return _zero_outside(e.src[0]) if e.op in (Op.CAST, Op.NEG) else []
+
+
+def _linear_bound(c: Expr, window: set) -> bool:
+    """Whether the conjunct ``c`` bounds the window points ``window`` by the outputs linearly: an
+    inequality of sums and multiples of variables (no mod, no division, no data) that reads both."""
+    used = set(free_vars(c))
+    return (c.op in (Op.LT, Op.LE, Op.GT, Op.GE) and bool(used & window) and not used <= window
+            and all(n.op in _LINEAR for n in walk(c.src[0])) and all(n.op in _LINEAR for n in walk(c.src[1])))
+
+
+_LINEAR = frozenset({Op.VAR, Op.CONST, Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.CAST})
+
+
 def _is_zero(e: Expr) -> bool:
     return e.op is Op.CONST and e.arg == 0
 
@@ -446,7 +472,10 @@ class AdjointBuilder:
         * for a max, min or product, reduction axes ``u`` of ``n`` points in all that its terms never
           read shrink to one point: ``max_{k, u} f(k) = max_k f(k)``, each of the ``n`` copies of a
           tied term getting ``H / (n T)``, ``H / T`` in all; ``prod_{k, u} f(k) = Y'^n`` with
-          ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``.
+          ``Y' = prod_k f(k)``, whose head is ``H n Y'^(n-1)``;
+        * conjuncts of the ``where`` that read neither the window nor data (``i != 0``) mask the head
+          summed over the copies (where one fails the value is the identity, of derivative 0), when
+          without them more output axes are copies and a read moves with the window.
 
         The winner, tie and product passes then run once per distinct value."""
         key = (op, tuple(sorted(heads.items(), key=lambda vh: vh[0])))
@@ -468,6 +497,21 @@ class AdjointBuilder:
         if pinned != bodies and sum(map(len, repeats(pinned))) > len(copied) + len(unread):
             bodies = pinned  # (only where it shows more copies: the reads keep their routing elsewhere)
             copied, unread = repeats(bodies)
+        outer = [c for c in conjuncts(bodies[0].src[0])
+                 if not set(free_vars(c)) & set(raxes) and not reads_data(c)]
+        mask = all_of(outer)
+        first = {k: const(k.lo, k.dtype) for k in raxes}
+        if outer and kind in ("max", "min", "prod", "select") \
+                and all(b.src[0] is bodies[0].src[0] for b in bodies) \
+                and set(free_vars(_read_at(bodies[0].src[1], op.axes, first))) & set(raxes):
+            # (passes over the window to share: a source no window point changes is elementwise)
+            rest = all_of([c for c in conjuncts(bodies[0].src[0]) if c not in outer])
+            bare = [Expr(b.op, b.dtype, (rest,) + tuple(b.src[1:]), b.arg) for b in bodies]
+            if len(repeats(bare)[0]) > len(copied):
+                bodies = bare
+                copied, unread = repeats(bodies)
+            else:
+                mask = TRUE
         found = None
         if copied or unread:
             kept = [a for a in op.axes if a not in copied]
@@ -480,7 +524,7 @@ class AdjointBuilder:
                 dtype = dt.compute_dtype(op.body[v].dtype)  # (summed at the precision its terms take)
                 if copied:
                     value = cast(dtype, h[tuple(prefix) + tuple(out[a] for a in op.axes)])
-                    total = head_sum(value, [out[a] for a in copied], TRUE)
+                    total = head_sum(value, [out[a] for a in copied], rename(mask, out))
                     h = compute(f"{h.name}.summed", prefix + [out[a] for a in kept], [total],
                                 Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
                     h = h if self.optimizer is None else self.optimizer(h)  # (a head nonzero at few copies)
@@ -601,14 +645,21 @@ class AdjointBuilder:
             m[k] = digit
         # A window point ``t``'s digits are opaque (the term stays a scatter from the outputs: solved for
         # them, it would visit every window of every element), except in the conjuncts of the reduction's
-        # own condition that read the window alone: those read ``t``'s own digits (the same values: ``t``
-        # is in the box), so the scatter visits only the points they keep.  (A conjunct coupling the
-        # window with the outputs stays opaque: it would bring the outputs into ``t``'s bounds, and the
-        # rare tie test reading them into ``t``'s loop.)
+        # own condition that read the window alone, or bound it linearly by the outputs (a prefix
+        # ``k < i``, a band): those read ``t``'s own digits (the same values: ``t`` is in the box), so the
+        # scatter visits only the points they keep.  (Another conjunct coupling the window with the
+        # outputs, a mod of ``k + i``, stays opaque: the optimizer would re-express the outputs through
+        # ``t`` and bring the rare tie test into ``t``'s loop.)
         own = {**m, **dict(zip(ra.axes, _unflatten(t, ra.axes)))} if best is not None else m
         window = set(ra.axes)
-        inside = all_of([rename(c, own if set(free_vars(c)) <= window else m)  # at the point
-                         for c in conjuncts(body.src[0])])
+        # (a bound also at the opaque digits the reads take, for the proof that they are in bounds)
+        inside = all_of([e for c in conjuncts(body.src[0]) for e in
+                         ([rename(c, own)] if set(free_vars(c)) <= window else
+                          [rename(c, own), rename(c, m)] if _linear_bound(c, window) else [rename(c, m)])])
+        if best is not None:  # the read's guards that bound the window by the outputs (a padded pool's;
+            # its term is 0 outside them) bound ``t`` too
+            inside = all_of([inside] + [e for c in _zero_outside(d) if _linear_bound(c, window)
+                                        for e in (rename(c, own), rename(c, m))])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
