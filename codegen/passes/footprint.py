@@ -6,10 +6,10 @@ materialized tensor that is not an output (each output of a multi-output reducti
 its reads of the reader's points under the read's index map, narrowed by the guards on the way (a
 superset; an index taken from data is any point of its range).  Consumers come first.
 
-A footprint that needs divisions to describe (a strided or wrapped read) or more than :data:`MAX_PIECES`
-pieces is taken as its bounding box.  A footprint that is at most :data:`MAX_FRACTION` of the box becomes
-a guard: a sum's ``where`` gains it, another body becomes ``if_then_else(footprint, body, 0)``.  Values
-outside are never read."""
+A footprint that needs divisions to describe (a strided or wrapped read) is taken as its bounding box, one of
+more than :data:`MAX_PIECES` convex pieces as their convex hull. A footprint that is at most
+:data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it, another body becomes
+``if_then_else(footprint, body, 0)``. Values outside are never read."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tensorad.poly.to_expr import set_to_cond
 
 MAX_FRACTION = 0.9  # shrink only when the footprint is at most this part of the box
 MAX_VISITS = 20000  # (node, guards) pairs walked per body before giving up (no shrinking)
-MAX_PIECES = 2  # a footprint of more convex pieces than this is taken as its bounding box
+MAX_PIECES = 2  # a footprint of more convex pieces than this is taken as their convex hull
 
 
 class _GiveUp(Exception):
@@ -209,14 +209,17 @@ def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
 
 def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
     """The footprint ``fp`` as a condition over ``space``'s variables, or None where it is not used: the
-    whole box or more than :data:`MAX_FRACTION` of it.  A footprint of more than :data:`MAX_PIECES`
-    pieces, or with divisions (a strided or wrapped read), is taken as its bounding box, a superset (judged
-    first, as isl's ``is_equal`` and ``count_val`` are slow on those)."""
+    whole box or more than :data:`MAX_FRACTION` of it.  A footprint with divisions (a strided or wrapped
+    read) is taken as its bounding box (first, as isl's ``is_equal`` and ``count_val`` are slow on those),
+    one of more than :data:`MAX_PIECES` pieces as their convex hull: supersets."""
     box = space.box()
     fp = fp.intersect(box).coalesce()
     pieces = fp.get_basic_sets()
-    if (len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces)) and not fp.is_empty():
+    if any(p.dim(isl.dim_type.div) for p in pieces) and not fp.is_empty():
         fp = bounding_box(fp)[0]
+    elif len(pieces) > MAX_PIECES:
+        fp = fp.convex_hull()
+        fp = isl.Set.from_basic_set(fp) if isinstance(fp, isl.BasicSet) else fp
     if fp.is_equal(box):
         return None
     if fp.is_empty():
