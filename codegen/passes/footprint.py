@@ -6,8 +6,10 @@ materialized tensor that is not an output (each output of a multi-output reducti
 its reads of the reader's points under the read's index map, narrowed by the guards on the way (a
 superset; an index taken from data is any point of its range).  Consumers come first.
 
-A footprint that is at most :data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it,
-another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never read."""
+A footprint that needs divisions to describe (a strided or wrapped read) is taken as its bounding box, one of
+more than :data:`MAX_PIECES` convex pieces as their convex hull. A footprint that is at most
+:data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it, another body becomes
+``if_then_else(footprint, body, 0)``. Values outside are never read."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from tensorad.poly.to_expr import set_to_cond
 
 MAX_FRACTION = 0.9  # shrink only when the footprint is at most this part of the box
 MAX_VISITS = 20000  # (node, guards) pairs walked per body before giving up (no shrinking)
-MAX_PIECES = 2  # a footprint of more convex pieces than this is not used
+MAX_PIECES = 2  # a footprint of more convex pieces than this is taken as their convex hull
 
 
 class _GiveUp(Exception):
@@ -167,17 +169,23 @@ def _covers_box(read: Expr, guards: Sequence[Expr], free: list[Expr]) -> bool:
     return all(v.hi > v.lo for v in free)
 
 
+def bounding_box(s: isl.Set) -> tuple[isl.Set, list[int], list[int]]:
+    """The least box holding the bounded, non-empty set ``s``, and its lower and upper bounds."""
+    n = s.dim(isl.dim_type.set)
+    lo = [s.dim_min_val(d).to_python() for d in range(n)]
+    hi = [s.dim_max_val(d).to_python() for d in range(n)]
+    hull = isl.Set.universe(s.space)
+    for d in range(n):
+        hull = hull.lower_bound_val(isl.dim_type.set, d, lo[d])
+        hull = hull.upper_bound_val(isl.dim_type.set, d, hi[d])
+    return hull, lo, hi
+
+
 def count_points(s: isl.Set) -> int:
     """The number of points of a bounded set: the product of its extents when it is a box, else isl's
     count (which walks the points)."""
     if s.n_basic_set() == 1 and not s.get_basic_sets()[0].dim(isl.dim_type.div):
-        n = s.dim(isl.dim_type.set)
-        lo = [s.dim_min_val(d).to_python() for d in range(n)]
-        hi = [s.dim_max_val(d).to_python() for d in range(n)]
-        hull = isl.Set.universe(s.space)
-        for d in range(n):
-            hull = hull.lower_bound_val(isl.dim_type.set, d, lo[d])
-            hull = hull.upper_bound_val(isl.dim_type.set, d, hi[d])
+        hull, lo, hi = bounding_box(s)
         if hull.is_equal(s):
             return math.prod(max(0, b - a + 1) for a, b in zip(lo, hi))
     return s.count_val().to_python()
@@ -201,13 +209,17 @@ def _guard(op: ComputeOp, fp: isl.Set, call: _Call) -> Expr | None:
 
 def _canonical_guard(space: IndexSpace, fp: isl.Set) -> Expr | None:
     """The footprint ``fp`` as a condition over ``space``'s variables, or None where it is not used: the
-    whole box, more than :data:`MAX_FRACTION` of it, more than :data:`MAX_PIECES` pieces, or divisions
-    (judged first, as isl's ``is_equal`` and ``count_val`` are slow on those)."""
+    whole box or more than :data:`MAX_FRACTION` of it.  A footprint with divisions (a strided or wrapped
+    read) is taken as its bounding box (first, as isl's ``is_equal`` and ``count_val`` are slow on those),
+    one of more than :data:`MAX_PIECES` pieces as their convex hull: supersets."""
     box = space.box()
     fp = fp.intersect(box).coalesce()
     pieces = fp.get_basic_sets()
-    if len(pieces) > MAX_PIECES or any(p.dim(isl.dim_type.div) for p in pieces):
-        return None
+    if any(p.dim(isl.dim_type.div) for p in pieces) and not fp.is_empty():
+        fp = bounding_box(fp)[0]
+    elif len(pieces) > MAX_PIECES:
+        fp = fp.convex_hull()
+        fp = isl.Set.from_basic_set(fp) if isinstance(fp, isl.BasicSet) else fp
     if fp.is_equal(box):
         return None
     if fp.is_empty():

@@ -7,8 +7,10 @@ once as ``M[n, f, y, x]``, every product reads one plain array.
 :func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of at least two
 reads, all at sub-tuples of one *principal* index, with no variable outside those entries, which are
 distinct, non-constant and share no variable.  Equal operands share one tensor.  One is materialized when
-a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`; a
-variable that an entry reads only through ``// m`` or ``% m`` counts for none of it.  Operations that could
+a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`, both by
+the ranges of the entries' variables and by isl's count of their points where the guards and ``where`` of
+the sums around the site hold (a sparse window, or variables tied to one another); a variable that an
+entry reads only through ``// m`` or ``% m`` counts for none of it.  Operations that could
 fault (integer division) are never moved; the entries stay with the readers, so a strided convolution's
 input gradient, which reads the masked head at ``(y + 1 - ry) // 2``, shares it too.  The new reads are
 proved in bounds, else the operand stays; a guard of the index alone is never part of an operand."""
@@ -18,13 +20,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import islpy as isl
+
 from tensorad.ir.dtype import is_int
-from tensorad.ir.expr import Expr, Op, const, var
+from tensorad.ir.expr import Expr, Op, const, logical_not, var
 from tensorad.ir.rewrite import empty_reduction, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.affine import IndexSpace, NotAffine
+
+from .footprint import count_points
 
 MIN_EXPANSION = 2.0  # some reader reads each point at least this many times (a window)
 MIN_READS = 3.0  # and all readers at least this many times in all
+MAX_COUNTED = 1 << 16  # a site's variables over at most this many points have their reads counted by isl
 
 _UNSAFE = (Op.FLOORDIV, Op.MOD, Op.DATA_INDEX, Op.REDUCE)
 
@@ -112,24 +120,62 @@ def _narrowed(cond: Expr, ranges: dict, negate: bool = False) -> dict:
     return ranges if narrowed is None else {**ranges, a: narrowed}  # (``!=`` says nothing here)
 
 
-def _sites(root: Expr, skip: set) -> list[tuple[Expr, Tensor, tuple[Expr, ...], dict]]:
+def _sites(root: Expr, skip: set) -> list[tuple[Expr, Tensor, tuple[Expr, ...], dict, tuple[Expr, ...]]]:
     """The operands under ``root`` that no other operand contains, each with the ranges of
-    the variables that the index guards around it narrow."""
-    found, seen, stack = [], set(), [(root, {})]
+    the variables that the index guards around it narrow, and those guards and the ``where`` of the
+    sums around it."""
+    found, seen, stack = [], set(), [(root, {}, ())]
     while stack:
-        n, ranges = stack.pop()
+        n, ranges, guards = stack.pop()
         if id(n) in seen:
             continue
         seen.add(id(n))
         hit = _operand(n) if n not in skip else None
         if hit is not None:
-            found.append((n, *hit, ranges))
+            found.append((n, *hit, ranges, guards))
         elif n.op in (Op.SELECT, Op.IF_THEN_ELSE) and not any(r.op is Op.READ for r in walk(n.src[0])):
-            stack.extend([(n.src[0], ranges), (n.src[1], _narrowed(n.src[0], ranges)),
-                          (n.src[2], _narrowed(n.src[0], ranges, negate=True))])
+            c = n.src[0]
+            stack.extend([(c, ranges, guards), (n.src[1], _narrowed(c, ranges), guards + (c,)),
+                          (n.src[2], _narrowed(c, ranges, negate=True), guards + (logical_not(c),))])
+        elif n.op is Op.REDUCE:
+            stack.append((n.src[0], ranges, guards))
+            stack.extend((c, ranges, guards + (n.src[0],)) for c in n.src[1:])
         else:
-            stack.extend((c, ranges) for c in n.src)
+            stack.extend((c, ranges, guards) for c in n.src)
     return found
+
+
+def counted_expansion(entries: tuple[Expr, ...], shape: tuple[int, ...], guards: tuple[Expr, ...]) -> float:
+    """:func:`expansion` with the points of the entries' variables counted by isl where the guards and
+    the ``where`` of the sums around a site hold (a condition isl cannot represent holds everywhere):
+    a sum over a sparse window, or one whose variables are tied to one another, reads each point fewer
+    times than its variables' ranges say.  ``inf`` (no refinement) over more than :data:`MAX_COUNTED`
+    points, which isl would walk one by one."""
+    variables = list(dict.fromkeys(v for e in entries for v in free_vars(e)))
+    if not variables:
+        return 1 / max(1, math.prod(shape))
+    others = list(dict.fromkeys(v for g in guards for v in free_vars(g) if v not in variables))
+    ranged = variables + others
+    if not all(v.op is Op.VAR and type(v.arg.lo) is int and type(v.arg.hi) is int for v in ranged) or \
+            math.prod(max(0, v.arg.hi - v.arg.lo) for v in ranged) > MAX_COUNTED:
+        return math.inf
+    space = IndexSpace(variables + others)
+    points = space.box()
+    try:
+        for g in guards:
+            points = points.intersect(space.cond(g, exact=False))
+    except NotAffine:
+        return math.inf
+    if others:
+        points = points.project_out(isl.dim_type.set, len(variables), len(others))
+    return count_points(points.coalesce()) / max(1, math.prod(shape))
+
+
+def _worth(sites: list, times: Callable) -> bool:
+    """Whether some site reads each point at least :data:`MIN_EXPANSION` times and all at least
+    :data:`MIN_READS` times, by ``times`` of each site (its expansion)."""
+    expansions = [times(s) for s in sites]
+    return max(expansions) >= MIN_EXPANSION and sum(expansions) >= MIN_READS
 
 
 def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
@@ -143,7 +189,7 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
     for op in ops:
         # (a reduction over an empty box reads nothing: the ops its body names may be dead)
         for b in (b for b in bodies[op] if not empty_reduction(b)):
-            for node, principal, entries, ranges in _sites(b, whole):
+            for node, principal, entries, ranges, guards in _sites(b, whole):
                 shape = tuple(principal.shape)
                 times = expansion(tuple(map(_undivided, entries)), shape, ranges)
                 if times is None:
@@ -158,15 +204,16 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
                 if body not in groups:
                     new = ComputeOp(f"{op.name}.operand", op.tag, axes, (body,), (), op.provenance)
                     groups[body] = (new, [])
-                groups[body][1].append((op, node, entries, times))
+                groups[body][1].append((op, node, entries, times, guards))
     new_ops = list(ops)
     for body, (new, sites) in groups.items():
-        expansions = [s[3] for s in sites]
-        if max(expansions) < MIN_EXPANSION or sum(expansions) < MIN_READS or not check(new, (body,)):
+        shape = tuple(new.shape)
+        if not _worth(sites, lambda s: s[3]) or not _worth(sites, lambda s, shape=shape: counted_expansion(
+                tuple(map(_undivided, s[2])), shape, s[4])) or not check(new, (body,)):
             continue
         tensor = Tensor(new, 0)
         changed: dict[ComputeOp, tuple] = {}
-        for op, node, entries, _ in sites:
+        for op, node, entries, *_ in sites:
             read_it = Expr(Op.READ, node.dtype, entries, tensor)
             changed[op] = tuple(substitute(b, {node: read_it}) for b in changed.get(op, bodies[op]))
         if not all(check(op, bs) for op, bs in changed.items()):
