@@ -87,7 +87,8 @@ UNROLL_NEST_LIMIT = 256
 # library's micro-kernel -- is optimized at -O2 at most: -O3's unswitching and larger unrolling multiply
 # the code of its packing loops, and the time LLVM spends on it, for no measured speed.
 PRODUCT_OPT_LEVEL = 2
-#: the most LLVM optimizes a nest whose loop-invariant tests :func:`unswitched` split; its loops that
+#: the most LLVM optimizes a nest whose loop-invariant tests :func:`unswitched` split; on a target with
+#: cheap masked memory (AVX-512: a vector loop's remainder is masked, not scalar) its loops that
 #: accumulate nothing are kept from LLVM's unroller too (its copies of the inner loops are its code:
 #: unrolling them multiplied the time LLVM spends on a Winograd transform, for no measured speed)
 UNSWITCHED_OPT_LEVEL = 2
@@ -361,7 +362,9 @@ class ModuleEmitter:
         body = unswitched(nest.body)
         if body is not nest.body:
             at_most_level(fn, UNSWITCHED_OPT_LEVEL)
-        self._unroll = body is nest.body
+        # (a target without cheap masked memory runs a vector loop's remainder as scalar code, which
+        # LLVM's unrolling pays for: 1.5x slower rolled on -mcpu=haswell)
+        self._unroll = body is nest.body or not self._target().masked_memory
         self.block(em, body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         self._read_in_nest = lambda tensor: True
         self._row_lanes, self._unroll = (0, 0), True
