@@ -87,7 +87,10 @@ UNROLL_NEST_LIMIT = 256
 # library's micro-kernel -- is optimized at -O2 at most: -O3's unswitching and larger unrolling multiply
 # the code of its packing loops, and the time LLVM spends on it, for no measured speed.
 PRODUCT_OPT_LEVEL = 2
-#: the most LLVM optimizes a nest whose loop-invariant tests :func:`unswitched` split
+#: the most LLVM optimizes a nest whose loop-invariant tests :func:`unswitched` split; on a target with
+#: cheap masked memory (AVX-512: a vector loop's remainder is masked, not scalar) its loops that
+#: accumulate nothing are kept from LLVM's unroller too (its copies of the inner loops are its code:
+#: unrolling them multiplied the time LLVM spends on a Winograd transform, for no measured speed)
 UNSWITCHED_OPT_LEVEL = 2
 #: the most copies of a nest's inner loops :func:`unswitched` makes (a transform's rows: 4 or 6)
 MAX_UNSWITCHED = 8
@@ -139,6 +142,13 @@ def copies_loops(s: Loop) -> bool:
     return any(const_trips(x) is None and any(n.op in (Op.VAR, Op.READ, Op.DATA_INDEX) and n not in inside
                                               for e in (x.lo, x.hi) for n in walk(e))
                for x in loops)
+
+
+def accumulates(s: Loop) -> bool:
+    """Whether a statement in ``s`` adds to a value: an accumulator's, or a store reading the buffer it
+    writes (LLVM's unrolling sets the order such sums are added in, so it is never turned off there)."""
+    return any(isinstance(x, Assign) or isinstance(x, Store) and any(
+        n.op is Op.READ and n.arg is x.buffer.tensor for n in walk(x.value)) for x in walk_stmts(s.body))
 
 
 _PURE_INDEX = frozenset({Op.VAR, Op.CONST, Op.ADD, Op.SUB, Op.MUL, *COMPARISONS, *LOGICAL})
@@ -229,6 +239,7 @@ class ModuleEmitter:
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
         self._row_lanes = (0, 0)  # its scan's rows: lanes and loops (.program.NestAttrs.row_lanes)
+        self._unroll = True  # (False in a nest :func:`unswitched` split: its loops stay rolled)
         for t, b in program.buffers.items():  # tensors sharing another's buffer (padded chunks)
             if t not in self.arg_index and b.tensor in self.arg_index:
                 self.arg_index[t] = self.arg_index[b.tensor]
@@ -351,9 +362,12 @@ class ModuleEmitter:
         body = unswitched(nest.body)
         if body is not nest.body:
             at_most_level(fn, UNSWITCHED_OPT_LEVEL)
+        # (a target without cheap masked memory runs a vector loop's remainder as scalar code, which
+        # LLVM's unrolling pays for: 1.5x slower rolled on -mcpu=haswell)
+        self._unroll = body is nest.body or not self._target().masked_memory
         self.block(em, body, (fn.args[-2], fn.args[-1]) if nest.parallel else None)
         self._read_in_nest = lambda tensor: True
-        self._row_lanes = (0, 0)
+        self._row_lanes, self._unroll = (0, 0), True
         b.ret_void()
         return fn
 
@@ -408,19 +422,21 @@ class ModuleEmitter:
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         lanes, loops = self._row_lanes
         rows = 0 <= s.dim < loops  # (a loop over a scan's rows: .program.NestAttrs.row_lanes)
+        unroll = self._unroll or accumulates(s)
         if unrolled_chain_too_long(s) or (rows and lanes == 1):  # (or LLVM's vectorizer would not return)
             br.set_metadata("llvm.loop", loop_metadata(self.module, vectorize=False))
         elif rows:
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=lanes))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=lanes, unroll=unroll))
         elif (nest_trips(s) or 0) > UNROLL_NEST_LIMIT and (const_trips(s) or 0) >= WINDOW_TRIPS:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         elif (self.vector_width and not any(isinstance(x, Loop) for x in s.body)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width))
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=self.vector_width, unroll=unroll))
         elif ((width := masked_tail_width(s, self._target(), em.strides)) is not None  # (see .masktail)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
+            unroll = unroll and not pointwise(s, self._read_in_nest)
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, masked_tail=True,
-                                                             unroll=not pointwise(s, self._read_in_nest)))
+                                                             unroll=unroll))
         elif ((width := short_row_width(s, self._target(), em.strides)) is not None
               and pointwise(s, self._read_in_nest)
               and vectorizable(body_bb, b.block, iv, em.accs.values(), const_trips(s))):
@@ -430,8 +446,8 @@ class ModuleEmitter:
             br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=False, forced=True))
         elif ((width := window_vector_width(s, self._lanes)) is not None  # (see .chains)
               and loop_blocks_widenable(_loop_blocks(body_bb, exit_bb), exit_bb, iv, const_trips(s))):
-            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width))
-        elif id(s) in self._rolled or copies_loops(s):
+            br.set_metadata("llvm.loop", loop_metadata(self.module, width=width, unroll=unroll))
+        elif id(s) in self._rolled or copies_loops(s) or not unroll:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
 

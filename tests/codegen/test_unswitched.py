@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from tensorad.codegen.llvm.emit import MAX_UNSWITCHED, unswitched
+from tensorad.codegen.llvm.emit import MAX_UNSWITCHED, accumulates, unswitched
 from tensorad.codegen.program import If, Loop, Nest, Store
 
 import tensorad as ta
@@ -76,3 +76,34 @@ def test_tests_reading_inner_loops_or_too_many_branches_stay_where_they_are():
     assert unswitched(nest.body) is nest.body  # (j is the inner loop's: the test stays in it)
     x = np.random.default_rng(1).standard_normal((MAX_UNSWITCHED + 1, 6, 40)).astype(np.float32)
     np.testing.assert_allclose(ta.build([Y], [X], num_threads=1)(x), _want(x), rtol=1e-6, atol=1e-6)
+
+
+def _loop_hints(text: str, function: str) -> list[str]:
+    """The ``llvm.loop`` nodes of ``function``'s loops in module ``text``, each as its line."""
+    body = re.search(rf'^define [^\n]*@"?{function}"?\(.*?^}}', text, re.M | re.S).group(0)
+    nodes = dict(re.findall(r"^(![0-9]+) = (.*)$", text, re.M))
+
+    def spelled(node: str) -> str:  # (a loop's node names its hints by reference)
+        return nodes[node] + "".join(nodes.get(r, "") for r in re.findall(r"![0-9]+", nodes[node]))
+    return [spelled(n) for n in re.findall(r"!llvm\.loop (![0-9]+)", body)]
+
+
+def test_an_unswitched_nest_keeps_its_loops_from_the_unroller_but_not_its_sums():
+    """LLVM's unroller copied each of an unswitched nest's copies of its inner loops again (most of a
+    Winograd transform's LLVM time, for no speed): on AVX-512 its loops are kept rolled.  Where a
+    vector loop's remainder is scalar (AVX2) unrolling pays, and stays.  A loop that adds to a value
+    keeps LLVM's unrolling, which sets the order of its adds."""
+    X, Y = _rows(4)
+
+    def hints(target: str) -> list[str]:
+        kernel = ta.build([Y], [X], num_threads=1, target=target)
+        return _loop_hints(kernel.compiled.llvm_ir_unoptimized, f"{kernel.compiled.meta['main'][:-5]}_nest0")
+    rolled = hints("llvm -mcpu=skylake-avx512")
+    assert len(rolled) >= 4 and all("llvm.loop.unroll.disable" in h for h in rolled)
+    assert not any("llvm.loop.unroll.disable" in h for h in hints("llvm -mcpu=haswell"))
+    x = np.random.default_rng(2).standard_normal((4, 6, 40)).astype(np.float32)
+    np.testing.assert_allclose(ta.build([Y], [X], num_threads=1)(x), _want(x), rtol=1e-6, atol=1e-6)
+    k = ta.reduce_axis((0, 40), "k")
+    S = ta.compute((4, 6), lambda a, i: ta.sum(X[a, i, k] * X[a, i, k], axis=k), name="S")
+    (sums,) = _nest(ta.lower([S], [X], fuse=False)).body
+    assert accumulates(sums) and not accumulates(_nest(ta.lower([Y], [X])).body[0])
