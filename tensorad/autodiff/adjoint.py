@@ -18,8 +18,6 @@ Other combiners:
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
-  Elsewhere the tie routing visits the window points that the ``where``'s linear bounds of the window by
-  the outputs, and the read's guards of that form, keep (:meth:`AdjointBuilder._point_term`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
   ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
@@ -656,9 +654,10 @@ class AdjointBuilder:
         inside = all_of([e for c in conjuncts(body.src[0]) for e in
                          ([rename(c, own)] if set(free_vars(c)) <= window else
                           [rename(c, own), rename(c, m)] if _linear_bound(c, window) else [rename(c, m)])])
-        if best is not None:  # the read's guards that bound the window by the outputs (a padded pool's;
-            # its term is 0 outside them) bound ``t`` too
-            inside = all_of([inside] + [e for c in _zero_outside(d) if _linear_bound(c, window)
+        if best is not None:  # the read's guards of the window (its term is 0 elsewhere) bound ``t`` too
+            inside = all_of([inside] + [e for c in _zero_outside(d) if set(free_vars(c)) & window
+                                        and not reads_data(c)
+                                        and (set(free_vars(c)) <= window or _linear_bound(c, window))
                                         for e in (rename(c, own), rename(c, m))])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
