@@ -240,19 +240,6 @@ def _holds(c: Expr) -> bool:
     return {Op.LT: hi < 0, Op.LE: hi <= 0, Op.GT: lo > 0, Op.GE: lo >= 0}[c.op]
 
 
-def _zero_outside(e: Expr) -> list[Expr]:
-    """Conjuncts outside which ``e`` is 0 through its choices: those of a choice whose other branch is
-    0, and those common to both branches of any other choice (a branch that is 0 has none)."""
-    if e.op in (Op.IF_THEN_ELSE, Op.SELECT):
-        if _is_zero(e.src[2]):
-            return conjuncts(e.src[0]) + _zero_outside(e.src[1])
-        if _is_zero(e.src[1]):
-            return _zero_outside(e.src[2])
-        a, b = _zero_outside(e.src[1]), _zero_outside(e.src[2])
-        return [c for c in a if c in b]
-    return _zero_outside(e.src[0]) if e.op in (Op.CAST, Op.NEG) else []
-
-
 def _linear_bound(c: Expr, window: set) -> bool:
     """Whether the conjunct ``c`` bounds the window points ``window`` by the outputs linearly: an
     inequality of sums and multiples of variables (no mod, no division, no data) that reads both."""
@@ -654,11 +641,6 @@ class AdjointBuilder:
         inside = all_of([e for c in conjuncts(body.src[0]) for e in
                          ([rename(c, own)] if set(free_vars(c)) <= window else
                           [rename(c, own), rename(c, m)] if _linear_bound(c, window) else [rename(c, m)])])
-        if best is not None:  # the read's guards of the window (its term is 0 elsewhere) bound ``t`` too
-            inside = all_of([inside] + [e for c in _zero_outside(d) if set(free_vars(c)) & window
-                                        and not reads_data(c)
-                                        and (set(free_vars(c)) <= window or _linear_bound(c, window))
-                                        for e in (rename(c, own), rename(c, m))])
         if best is not None and tied is not None:  # the tied points (all of them when coded:
             # the tie value has the bits the winner compared, see :meth:`_compared_source`)
             same = combiners.ties_result(self._compared_source(op, m), best[tuple(iv)])
