@@ -61,7 +61,7 @@ def test_tutorial_executes_and_walks_the_user_path():
     # the optimizer's effect, counted
     raw = int(re.search(r"work through the raw Jacobian: ([\d,]+)", text).group(1).replace(",", ""))
     opt = int(re.search(r"work of the optimized dW: +([\d,]+)", text).group(1).replace(",", ""))
-    assert opt == 32 * 48 * 64 and raw > 1000 * opt
+    assert opt == 32 * 48 * 64 and raw > 48 * opt  # (the raw route visits every point of the Jacobian)
     assert "True" in text  # gradcheck
     # the printed loops, and the speed against PyTorch as a measured ratio (not asserted)
     assert "# nest " in text and "total work:" in text
