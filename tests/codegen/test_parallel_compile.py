@@ -124,6 +124,7 @@ def test_a_worker_that_never_reads_its_job_is_a_hang(monkeypatch):
     unsent: the parent waited in the write for ever, where the hang limit ends a worker that does not
     answer.  Sending counts against the limit: the worker is ended and its job given back as dead."""
     monkeypatch.setattr(isolate, "HANG_SECONDS", 1)
+    monkeypatch.setattr(isolate, "START_SECONDS", 1)  # (it never starts: the start's limit applies)
     workers = isolate.Workers([sys.executable, "-c", "import time; time.sleep(120)"])
     done = []
     runner = threading.Thread(target=lambda: done.append(workers.run([_job("x" * (4 << 20))])), daemon=True)
