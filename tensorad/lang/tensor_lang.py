@@ -2,7 +2,8 @@
 
 ``compute`` names its axes after ``fcompute``'s parameters, accepts tuple bodies (one op, several tensors)
 and lifts nested reductions into tensors of their own, so that every reduction is the whole body of its
-compute.  Every new compute is checked for out-of-bounds reads."""
+compute; a sum's or product's guard of its identity becomes its ``where`` (:func:`guard_into_domain`).
+Every new compute is checked for out-of-bounds reads."""
 
 from __future__ import annotations
 
