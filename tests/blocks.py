@@ -7,6 +7,9 @@ projection and cross-entropy over integer labels, on activations ``x`` of shape 
 Parameters ``p``: ``g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout``.
 
 ``tanh_chain``: a long elementwise chain (tests of long programs and of nest fusion).
+
+``assert_gradient_is_torchs``: a built and an evaluated gradient against PyTorch's at several draws;
+``assert_hvp_is_torchs``: a Hessian-vector product against PyTorch's second derivatives.
 """
 
 from __future__ import annotations
@@ -77,3 +80,34 @@ def chain_step(P, k: int, centre_every: int | None = None):
     if k % 2:
         return ta.compute((16,), lambda i: ta.tanh(P[i]) * 0.9, name=f"t{k}")
     return ta.compute((16,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}")
+
+
+def assert_gradient_is_torchs(dX, X, H, torch_loss, draws) -> None:
+    """``dX`` (the gradient of ``X`` for the head ``H``), built and evaluated, equals PyTorch's gradient of
+    ``torch_loss(x, h)`` at each ``(case, x, h)`` of ``draws``, to 1e-12 in float64."""
+    import numpy as np
+    import torch
+
+    build = ta.build([dX], [X, H])
+    for case, x, h in draws:
+        xt = torch.tensor(x, requires_grad=True)
+        torch_loss(xt, torch.tensor(h)).backward()
+        want = xt.grad.numpy()
+        np.testing.assert_allclose(build(x, h), want, rtol=1e-12, atol=1e-12, err_msg=case)
+        np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-12, atol=1e-12, err_msg=case)
+
+
+def assert_hvp_is_torchs(Y, X, H, torch_loss, x, v, h) -> None:
+    """The Hessian-vector product along ``v`` of ``L = sum Y^2 H`` (the head ``H`` a weight) with respect
+    to ``X``, built, equals PyTorch's of ``torch_loss(x)`` (the same ``L``, written in torch) at ``x``."""
+    import numpy as np
+    import torch
+
+    V = ta.placeholder(X.shape, X.dtype, "V")
+    axes = [ta.reduce_axis((0, n), f"r{d}") for d, n in enumerate(Y.shape)]
+    L = ta.compute((), lambda: ta.sum(Y[tuple(axes)] * Y[tuple(axes)] * H[tuple(axes)], axes), name="L")
+    (hv,) = ta.hessian_vector_product(L, [X], [V])
+    xt = torch.tensor(x, requires_grad=True)
+    (g,) = torch.autograd.grad(torch_loss(xt), xt, create_graph=True)
+    (want,) = torch.autograd.grad((g * torch.tensor(v)).sum(), xt)
+    np.testing.assert_allclose(ta.build([hv], [X, V, H])(x, v, h), want.numpy(), rtol=1e-12, atol=1e-12)

@@ -11,6 +11,7 @@ NaNs take it, ``docs/conventions.md``), and its second derivatives; ``ta.evaluat
 import numpy as np
 import pytest
 import torch
+from blocks import assert_gradient_is_torchs, assert_hvp_is_torchs
 
 import tensorad as ta
 
@@ -68,28 +69,18 @@ def test_tie_routing_runs_over_the_window_only(kind):
 def test_gradient_with_ties_nan_and_inf_equals_pytorch(kind):
     X, H, Y = _triangle(kind)
     (dX,) = ta.JacobianRecursive(Y, [X], H)
-    build = ta.build([dX], [X, H])
     rng = np.random.default_rng(5)
-    for case in ["ties", "distinct", "nan", "inf"]:
-        x, h = _inputs(case, rng)
-        xt = torch.tensor(x, requires_grad=True)
-        _torch_loss(kind, xt, torch.tensor(h)).backward()
-        want = xt.grad.numpy()
-        np.testing.assert_allclose(build(x, h), want, rtol=1e-12, atol=1e-12, err_msg=case)
-        np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-12, atol=1e-12, err_msg=case)
+    draws = [(case, *_inputs(case, rng)) for case in ["ties", "distinct", "nan", "inf"]]
+    assert_gradient_is_torchs(dX, X, H, lambda xt, h: _torch_loss(kind, xt, h), draws)
 
 
 def test_hessian_vector_product_with_ties_equals_pytorch():
     X, H, Y = _triangle("max", square=True)
-    V = ta.placeholder((R, N), "float64", "V")
-    r, q = ta.reduce_axis((0, R), "r"), ta.reduce_axis((0, N), "q")
-    L = ta.compute((), lambda: ta.sum(Y[r, q] * Y[r, q] * H[r, q], [r, q]), name="L")
-    (hv,) = ta.hessian_vector_product(L, [X], [V])
     rng = np.random.default_rng(2)
     x, v, h = rng.integers(-2, 3, (R, N)).astype(np.float64), rng.standard_normal((R, N)), rng.random((R, N))
-    xt = torch.tensor(x, requires_grad=True)
-    pick = torch.max
-    loss = sum(float(h[i, j]) * pick(xt[i, :j] ** 2 * (j + 1.0)) ** 2 for j in range(1, N) for i in range(R))
-    (g,) = torch.autograd.grad(loss, xt, create_graph=True)
-    (want,) = torch.autograd.grad((g * torch.tensor(v)).sum(), xt)
-    np.testing.assert_allclose(ta.build([hv], [X, V, H])(x, v, h), want.numpy(), rtol=1e-12, atol=1e-12)
+
+    def loss(xt):
+        return sum(float(h[i, j]) * torch.max(xt[i, :j] ** 2 * (j + 1.0)) ** 2
+                   for j in range(1, N) for i in range(R))
+
+    assert_hvp_is_torchs(Y, X, H, loss, x, v, h)

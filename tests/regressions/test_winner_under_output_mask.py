@@ -10,6 +10,7 @@ Oracles: PyTorch float64 (``torch.min`` of each row: ties share the head evenly,
 import numpy as np
 import pytest
 import torch
+from blocks import assert_gradient_is_torchs, assert_hvp_is_torchs
 
 import tensorad as ta
 
@@ -54,8 +55,8 @@ def test_winner_runs_once_per_distinct_value():
 def test_gradient_with_ties_nan_and_inf_equals_pytorch(kind):
     X, H, Y = _program(kind)
     (dX,) = ta.JacobianRecursive(Y, [X], H)
-    build = ta.build([dX], [X, H])
     rng = np.random.default_rng(9)
+    draws = []
     for case in ["ties", "distinct", "nan", "inf"]:
         x = rng.integers(-2, 2, (M, K)).astype(np.float64)  # many ties
         if case == "distinct":
@@ -64,26 +65,18 @@ def test_gradient_with_ties_nan_and_inf_equals_pytorch(kind):
             x[0, 3] = x[2, 0] = np.nan
         elif case == "inf":
             x[0, 1], x[1, 4], x[2, 0], x[2, 5] = np.inf, -np.inf, -np.inf, np.inf
-        h = rng.standard_normal((N, M))
-        xt = torch.tensor(x, requires_grad=True)
-        _torch_loss(kind, xt, torch.tensor(h)).backward()
-        want = xt.grad.numpy()
-        np.testing.assert_allclose(build(x, h), want, rtol=1e-12, atol=1e-12, err_msg=case)
-        np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-12, atol=1e-12, err_msg=case)
+        draws.append((case, x, rng.standard_normal((N, M))))
+    assert_gradient_is_torchs(dX, X, H, lambda xt, h: _torch_loss(kind, xt, h), draws)
 
 
 def test_hessian_vector_product_with_ties_equals_pytorch():
     X, H, Y = _program("max", square=True)
-    V = ta.placeholder((M, K), "float64", "V")
-    r, q = ta.reduce_axis((0, N), "r"), ta.reduce_axis((0, M), "q")
-    L = ta.compute((), lambda: ta.sum(Y[r, q] * Y[r, q] * H[r, q], [r, q]), name="L")
-    (hv,) = ta.hessian_vector_product(L, [X], [V])
     rng = np.random.default_rng(6)
     x, v = rng.integers(-2, 3, (M, K)).astype(np.float64), rng.standard_normal((M, K))
     h = rng.random((N, M))
-    xt = torch.tensor(x, requires_grad=True)
-    loss = sum(float(h[i, j]) * torch.max(xt[j] ** 2 * 2.0 + 1.0) ** 2
-               for i in range(LO, HI) for j in range(M))
-    (g,) = torch.autograd.grad(loss, xt, create_graph=True)
-    (want,) = torch.autograd.grad((g * torch.tensor(v)).sum(), xt)
-    np.testing.assert_allclose(ta.build([hv], [X, V, H])(x, v, h), want.numpy(), rtol=1e-12, atol=1e-12)
+
+    def loss(xt):
+        return sum(float(h[i, j]) * torch.max(xt[j] ** 2 * 2.0 + 1.0) ** 2
+                   for i in range(LO, HI) for j in range(M))
+
+    assert_hvp_is_torchs(Y, X, H, loss, x, v, h)
