@@ -18,7 +18,8 @@ Costs are estimated cycles on one core of the target: coarse, but they must orde
   along the last axis its updates alone, as scalar chains or vectorized across the rows with their
   transposes, whichever prices less (:func:`.strategies.scan.update_cycles`);
 * **taps** -- ``K`` multiply-adds and ``K + 1`` loads per interior point, the border as plain loops, and the
-  gather; **stencil** -- its dual's elementwise op.
+  gather; **stencil** -- its dual's elementwise op, and without cheap masked memory its rows' tails that
+  run as scalar code.
 
 **Saving or recomputing** (:func:`worth_saving`), per vector of ``target.lanes(dtype)`` elements: a
 unit-stride load, store or arithmetic operation costs 1, a transcendental ``HEAVY_WEIGHT``.  Saving costs 2

@@ -340,11 +340,12 @@ def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp
     return out
 
 
-def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> int:
+def scalar_points(unrolled: ComputeOp, target: Target, lanes: int, masked: bool | None = None) -> int:
     """The points of an unrolled op's box that run as scalar code: in each of its guard pieces
     (:mod:`.loops.box_pieces`; the box where none is cut), the rows along its last axis of at most
     ``lanes`` values, and of longer rows the remainder past whole vectors, but for the rows that the
-    target folds into one masked vector (:mod:`.llvm.masked_tails`)."""
+    target folds into one masked vector (:mod:`.llvm.masked_tails`; ``masked``: as if the target's
+    masked memory were, or were not, cheap)."""
     if unrolled.is_reduction or not unrolled.axes:
         return 0
     space = IndexSpace(unrolled.axes)
@@ -352,8 +353,8 @@ def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> int:
     last, out = len(unrolled.axes) - 1, 0
     for p in pieces:
         row = p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1
-        masked = target.masked_memory and lanes < row < SHORT_VECTORS * lanes
-        scalar = row if row <= lanes else 0 if masked else row % lanes
+        folded = (target.masked_memory if masked is None else masked) and lanes < row < SHORT_VECTORS * lanes
+        scalar = row if row <= lanes else 0 if folded else row % lanes
         out += p.count_val().to_python() // row * scalar
     return out
 
@@ -361,12 +362,14 @@ def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> int:
 @dataclass(frozen=True, eq=False)
 class Unrolled:
     """One form of a :class:`TapStencil`: the unrolled op (one per chunk of its first axis), the padded copy
-    each chunk reads (made just before it, sharing one buffer), and the points it runs as
-    scalar code (:func:`scalar_points`)."""
+    each chunk reads (made just before it, sharing one buffer), the points it runs as scalar code
+    (:func:`scalar_points`), and of those the remainders of rows that cheap masked memory would fold
+    into one masked vector (none on a target that has it)."""
 
     ops: tuple[ComputeOp, ...]
     copies: tuple[ComputeOp, ...] = ()
     scalar_points: int = 0
+    unmasked_points: int = 0
 
 
 class TapStencil(_Taps):
@@ -383,7 +386,8 @@ class TapStencil(_Taps):
         if guarded is None:
             return None
         lanes = vector_lanes(ctx, body.dtype)
-        forms = [Unrolled((guarded,), (), scalar_points(guarded, ctx.target, lanes))]
+        scalar = scalar_points(guarded, ctx.target, lanes)
+        forms = [Unrolled((guarded,), (), scalar, scalar - scalar_points(guarded, ctx.target, lanes, True))]
         chunks = padded_chunks(op, body, ctx.largest) if forms[0].scalar_points else []
         unrolled = [unroll_taps(chunk, b, reread_limit=ctx.target.l2 // 2) for _, chunk, b in chunks]
         if chunks and all(u is not None for u in unrolled):
@@ -394,9 +398,9 @@ class TapStencil(_Taps):
 
     def _form_cost(self, form: Unrolled, ctx, scalar: bool = True) -> float:
         """The unrolled op's plain loops (the better of two loop orders for a sum around the taps), plus a
-        load per point per invariant factor past the registers; with ``scalar``, its scalar points at one
-        lane and the copies, each element priced as packing prices it (a copy of what passes the L2 runs at
-        memory's speed)."""
+        load per point per invariant factor past the registers, plus its unmasked points at one lane;
+        with ``scalar``, all its scalar points at one lane and the copies, each element priced as packing
+        prices it (a copy of what passes the L2 runs at memory's speed)."""
         unrolled = form.ops[0]
         own = loop_cycles(unrolled, unrolled.body, ctx)
         if unrolled.is_reduction:  # (channels summed around the taps: the better loop order)
@@ -409,9 +413,9 @@ class TapStencil(_Taps):
         points = math.prod(a.extent for a in unrolled.axes)
         lanes = vector_lanes(ctx, unrolled.body[0].dtype)
         cycles = own + points * spilled / lanes
-        if not scalar:
-            return cycles
         per_point = cycles / points
+        if not scalar:
+            return cycles + per_point * form.unmasked_points * (lanes - 1)
         cycles *= sum(u.axes[0].extent for u in form.ops) / unrolled.axes[0].extent
         cycles += per_point * form.scalar_points * (lanes - 1)
         return cycles + sum(math.prod(a.extent for a in c.axes) * pack_cycles(c.body[0], lanes, ctx)
@@ -421,8 +425,9 @@ class TapStencil(_Taps):
         return min(cand.data, key=lambda f: self._form_cost(f, ctx))
 
     def cost(self, cand, ctx):
-        """The guarded form's loops as if every row ran in vectors: the scalar points and the copies only
-        choose the form (:meth:`_best`), so that the stencil weighs against other strategies as before."""
+        """The guarded form's loops as if every row ran in vectors but the remainders of long rows that a
+        target without cheap masked memory runs as scalar code (a product computes its edge tiles whole):
+        the other scalar points and the copies only choose the form (:meth:`_best`)."""
         return self._form_cost(cand.data[0], ctx, scalar=False)
 
     def lower(self, cand, ctx):
