@@ -86,20 +86,9 @@ def kernels(p: dict, forward, grads: list[str], data, target: str) -> dict:
            "jac": (ta.build(jac, inputs + [head], **opts), args + [h])}
     f = ta.function(y, inputs, wrt=[p[g] for g in grads], **opts)
     out["fn.fwd"] = (f.residual_kernel, args)
-    called = {}
-    kind = type(f.backward_kernel)
-    call = kind.__call__
-
-    def spy(self, *a, **k):  # the backward kernel's own arguments (residuals, heads)
-        called.setdefault(id(self), a)
-        return call(self, *a, **k)
-
-    kind.__call__ = spy
-    try:
-        f.backward(f.forward(*args)[1], h)
-    finally:
-        kind.__call__ = call
-    out["fn.bwd"] = (f.backward_kernel, list(called[id(f.backward_kernel)]))
+    # (a plain tuple of the residuals takes the kernel's own call: its arguments, then the head)
+    residuals = tuple(f.forward(*args)[1])
+    out["fn.bwd"] = (f.backward_kernel, [*residuals, h])
     return out
 
 

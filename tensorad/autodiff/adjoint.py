@@ -13,8 +13,9 @@ Other combiners:
   ``(value..., k)``, ``k`` the flattened winning point, and the head goes to the winner only.  For max/min
   every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``), all three
   from one pass (:meth:`AdjointBuilder._winner`), or, for a source that recomputes exactly and whose reads
-  walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one sum beside
-  the maximum, each pass vectorized along that axis (:meth:`AdjointBuilder._lone_winner`).
+  walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one code
+  summed over the tied points: in the same pass as the maximum, or beside a maximum that another op
+  reads or whose window is padded (:meth:`AdjointBuilder._lone_winner`).
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
@@ -349,9 +350,11 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self, exact: bool = False, optimizer: Optimizer | None = None) -> None:
+    def __init__(self, exact: bool = False, optimizer: Optimizer | None = None,
+                 read: frozenset[Tensor] = frozenset()) -> None:
         self.exact = exact  # choices on sizes as at every static size, else raise (an optimized derivative)
         self.optimizer = optimizer  # (for the heads it sums: an adjoint's optimizer reads them only)
+        self.read = read  # the tensors the program's ops read (:meth:`_lone_winner`)
         self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
@@ -836,11 +839,14 @@ class AdjointBuilder:
         return found
 
     def _lone_winner(self, op: ComputeOp) -> tuple[Tensor, tuple[Tensor], Tensor] | None:
-        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, from one vectorizable
-        sum: the value is ``Y`` itself, and ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a
-        power of two above the box's size, holds the ties ``T = A % K`` and, when ``T == 1``, the lone
-        winner ``A // K`` (else the sentinel).  A source ``if_then_else(g, e, c)`` whose guard reads no
-        data is summed as ``e`` where ``g`` holds and ``c`` elsewhere.  ``None`` if ``A`` may pass int32."""
+        """``(value, (index,), ties)`` of a max/min whose source recomputes exactly, from the code
+        ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a power of two above the box's size,
+        which holds the ties ``T = A % K`` and, when ``T == 1``, the lone winner ``A // K`` (else the
+        sentinel).  The value and ``A`` come from one pass over the window
+        (:func:`combiners.tie_code_reducer`), unless another op of the program reads ``Y`` (the gradient
+        computes it anyway) or the source is ``if_then_else(g, e, c)`` whose guard reads no data (a padded
+        window): then the value is ``Y`` itself and ``A`` a sum beside it, of ``e`` where ``g`` holds and
+        ``c`` elsewhere, so that neither pass tests the guard.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
         size = combiners.box_size(body.arg.axes)
         if isinstance(size, Expr):  # (``K`` is a power of two above the size: a static choice)
@@ -852,12 +858,21 @@ class AdjointBuilder:
             return None
         value = Tensor(op, 0)
         cond, s = body.src
-        parts = [(cond, s)]
+        jv = axis_vars(op.shape)
+        a: Expr | None = None
+        parts = [(cond, s)] if value in self.read else []
         if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
             g = s.src[0]
             parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
-        jv = axis_vars(op.shape)
-        a: Expr | None = None
+        elif not parts:
+            m = copy_vars(op.axes + body.arg.axes)
+            kv = tuple(m[k] for k in body.arg.axes)
+            weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * combiners.flat_index(kv, self.holds)
+            red = combiners.tie_code_reducer(body.arg.combiner)
+            src = (rename(cond, m), rename(s, m), weight)
+            bodies = [Expr(Op.REDUCE, lhs.dtype, src, ReduceArg(red, kv, t)) for t, lhs in enumerate(red.lhs)]
+            value, acc = compute(f"{op.name}.hits", [m[v] for v in op.axes], bodies)
+            a = acc[tuple(jv)]
         for where, e in parts:
             m = copy_vars(op.axes + body.arg.axes)
             iv, kv = [m[v] for v in op.axes], [m[k] for k in body.arg.axes]

@@ -13,6 +13,8 @@
   row-major flattened reduce point (int32).  For ``max``/``min`` the lhs wins when it :func:`beats` the
   rhs, or ties with a smaller-or-equal index: the first winner in loop order wins (as PyTorch's
   ``max(dim)``) whatever the evaluation order.  The index identity is the largest int32.
+* :func:`tie_code_reducer`: a ``max``/``min`` beside the sum of a code over the points tied with it, one
+  pass (reverse mode's lone winner).
 * :func:`recurrence_reducer`: the maps ``s -> a s + b`` composed in order, reverse mode's combiner for a
   running product; :func:`strong_product_reducer` a product whose zero factors are strong.
 * :func:`needed_components` and :func:`project`: a tuple combiner restricted to the components that
@@ -333,6 +335,22 @@ def winner_reducer(comb: CommReducer, n_index: int = 1) -> CommReducer:
                       order_free=kind in ("max", "min"))
     comb.derived[key] = red
     return red
+
+
+def tie_code_reducer(comb: CommReducer) -> CommReducer:
+    """Combiner of a ``max``/``min`` over ``(value, code)``: the value combined as ``comb`` does, and the
+    codes of the tied sides summed (:func:`tie_sum`), the better side's kept: one pass gives the result
+    and the sum of the codes of the points that tie with it."""
+    found = comb.derived.get("tie_code")
+    if found is None:
+        kind, _ = classify(comb)
+        x, y = comb.lhs[0], comb.rhs[0]
+        cx, cy = var("code.x", dtype=dt.INDEX), var("code.y", dtype=dt.INDEX)
+        code = tie_sum(kind, x, y, cx, cy)
+        found = comb.derived["tie_code"] = CommReducer(
+            f"{comb.name}.tie_code", "custom", (x, cx), (y, cy), (comb.result[0], code),
+            (comb.identity[0], const(0, dt.INDEX)), order_free=True)
+    return found
 
 
 # ---- reverse mode: running products -------------------------------------------------------

@@ -62,17 +62,19 @@ def test_max_pool_saves_its_winner(rng):
     X = ta.placeholder((1, 2, 6, 6), "float32", "X")
     Y = nn.pool(X, 2, 2, [0, 0, 0, 0], "max")
     f = ta.function(Y, [X])
-    # the maxima (the tie test's values: the output itself, no extra) and where each winner's
-    # head lands (from one sum over the window of the points equal to the maximum, not saved)
+    # the maxima (the tie test's values) from the winner's pass, which finds the maximum and its ties
+    # at once, and where each winner's head lands; the output is copied from those maxima
     dest, maxima = sorted(f.saved, key=lambda t: t.op.is_reduction)
-    assert maxima.op is Y.op and not dest.op.is_reduction and len(f.saved) == 2 and dest.shape == Y.shape
-    assert [e.name for e in f.plan.extras] == [dest.name]
+    assert maxima.op is not Y.op and not dest.op.is_reduction and len(f.saved) == 2 and dest.shape == Y.shape
+    assert [e.name for e in f.plan.extras] == [dest.name, maxima.name]
+    # the forward: one pass over each window of 4 (the output among its values) and the destinations
+    assert f.lower_forward().work == 4 * Y.size + Y.size
     # one add at each winner and one test for ties per window (one pass), no window search; the
     # routing of a tied window's share to its 4 points counts as taken (the worst case)
     assert f.lower_backward().work == Y.size + 4 * Y.size
-    # recomputed: the maxima and the sum (4 points a window each; the destinations in its
-    # epilogue), the adds and the routing of ties (4 points a window)
-    assert ta.function(Y, [X], policy="recompute_all").lower_backward().work == 3 * 4 * Y.size + Y.size
+    # recomputed: the winner's pass (4 points a window), the destinations, the adds and the routing
+    assert ta.function(Y, [X], policy="recompute_all").lower_backward().work == 4 * Y.size + Y.size \
+        + Y.size + 4 * Y.size
     x = rng.permutation(X.size).astype(np.float32).reshape(X.shape)  # no ties
     y, res = f.forward(x)
     np.testing.assert_array_equal(y, x.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5)))
