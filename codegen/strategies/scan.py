@@ -170,7 +170,8 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
             PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, in_registers=True), fresh),
             PolyStmt("W", outer, info.outer_domain, stores, head + (2,) + (0,) * len(raxes)),
         ]
-    shifted = tuple(j - const(spec.step, j.dtype) if v is j else v for v in outer)
+    back = j - const(spec.step, j.dtype) if spec.step > 0 else j + const(-spec.step, j.dtype)
+    shifted = tuple(back if v is j else v for v in outer)
     carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
                   for b in outs if b is not None)
     identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
