@@ -38,7 +38,7 @@ from .loops.strip_groups import lower_strips
 from .loops.work import count_work
 from .options import Options
 from .passes.buffers import choose_materialized, inline_bodies, reuse_materialized, store_operands
-from .passes.chains import contract_sums
+from .passes.chains import contract_sums, split_scans
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints
@@ -203,7 +203,8 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     target = opts.target or parse_target()
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
-    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0)
+    state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0,
+                      opts.fastmath)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -244,6 +245,7 @@ class _Rewriting:
     outputs: frozenset
     fuse: bool
     winograd: int | None  # the ``winograd`` option (0 with ``fastmath=False``: sums add in the spelled order)
+    fastmath: bool
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -276,17 +278,18 @@ def _stacked(state: _Rewriting) -> list[ComputeOp]:
 
 
 # The rewrites between choosing buffers and planning, in order (:mod:`.passes`): a reduction's guard of its
-# identity moved into its domain; a stored transcendental
-# value read instead of recomputed; a sum of a product over several variables as nested sums; temporaries
-# shrunk to the points their readers read; one buffer for a masked sum of scatter-adds read twice; a
-# compound operand read through windows computed once; safe if_then_else made select; costly contexts of
-# eager choices computed once; a sum spelled twice, once transposed, computed once; several products
-# summed as one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output
-# copying a temporary computes it (with fuse); sums over one residue class re-indexed.
+# identity moved into its domain; a stored transcendental value read instead of recomputed; a sum of a product
+# over several variables as nested sums; a running reduction over independent ranges as nested scans;
+# temporaries shrunk to the points their readers read; one buffer for a masked sum of scatter-adds read twice;
+# a compound operand read through windows computed once; safe if_then_else made select; costly contexts of
+# eager choices computed once; a sum spelled twice, once transposed, computed once; several products summed as
+# one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output copying a
+# temporary computes it (with fuse); sums over one residue class re-indexed.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(guard_into_domain),
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
     _new_ops(lambda s: contract_sums(s.ops, s.bodies)),
+    _new_ops(lambda s: split_scans(s.ops, s.bodies, s.fastmath)),
     _footprints,
     _prove_bounds,
     _new_ops(lambda s: share_scatter_sums(s.ops, s.bodies, s.outputs, _reads_in_bounds)),

@@ -3,7 +3,8 @@ where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
 
 * ``buffers``          which tensors get a buffer (a sum's windowed operand in place of its input); the others
                        are inlined into their readers
-* ``chains``           a sum of one product over several variables as the cheapest nesting of smaller sums
+* ``chains``           a sum of one product over several variables as the cheapest nesting of smaller sums; a
+                       running reduction over independent ranges (a summed-area table) as nested scans
 * ``footprint``        a materialized tensor shrunk to the points its readers read
 * ``speculate``        ``if_then_else`` on data tests made ``select`` where that is safe
 * ``choice_factoring`` costly operations shared by an eager choice's branches, computed once

@@ -11,7 +11,16 @@ may spell a chain of products as one sum::
 where that costs fewer multiply-adds.  Each intermediate is a new op (``Role.SPLIT``) in its canonical
 spelling, computed once for every sum that reads an equal one (:class:`~tensorad.simplify.cse.OpTable`),
 before its first reader.  A sum that would become elementwise is left as written (its op stays a
-reduction)."""
+reduction).
+
+A running reduction over several ranges that its ``where`` bounds apart, each along an output axis of its
+own, is nested the same way (:func:`split_scans`): a summed-area table ::
+
+    Y[i, j] = sum_{a <= i, b <= j} X[a, b]  ->  T[a, j] = sum_{b <= j} X[a, b], Y[i, j] = sum_{a <= i} T[a, j]
+
+is two scans of ``n^2`` updates each, where one scan of the whole reduction updates ``n^3 / 2`` times (each
+point adds a row's prefix).  Its adjoint, a sum over ``i >= a, j >= b``, is two suffix scans alike.  Sums,
+products, max and min nest so; a float sum or product only under fast math (the nesting reorders it)."""
 
 from __future__ import annotations
 
@@ -21,8 +30,13 @@ from tensorad.simplify.algebra.bracket import canonical
 from tensorad.simplify.cse import OpTable
 from tensorad.simplify.sums.chains import contract_chain
 
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, conjuncts, logical
+from tensorad.ir.rewrite import free_vars
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
+from tensorad.poly.nesting import scan_axes
+
+from ..strategies.scan import any_order
 
 
 class _Intermediates:
@@ -77,4 +91,70 @@ def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
     return out
 
 
-__all__ = ["contract_sums"]
+def split_scans(ops: list[ComputeOp], bodies: dict, reassociate: bool) -> list[ComputeOp]:
+    """``ops`` with every running reduction over independent ranges nested into one-axis scans (the
+    module docstring), each intermediate before its reader; ``bodies`` is rewritten in place.
+    ``reassociate``: float sums and products may nest (fast math)."""
+    made = _Intermediates()
+    out: list[ComputeOp] = []
+    for op in ops:
+        (body, *more) = bodies[op]
+        if not more:
+            made.reader = op
+            new = _nested_scans(op.axes, body, made, reassociate)
+            if new is not body:
+                bodies[op] = (new,)
+                kept = made.keep()
+                bodies.update((t, t.body) for t in kept)
+                out.extend(kept)
+        out.append(op)
+    return out
+
+
+def _all(conds: Sequence[Expr]) -> Expr:
+    out = TRUE
+    for c in conds:
+        out = c if out is TRUE else logical(Op.AND, out, c)
+    return out
+
+
+def _nested_scans(axes: Sequence[Expr], red: Expr, made: _Intermediates, reassociate: bool) -> Expr:
+    """``red`` over ``axes`` as ``reduce_{R1 where C1} T[..]``, ``T = reduce_{R2 where C2} src`` when the
+    conjuncts of its ``where`` split its axes into ``R1`` and ``R2`` (none reads both) and both reductions
+    run along an output axis (:func:`~tensorad.poly.nesting.scan_axes`); the outer one nested again."""
+    if red.op is not Op.REDUCE or len(red.src) != 2 or len(red.arg.axes) < 2 \
+            or not any_order(red.arg.combiner) \
+            or not reassociate and red.arg.combiner.kind in ("sum", "prod") and dt.is_float(red.dtype):
+        return red
+    (cond, src), raxes = red.src, red.arg.axes
+    terms = [t for t in conjuncts(cond) if t is not TRUE]
+    for inner in _apart(raxes, terms):
+        rest = tuple(r for r in raxes if r not in inner)
+        if not rest:
+            continue
+        c_in = [t for t in terms if set(free_vars(t)) & inner]
+        used = {v for e in (src, *c_in) for v in free_vars(e)}
+        free = [v for v in (*axes, *rest) if v in used]
+        body = Expr(Op.REDUCE, red.dtype, (_all(c_in), src),
+                    ReduceArg(red.arg.combiner, tuple(r for r in raxes if r in inner), 0))
+        c_out = _all([t for t in terms if not set(free_vars(t)) & inner])
+        if not scan_axes(free, body.arg.axes, body.src[0], [src]) or not scan_axes(axes, rest, c_out, free):
+            continue
+        read = made.lookup(free, body) or made.make(free, body, True, True)
+        outer = Expr(Op.REDUCE, red.dtype, (c_out, read), ReduceArg(red.arg.combiner, rest, 0))
+        return _nested_scans(axes, outer, made, reassociate)
+    return red
+
+
+def _apart(raxes: Sequence[Expr], terms: Sequence[Expr]) -> list[set[Expr]]:
+    """The classes of ``raxes`` that the conjuncts ``terms`` link (two axes one conjunct reads)."""
+    classes = [{r} for r in raxes]
+    for t in terms:
+        read = set(free_vars(t))
+        linked = [c for c in classes if c & read]
+        if len(linked) > 1:
+            classes = [c for c in classes if not c & read] + [set().union(*linked)]
+    return classes if len(classes) > 1 else []
+
+
+__all__ = ["contract_sums", "split_scans"]

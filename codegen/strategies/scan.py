@@ -2,10 +2,11 @@ r"""Running reductions (scans): a reduction whose terms along one output axis ne
 the running value along that axis.
 
 ``Y[.., j, ..] = reduce_{r in D(j)} src(r)`` where ``src`` and the non-affine rest of the condition do not
-mention ``j`` and isl proves ``D(j - 1) ⊆ D(j)`` (a prefix: scanned upwards) or ``D(j + 1) ⊆ D(j)`` (a
-suffix: downwards), is
+mention ``j`` and isl proves ``D(j - s) ⊆ D(j)`` (a prefix: scanned upwards) or ``D(j + s) ⊆ D(j)`` (a
+suffix: downwards), ``s`` the stride of the points that reduce along ``j`` (1, or 2 where only even ones
+do), is
 
-    Y[.., j, ..] = Y[.., j -/+ 1, ..]  combined with  reduce_{r in D(j) \ D(j -/+ 1)} src(r)
+    Y[.., j, ..] = Y[.., j -/+ s, ..]  combined with  reduce_{r in D(j) \ D(j -/+ s)} src(r)
 
 and the whole reduction at each row's first point: ``n`` updates instead of ``n (n + 1) / 2``.  Later
 output axes run innermost (vectorized), earlier ones parallel.  Sums, products, max and min qualify.
@@ -48,7 +49,7 @@ class ScanSpec:
     """How :func:`scan_form` scans: output axis ``axis`` (a position) in direction ``step``."""
 
     axis: int
-    step: int  # +1: upwards (each point extends its predecessor j - 1), -1: downwards
+    step: int  # > 0: upwards (each point extends its predecessor j - step), < 0: downwards
     carry: isl.Set  # over the output axes: the points whose predecessor is computed too
     fresh: isl.Set  # over output + reduction axes: the terms a point adds to what it carries
     updates: int  # points of ``fresh``, the nest's work (an upper bound where isl might count long)
@@ -73,7 +74,8 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
     for pos, j in enumerate(info.outer):
         if j in used or j.extent < 2:
             continue
-        for step in (1, -1):
+        stride = _stride(proj, pos)
+        for step in (stride, -stride):
             nested = nest.nesting(dom, proj, pos, step)
             if nested is None:
                 continue  # (nothing carried, or a term that leaves)
@@ -84,6 +86,13 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
                 if not ordered or nest.ordered(fresh, prev, len(info.outer)):
                     best = ScanSpec(pos, step, carry, fresh, updates)
     return best
+
+
+def _stride(proj: isl.Set, pos: int) -> int:
+    """The stride of the outputs ``proj`` along dimension ``pos`` (2 where only even points reduce): a scan
+    carries from the point one stride back."""
+    stride = proj.get_stride(pos)
+    return int(stride.to_python()) if stride.is_int() and stride.is_pos() else 1
 
 
 def carried(combiner, kept: set[int]) -> set[int]:
@@ -161,8 +170,8 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
             PolyStmt("U", outer + raxes, spec.fresh, _update(info, outs, accs, in_registers=True), fresh),
             PolyStmt("W", outer, info.outer_domain, stores, head + (2,) + (0,) * len(raxes)),
         ]
-    shifted = tuple((j - const(1, j.dtype) if spec.step > 0 else j + const(1, j.dtype)) if v is j else v
-                    for v in outer)
+    back = j - const(spec.step, j.dtype) if spec.step > 0 else j + const(-spec.step, j.dtype)
+    shifted = tuple(back if v is j else v for v in outer)
     carry = tuple(Store(b, outer, Expr(Op.READ, b.dtype, shifted, b.tensor), counted=False)
                   for b in outs if b is not None)
     identity = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity) if b is not None)
@@ -175,8 +184,8 @@ def scan_form(info: ReductionInfo, outs: tuple[Buffer | None, ...], spec: ScanSp
 
 def rows_in_registers(spec: ScanSpec, rank: int) -> bool:
     """Whether :func:`scan_form` carries the running values of ``spec`` (over an op of ``rank`` output axes)
-    in registers, row by row: along the last axis."""
-    return spec.axis == rank - 1
+    in registers, row by row: along the last axis, each point extending the one before it."""
+    return spec.axis == rank - 1 and abs(spec.step) == 1
 
 
 # The price of a scan's update along the last axis (:func:`update_cycles`), in the plain loops' cycles:

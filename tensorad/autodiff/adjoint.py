@@ -64,6 +64,7 @@ from ..ir.expr import (
     const,
     data_index,
     logical,
+    logical_not,
     unary,
     var,
 )
@@ -72,9 +73,10 @@ from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
 from ..ir.rewrite import fold_along, free_vars, replace_reads, rewrite, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
+from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
 from ..poly.domain import IndexSet
-from ..poly.nesting import plain_prefix, running_order
+from ..poly.nesting import interval_count, plain_prefix, running_order
 from . import combiners
 from .build import (
     Optimizer,
@@ -361,6 +363,7 @@ class AdjointBuilder:
         self._prods: dict[ComputeOp, tuple] = {}  # see _others
         self._boxes: dict[ComputeOp, tuple[Tensor, Tensor]] = {}  # see _prod
         self._lines: dict[tuple[ComputeOp, Tensor], list[Tensor]] = {}
+        self._unpaddeds: dict[ComputeOp, tuple[ComputeOp, Expr] | None] = {}
         self._saved_values: dict[ComputeOp, tuple[Tensor, list[Expr]] | None] = {}
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
@@ -420,7 +423,9 @@ class AdjointBuilder:
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         if kind in ("max", "min", "prod", "recurrence"):
-            line = self._line_terms(op, heads, x, p, j, kind)
+            bare = self._unpadded(op) if kind in ("max", "min") else None
+            line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
+                self._line_terms(bare[0], heads, x, p, j, kind, bare[1])
             if line is not None:
                 return line
         if kind in ("max", "min", "select"):
@@ -1004,14 +1009,33 @@ class AdjointBuilder:
         mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
         return prefix[tuple(axes[:pos]) + (mirrored,) + tuple(axes[pos + 1:])], t
 
+    def _unpadded(self, op: ComputeOp) -> tuple[ComputeOp, Expr] | None:
+        """A max/min that pads its one reduction axis with its identity, ``max_k if_then_else(c, e, -inf)``
+        with ``c`` affine in the indices, as ``(op', P)``: ``op'`` the reduction over the points where ``c``
+        holds (:func:`~tensorad.lang.tensor_lang.guard_into_domain`) and ``P`` the count of padded points
+        per output (:func:`~tensorad.poly.nesting.interval_count`).  The padding ties the result only where
+        it is the identity, so ``op``'s adjoint is ``op'``'s with ``P`` more ties there; ``None`` where
+        the guard moves nothing or the count is not an interval's."""
+        if op not in self._unpaddeds:
+            body, found = op.body[0], None
+            bare = guard_into_domain(body)
+            if bare is not body and len(body.arg.axes) == 1:
+                pads = interval_count(op.axes, body.arg.axes[0],
+                                      logical(Op.AND, body.src[0], logical_not(bare.src[0])))
+                if pads is not None:
+                    found = (compute(op.name, op.axes, [bare], op.provenance)[0].op, pads)
+            self._unpaddeds[op] = found
+        return self._unpaddeds[op]
+
     def _line_terms(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor, p: Sequence[Expr],
-                    j: Sequence[Expr], kind: str) -> list[Expr] | None:
+                    j: Sequence[Expr], kind: str, pads: Expr | None = None) -> list[Expr] | None:
         """The terms of a product or a linear recurrence (:func:`combiners.recurrence_reducer`) that runs
         along a line: a plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`; the other
         output axes ride along), each term ``k`` entering at ``j = k`` or a constant shift away (``k < j``).
         The adjoint of each source at its term is a tensor over the output axes (:meth:`_line_adjoints`),
         read at each site as an elementwise op's head.  ``None`` for another domain, or a recurrence
-        whose running product has a head."""
+        whose running product has a head.  ``pads``: a max's or min's padded points per output
+        (:meth:`_unpadded`), tied with it where it is the identity."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
         if found is None or (kind == "recurrence" and (set(heads) != {1} or found[3])):
@@ -1022,7 +1046,7 @@ class AdjointBuilder:
         sources = [rename(e, {k: jax}) for e in body.src[1:]]
         key = (op, heads[max(heads)])
         if key not in self._lines:
-            self._lines[key] = (self._tie_adjoint(op, heads[0], len(p), pos, step, shift)
+            self._lines[key] = (self._tie_adjoint(op, heads[0], len(p), pos, step, shift, pads)
                                 if kind in ("max", "min") else
                                 self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond,
                                                     sources))
@@ -1069,7 +1093,7 @@ class AdjointBuilder:
         return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
 
     def _tie_adjoint(self, op: ComputeOp, head: Tensor, n_prefix: int, pos: int, step: int,
-                     shift: int) -> list[Tensor]:
+                     shift: int, pads: Expr | None = None) -> list[Tensor]:
         """The adjoint of a running max/min's source at its term ``k``, over the head's prefix and
         ``op``'s axes, linear in the worst case.  For a prefix ``Y[j] = max_{k <= j - shift} A[k]``
         (a suffix mirrored) with ``T[j]`` the tie count of the winner scan (:meth:`_winner`), a term
@@ -1079,7 +1103,8 @@ class AdjointBuilder:
             G[k] = [A[k] ~ Y[e]] S[e],   S[j] = H[j] / T[j] + [Y[j + 1] ~ Y[j]] S[j + 1]
 
         ``S`` a suffix recurrence (:meth:`_suffix_recurrence`) whose 0 links hold back an infinite or
-        NaN head of another run, ``~`` the tie test (equal, or both NaN)."""
+        NaN head of another run, ``~`` the tie test (equal, or both NaN).  ``pads`` (over ``op``'s axes):
+        the points a guard padded with the identity, counted in ``T`` where ``Y`` is the identity."""
         best, _, ties = self._winner(op)
         body = op.body[0]
         (k,) = body.arg.axes
@@ -1094,9 +1119,17 @@ class AdjointBuilder:
         back = at(op.axes, jax - const(step, jax.dtype))
         link = choice(Op.SELECT, combiners.ties_result(best[back], best[tuple(op.axes)]), const(1, d),
                       const(0, d))
-        after = self._suffix_recurrence(
-            op, lambda e: cast(d, head[tuple(pv) + tuple(e)]) / cast(d, ties[tuple(e)]), pv, m, pos,
-            step, 0, link)
+        ident = body.arg.combiner.identity[0]
+
+        def share(e: list[Expr]) -> Expr:
+            count = cast(d, ties[tuple(e)])
+            if pads is not None:
+                padded = choice(Op.SELECT, compare(Op.EQ, best[tuple(e)], ident),
+                                cast(d, rename(pads, dict(zip(op.axes, e)))), const(0, d))
+                count = count + padded
+            return cast(d, head[tuple(pv) + tuple(e)]) / count
+
+        after = self._suffix_recurrence(op, share, pv, m, pos, step, 0, link)
         t = av[pos]
         e = t + const(step * shift, t.dtype) if shift else t
         source = self._compared_source(op, {**m, jax: e, k: t})

@@ -9,8 +9,9 @@ downwards), ``k >= j`` is not.  Such a suffix is ordered *reversed*: each term a
 first it carries, so a reduction over the reversed axis ``k' = n - 1 - k`` scans in order.
 
 Code generation scans such reductions (:mod:`codegen.strategies.scan`); reverse mode asks
-:func:`running_order` for a winner reduction a scan can carry and :func:`plain_prefix` whether a
-product's adjoint is a linear recurrence; the optimizer asks :func:`scan_axes` whether its sum is a scan."""
+:func:`running_order` for a winner reduction a scan can carry, :func:`plain_prefix` whether a
+product's adjoint is a linear recurrence and :func:`interval_count` how many points a guard pads with the
+identity; the optimizer asks :func:`scan_axes` whether its sum is a scan."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import islpy as isl
 from ..ir.expr import Expr, Op, compare, const
 from ..ir.rewrite import chain, free_vars
 from .affine import IndexSpace, NotAffine
+from .to_expr import pieces_to_expr, pw_aff_pieces
 
 
 def shift(s: isl.Set, pos: int, d: int) -> isl.Set:
@@ -165,3 +167,26 @@ def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             if dom.is_equal(space.box().intersect(space.cond(compare(side, k, j + d)))):
                 return pos, step, [t for t in terms if j not in free_vars(t)], -step * int(bound.to_python())
     return None
+
+
+def interval_count(axes: Sequence[Expr], k: Expr, cond: Expr) -> Expr | None:
+    """The number of points of ``k``'s range where ``cond`` holds, per point of ``axes``, as an index
+    expression over ``axes``, when ``cond`` is affine and those points form an interval at each point of
+    ``axes`` (else ``None``).  ``k > i`` over ``(i,)``, ``k`` in ``[0, n)``, gives ``n - 1 - i``."""
+    if any(type(b) is not int for v in (*axes, k) for b in (v.lo, v.hi)):
+        return None
+    space = IndexSpace((*axes, k))
+    try:
+        s = space.box().intersect(space.cond(cond))
+    except NotAffine:
+        return None
+    m = _as_map(s, len(axes))
+    ks = m.get_space().range()
+    if not m.apply_range(isl.Map.lex_le(ks)).intersect(m.apply_range(isl.Map.lex_ge(ks))).is_subset(m):
+        return None  # (a hole between two points)
+    lo, hi = (f().get_pw_aff(0) for f in (m.lexmin_pw_multi_aff, m.lexmax_pw_multi_aff))
+    outputs = space.box().project_out(isl.dim_type.set, len(axes), 1)
+    zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(outputs.get_space()))
+    count = hi.sub(lo).add_constant_val(isl.Val(1))
+    count = count.union_add(zero.intersect_domain(outputs.subtract(m.domain())))
+    return pieces_to_expr(pw_aff_pieces(count.coalesce(), list(axes)))

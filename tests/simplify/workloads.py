@@ -342,10 +342,38 @@ def _prefix(kind: str) -> Workload:
     return Workload(f"cum{kind}", Y, [X], f"scan, suffix scans: {passes}*R*N", passes * r * n)
 
 
+def summed_area() -> Workload:
+    n = 12
+    X = ta.placeholder((n, n), name="X")
+    a, b = ta.reduce_axis((0, n), "a"), ta.reduce_axis((0, n), "b")
+    Y = ta.compute((n, n), lambda i, j: ta.sum(X[a, b], [a, b], where=(a <= i) & (b <= j)), name="sat")
+    # the adjoint sums the head over the quadrant after each point: a suffix scan of each row, then of
+    # each column of those (N*N each)
+    return Workload("summed_area", Y, [X], "row suffix scans, column suffix scans: 2*N*N", 2 * n * n)
+
+
+def cummax_padded() -> Workload:
+    n = 32
+    X = ta.placeholder((n,), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.max(ta.if_then_else(k <= i, X[k], -math.inf), k), name="cummax_padded")
+    # the winner's scan with its tie count, the suffix scan of the head's shares (the padding counted
+    # among the ties where the maximum is -inf), the routing: N each
+    return Workload("cummax_padded", Y, [X], "winner scan, shares' suffix scan, routing: 3*N", 3 * n)
+
+
+def strided_prefix() -> Workload:
+    n = 32
+    X = ta.placeholder((2 * n,), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.sum(X[2 * k], k, where=k <= i), name="strided_prefix")
+    return Workload("strided_prefix", Y, [X], "suffix scan of the head onto the even points: N", n)
+
+
 def gap_workloads() -> list[Workload]:
     return [min_middle_axis(), gram(), causal_attention_where(), softmax_channels(),
             avg_pool_excluding_padding(), log_softmax_nll_onehot(), max_pool_1x1(1), max_pool_1x1(2),
-            _prefix("sum"), _prefix("max"), _prefix("prod")]
+            _prefix("sum"), _prefix("max"), _prefix("prod"), summed_area(), cummax_padded(), strided_prefix()]
 
 
 # ---- a holdout: operators as a user writes them, each with an expert's backward -------------

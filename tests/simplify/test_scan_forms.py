@@ -1,0 +1,159 @@
+"""Running reductions as users spell them, each linear forwards and backwards: a summed-area table
+(a prefix over two axes), a cumulative max or min padded with its identity by a guard, a cumulative
+product with zeros, a suffix sum, a prefix over a strided read, a prefix along a middle axis, an
+exclusive prefix.
+
+Work is counted on a pinned target against the hand counts written beside each form (a forward scan:
+one combine per element; a sum's gradient: one scan of the head; a max's or min's: the winner's scan,
+the scan of the head's shares and the routing; a product's: three scans).  Values and gradients are
+checked in float64 against PyTorch's autograd of the formula written here."""
+
+import numpy as np
+import pytest
+import torch
+
+import tensorad as ta
+
+AVX512 = "llvm -mcpu=skylake-avx512"
+RNG = np.random.default_rng(45)
+INF = float("inf")
+
+
+def _check(Y, X, formula, x, hand_forward, hand_gradient):
+    """``Y``'s forward and gradient work within the hand counts, and both equal PyTorch's ``formula``
+    (of a float64 tensor) and its autograd at ``x`` for a random head."""
+    H = ta.placeholder(Y.shape, "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([Y], [X], target=AVX512).work <= hand_forward
+    low = ta.lower([dX], [X, H], target=AVX512)
+    assert low.work <= hand_gradient, str(low)
+    h = RNG.standard_normal(Y.shape)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = formula(xt)
+    yt.backward(torch.from_numpy(h))
+    y, g = ta.build([Y, dX], [X, H])(x, h)
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("columns", ["prefix", "suffix"])
+def test_a_summed_area_table_is_two_scans_forwards_and_backwards(columns):
+    """``Y[n, i, j] = sum_{a <= i, b <= j} X[n, a, b]`` (or ``b >= j``): one scan of the whole sum left
+    the other axis a full prefix per point (n^3 / 2 updates); nested, it is a scan along each axis, and
+    its adjoint two suffix scans: 2 updates per element each way."""
+    n, m = 3, 24
+    X = ta.placeholder((n, m, m), "float64", "X")
+    a, b = ta.reduce_axis((0, m), "a"), ta.reduce_axis((0, m), "b")
+    Y = ta.compute((n, m, m), lambda t, i, j: ta.sum(
+        X[t, a, b], [a, b], where=(a <= i) & ((b <= j) if columns == "prefix" else (b >= j))), "sat")
+
+    def formula(x):
+        rows = x.cumsum(1)
+        return rows.cumsum(2) if columns == "prefix" else rows.flip(2).cumsum(2).flip(2)
+
+    _check(Y, X, formula, RNG.standard_normal((n, m, m)), 2 * n * m * m, 2 * n * m * m)
+
+
+def test_a_summed_area_table_spelled_with_a_guard_is_the_same_two_scans():
+    m = 24
+    X = ta.placeholder((m, m), "float64", "X")
+    a, b = ta.reduce_axis((0, m), "a"), ta.reduce_axis((0, m), "b")
+    Y = ta.compute((m, m), lambda i, j: ta.sum(ta.if_then_else((a <= i) & (b <= j), X[a, b], 0.0), [a, b]),
+                   "sat")
+    _check(Y, X, lambda x: x.cumsum(0).cumsum(1), RNG.standard_normal((m, m)), 2 * m * m, 2 * m * m)
+
+
+def _padded(kind, spelled, x):
+    """PyTorch's ``amax``/``amin`` over each output's row of ``x`` padded with the identity where the
+    guard ``spelled`` (``"prefix"``, ``"exclusive"``, ``"suffix"``) fails: ties with the padding share
+    the head."""
+    n = x.shape[0]
+    i, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    inside = {"prefix": k <= i, "exclusive": k < i, "suffix": k >= i}[spelled]
+    pad = torch.tensor(-INF if kind == "max" else INF, dtype=x.dtype)
+    rows = torch.where(inside, x[None, :], pad)
+    return rows.amax(1) if kind == "max" else rows.amin(1)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("spelled", ["prefix", "exclusive", "suffix"])
+@pytest.mark.parametrize("data", ["distinct", "ties", "all padding", "some padding"])
+def test_a_running_max_padded_by_a_guard_has_the_running_winners_linear_gradient(kind, spelled, data):
+    """``max_k if_then_else(k <= i, X[k], -inf)``: the padding ties the maximum only where it is -inf
+    (every element of the prefix is -inf), where PyTorch's ``amax`` of the padded row shares the head
+    with the padded points too.  The gradient once took a winner pass and a routing sum over the whole
+    square (33,024 work at n = 256); it is the ``where`` form's three scans, the padded points counted
+    among the ties where the result is the identity."""
+    n = 40
+    pad = -INF if kind == "max" else INF
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    inside = {"prefix": lambda i: k <= i, "exclusive": lambda i: k < i, "suffix": lambda i: k >= i}[spelled]
+    reduce = ta.max if kind == "max" else ta.min
+    Y = ta.compute((n,), lambda i: reduce(ta.if_then_else(inside(i), X[k], pad), k), "running")
+    x = {"distinct": RNG.permutation(n).astype(np.float64),
+         "ties": RNG.integers(-2, 3, n).astype(np.float64),
+         "all padding": np.full(n, pad),
+         "some padding": np.where(RNG.random(n) < 0.5, pad, RNG.integers(-1, 2, n)).astype(np.float64)}[data]
+    _check(Y, X, lambda t: _padded(kind, spelled, t), x, n, 3 * n)
+
+
+def test_a_padded_running_max_without_ties_has_cummax_gradient():
+    n = 32
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.max(ta.if_then_else(k <= i, X[k], -INF), k), "cummax")
+    _check(Y, X, lambda t: torch.cummax(t, 0).values, RNG.permutation(n).astype(np.float64), n, 3 * n)
+
+
+def test_a_cumulative_product_with_zeros_is_three_scans_backwards():
+    n = 40
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.prod(ta.if_then_else(k <= i, X[k], 1.0), k), "cumprod")
+    x = RNG.standard_normal(n)
+    x[[3, 17, 18]] = 0.0
+    _check(Y, X, lambda t: torch.cumprod(t, 0), x, n, 3 * n)
+
+
+def test_a_suffix_sum_is_one_scan_each_way():
+    n = 40
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.sum(X[k], k, where=k >= i), "suffix")
+    _check(Y, X, lambda t: t.flip(0).cumsum(0).flip(0), RNG.standard_normal(n), n, n)
+
+
+def test_the_adjoint_of_a_prefix_over_a_strided_read_scans_its_even_points():
+    """``Y[i] = sum_{k <= i} X[2 k]``: the adjoint ``dX[m] = sum_{i >= m / 2} H[i]`` at even ``m`` only,
+    once a sum over the triangle; a scan carries it from ``m + 2``."""
+    n = 40
+    X = ta.placeholder((2 * n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((n,), lambda i: ta.sum(X[2 * k], k, where=k <= i), "strided")
+    _check(Y, X, lambda t: t[::2].cumsum(0), RNG.standard_normal(2 * n), n, n)
+
+
+def test_a_prefix_along_a_middle_axis_is_one_scan_each_way():
+    b, n, c = 3, 40, 5
+    X = ta.placeholder((b, n, c), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((b, n, c), lambda p, i, q: ta.sum(X[p, k, q], k, where=k <= i), "middle")
+    _check(Y, X, lambda t: t.cumsum(1), RNG.standard_normal((b, n, c)), b * n * c, b * n * c)
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_an_exclusive_prefix_is_one_scan_forwards(kind):
+    n = 40
+    X = ta.placeholder((n,), "float64", "X")
+    k = ta.reduce_axis((0, n), "k")
+    reduce = ta.sum if kind == "sum" else ta.max
+    Y = ta.compute((n,), lambda i: reduce(X[k], k, where=k < i), "exclusive")
+
+    def formula(t):
+        if kind == "sum":
+            return t.cumsum(0) - t
+        shifted = torch.cat([torch.full((1,), -INF, dtype=t.dtype), t[:-1]])
+        return torch.cummax(shifted, 0).values
+
+    _check(Y, X, formula, RNG.permutation(n).astype(np.float64), n, (1 if kind == "sum" else 3) * n)
