@@ -18,6 +18,7 @@ program."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +43,8 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
+# set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
+_MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
 
 def listed(tensors: Any) -> list:
@@ -98,6 +101,8 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
     try:
         return make()
     except SizeDecisionError as e:
+        if _MAKING_CASE.get():  # (its deferred derivatives would end the case: :func:`_cases`)
+            raise
         call = _cases(e.condition, redo) or DeferredCall(redo)
     out = []
     for k, g in enumerate(raw()):
@@ -120,10 +125,13 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
         value = lo if lo == hi else Expr(Op.VAR, v.dtype, (), replace(v.arg, uid=fresh_uid(), min=lo, max=hi,
                                                                        case_of=v))
         new: dict[Tensor, Tensor] = {}
+        making = _MAKING_CASE.set(True)
         try:
             derivatives = redo(_image({v.name: value}, new, None))
         except SizeDecisionError:
             return None
+        finally:
+            _MAKING_CASE.reset(making)
         if any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
                for t in tensor_graph(derivatives)):
             return None

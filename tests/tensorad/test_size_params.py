@@ -190,6 +190,27 @@ def test_optimized_gradient_over_sizes_has_the_static_work_and_bits_at_each_size
             np.testing.assert_array_equal(got, want)
 
 
+def test_a_case_deferred_again_is_given_up_before_its_own_cases_are_made(monkeypatch):
+    """Causal attention over a batch ``b`` and a length ``L``: the optimizer's choices depend on both, so
+    each case of one size's values defers its derivative again over the other, and the derivative is
+    redone at binding.  The cases of the second size were made (three more differentiations) and then
+    dropped with the case; bound, the gradient is the bound program's."""
+    import tensorad.autodiff as autodiff
+
+    made, real = [], autodiff.jacobian_recursive
+    monkeypatch.setattr(autodiff, "jacobian_recursive", lambda *a, **k: made.append(1) or real(*a, **k))
+    b, L = ta.size_var("b"), ta.size_var("L")
+    Q = ta.placeholder((b, 2, L, 2), name="Q")
+    A = ta.topi.nn.scaled_dot_product_attention(Q, Q, Q, causal=True)
+    Y = ta.topi.sum(A * A)
+    (g,) = ta.JacobianRecursive(Y, [Q])
+    assert redone_at_bind([g]) and len(made) <= 3
+    g_b, Y_b, Q_b = ta.bind([g, Y, Q], b=2, L=3)
+    (static,) = ta.JacobianRecursive(Y_b, [Q_b])
+    q = RNG.standard_normal(Q_b.shape).astype("float32")
+    np.testing.assert_array_equal(ta.evaluate(g_b, {Q_b: q}), ta.evaluate(static, {Q_b: q}))
+
+
 @pytest.mark.parametrize("shape", [("n", -1), ("n", 24), (-1,), ("n", 6, 4)])
 def test_reshape_over_a_symbolic_batch_and_its_gradient(shape):
     n = ta.size_var("n")
