@@ -23,12 +23,14 @@ from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op
-from tensorad.ir.rewrite import fold, fold_pure, reads, rewrite, substitute, walk
+from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..algebra.index import negate
-from ..algebra.logic import all_of, any_of, conjuncts, disjuncts, implied_conjuncts
+from ..algebra.logic import all_of, any_of, implied_conjuncts
 from ..algebra.rules import simplify_expr
+
+MAX_GUARD_NODES = 400  # a tensor's guard larger than this is not kept (it would enter every read)
 
 
 def _and(a: Expr, b: Expr) -> Expr:
@@ -132,27 +134,22 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
 
 
 def _without_reads(c: Expr) -> Expr:
-    """``c`` weakened: each part of its ``&&``/``||`` tree that reads a tensor becomes ``True``."""
+    """``c`` weakened: each part of its ``&&``/``||`` tree that reads a tensor becomes ``True``, each
+    repeated conjunct or disjunct is kept once (a chain's guards nest one condition in each link), and a
+    guard of more than :data:`MAX_GUARD_NODES` nodes becomes ``True``."""
     data: dict = {}
     fold(c, lambda n, *a: n.op in (Op.READ, Op.REDUCE) or any(a), data)
 
     def weak(x: Expr) -> Expr:
-        if not data[x]:
-            return x
         if x.op is Op.AND:
-            return _and(weak(x.src[0]), weak(x.src[1]))
+            return all_of(y for y in map(weak, chain(x, Op.AND)) if y is not TRUE)
         if x.op is Op.OR:
-            return _or(weak(x.src[0]), weak(x.src[1]))
-        return TRUE
+            parts = [weak(y) for y in chain(x, Op.OR)]
+            return TRUE if any(y is TRUE for y in parts) else any_of(parts)
+        return TRUE if data[x] else x
 
-    def flat(x: Expr) -> Expr:  # (a chain's guards nest one condition in each link: once each)
-        if x.op is Op.AND:
-            return all_of(flat(c) for c in conjuncts(x))
-        if x.op is Op.OR:
-            return any_of(flat(d) for d in disjuncts(x))
-        return x
-
-    return flat(weak(c))
+    out = weak(c)
+    return TRUE if sum(1 for _ in walk(out)) > MAX_GUARD_NODES else out
 
 
 def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
