@@ -265,7 +265,7 @@ class _Pass:
         """``t``'s guard as the nonzeroness fold reads it (the call's table)."""
         found = self.ctx.tensor_guards.get(t)
         if found is None:
-            found = self.ctx.tensor_guards[t] = tensor_guard(t)
+            found = self.ctx.tensor_guards[t] = tensor_guard(t, self.ctx.tensor_guards)
         return found
 
     def op(self, op: ComputeOp) -> ComputeOp:

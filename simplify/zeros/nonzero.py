@@ -23,12 +23,14 @@ from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op
-from tensorad.ir.rewrite import fold, fold_pure, rewrite, substitute, walk
+from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..algebra.index import negate
-from ..algebra.logic import all_of, any_of, conjuncts, implied_conjuncts
-from ..algebra.rules import is_zero, simplify_expr
+from ..algebra.logic import all_of, any_of, implied_conjuncts
+from ..algebra.rules import simplify_expr
+
+MAX_GUARD_NODES = 400  # a tensor's guard larger than this is not kept (it would enter every read)
 
 
 def _and(a: Expr, b: Expr) -> Expr:
@@ -91,23 +93,63 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
 
 
-def tensor_guard(t: Tensor) -> Expr:
-    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): ``c`` of a
-    non-reduction ``select(c, e, 0)`` / ``if_then_else(c, e, 0)``, or a sum's where-conjuncts free of
-    reduction variables (of a disjunction, those of every disjunct).  Only conditions without reads
-    are used."""
+def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
+    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): of a sum, its
+    where-conjuncts free of reduction variables (of a disjunction, those of every disjunct); of any other
+    body, its nonzeroness (:data:`NZ_RULES`, reads of tensors by their guards) with every part that reads
+    data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``.
+    ``guards``: a table ``tensor -> guard`` to read and fill; the guards a body needs are found first,
+    producers before readers, without recursion (a chain may be thousands of tensors long)."""
+    table = {} if guards is None else guards
+    stack = [t]
+    while stack:
+        u = stack[-1]
+        if u in table:
+            stack.pop()
+            continue
+        op = u.op
+        elementwise = isinstance(op, ComputeOp) and op.body[u.value_index].op is not Op.REDUCE
+        pending = [r for r in reads(op.body[u.value_index]) if r not in table] if elementwise else []
+        if pending:
+            stack += pending
+            continue
+        stack.pop()
+        table[u] = _own_guard(u, table)
+    return table[t]
+
+
+def _own_guard(t: Tensor, table: dict) -> Expr:
+    """:func:`tensor_guard` of ``t`` once ``table`` holds the guards of the tensors its body reads."""
     op = t.op
     if not isinstance(op, ComputeOp):
         return TRUE
     body = op.body[t.value_index]
-    cands: list[Expr] = []
-    if body.op is Op.REDUCE:
-        if body.arg.combiner.kind == "sum":
-            bound = set(body.arg.axes)
-            cands = [c for c in implied_conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
-    elif body.op in (Op.SELECT, Op.IF_THEN_ELSE) and is_zero(body.src[2]):
-        cands = conjuncts(body.src[0])
+    if body.op is not Op.REDUCE:
+        return _without_reads(fold(body, {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}))
+    if body.arg.combiner.kind != "sum":
+        return TRUE
+    bound = set(body.arg.axes)
+    cands = [c for c in implied_conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
     return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
+
+
+def _without_reads(c: Expr) -> Expr:
+    """``c`` weakened: each part of its ``&&``/``||`` tree that reads a tensor becomes ``True``, each
+    repeated conjunct or disjunct is kept once (a chain's guards nest one condition in each link), and a
+    guard of more than :data:`MAX_GUARD_NODES` nodes becomes ``True``."""
+    data: dict = {}
+    fold(c, lambda n, *a: n.op in (Op.READ, Op.REDUCE) or any(a), data)
+
+    def weak(x: Expr) -> Expr:
+        if x.op is Op.AND:
+            return all_of(y for y in map(weak, chain(x, Op.AND)) if y is not TRUE)
+        if x.op is Op.OR:
+            parts = [weak(y) for y in chain(x, Op.OR)]
+            return TRUE if any(y is TRUE for y in parts) else any_of(parts)
+        return TRUE if data[x] else x
+
+    out = weak(c)
+    return TRUE if sum(1 for _ in walk(out)) > MAX_GUARD_NODES else out
 
 
 def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
@@ -119,7 +161,7 @@ def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
     else:
         guard = guards.get(t)
         if guard is None:
-            guard = guards[t] = tensor_guard(t)
+            guard = guards[t] = tensor_guard(t, guards)
     return TRUE if guard is TRUE else substitute(guard, dict(zip(t.op.axes, n.src)))
 
 

@@ -77,7 +77,7 @@ def test_a_tensors_guard_is_found_once_per_call(monkeypatch):
     alone = [nonzero(e) for e in asked]
     guards = []
     real = nz.tensor_guard
-    monkeypatch.setattr(nz, "tensor_guard", lambda t: guards.append(t) or real(t))
+    monkeypatch.setattr(nz, "tensor_guard", lambda t, *table: guards.append(t) or real(t, *table))
     ctx = OptimizerContext()
     assert [nonzero(e, ctx) for e in asked] == alone
     assert sorted(t.op.name for t in guards) == ["T", "U"]
@@ -91,3 +91,24 @@ def test_a_sums_guard_is_what_every_disjunct_of_its_condition_requires():
     S = ta.compute((8,), lambda p: ta.sum(A[k], axis=k, where=((p >= 1) & (k < 2)) | ((p >= 1) & (k > 4))),
                    name="S")
     assert str(nonzero(S[IV])) == "(1 <= i)"
+
+
+def test_a_tensor_of_guarded_pieces_is_zero_outside_their_union():
+    """An adjoint is often a guarded piece plus a scatter-add, ``if_then_else(i < 2, A[i], 0) + S[i]``
+    with ``S`` a sum whose where-condition holds only at ``i >= 5``: the tensor is zero outside
+    ``i < 2 || i >= 5``.  Its guard was taken only from a body that *is* a choice, so a read of such a
+    tensor counted as nonzero everywhere, and a sum over it ran over the whole box.  A part that reads
+    data (``A[i] > 0``) says nothing and is dropped; a chain of tensors is walked without recursion."""
+    A = ta.placeholder((8,), name="A")
+    k = ta.reduce_axis((0, 8), name="k")
+    S = ta.compute((8,), lambda p: ta.sum(A[k], axis=k, where=(p >= 5) & (k < p)), name="S")
+    T = ta.compute((8,), lambda i: ta.if_then_else(i < 2, A[i], 0.0) + S[i], name="T")
+    assert nonzero(T[IV] * X) is simplify_expr((IV < 2) | (IV >= 5))
+    D = ta.compute((8,), lambda i: ta.select(A[i] > 0.0, T[i], 0.0) * 2.0, name="D")
+    assert nonzero(D[IV]) is simplify_expr((IV < 2) | (IV >= 5))
+    E = ta.compute((8,), lambda i: ta.select(A[i] > 0.0, A[i], 0.0), name="E")
+    assert nonzero(E[IV]) is TRUE
+    C = T
+    for n in range(3000):  # (a guard per link, none by recursion)
+        C = ta.compute((8,), lambda i, C=C: C[i] * 0.5, name=f"c{n}")
+    assert nonzero(C[IV]) is simplify_expr((IV < 2) | (IV >= 5))
