@@ -145,9 +145,16 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
                                     f"not by a loop")
             rows.guards.setdefault(max(free, key=depth.__getitem__), set()).add(found)
             rows.guarded.update(free)
-    for buf, index in stores:
-        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in walk(i)):
+    for buf, index in stores:  # (a row read from data, a scatter's, stores along no rows)
+        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in _indexing(i)):
             _stored(nest.name, buf, index, bounds, rows)
+
+
+def _indexing(e: Expr) -> list[Expr]:
+    """The nodes of ``e`` outside its reads of data (the terms of a position, not the data it reads)."""
+    if e.op is Op.READ:
+        return [e]
+    return [e, *(n for s in e.src for n in _indexing(s))]
 
 
 def _loops(stmts: tuple, d: int):
