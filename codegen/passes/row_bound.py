@@ -146,7 +146,8 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
             rows.guards.setdefault(max(free, key=depth.__getitem__), set()).add(found)
             rows.guarded.update(free)
     for buf, index in stores:  # (a row read from data, a scatter's, stores along no rows)
-        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in _indexing(i)):
+        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded
+                                      for i in index for n in _indexing(i)):
             _stored(nest.name, buf, index, bounds, rows)
 
 

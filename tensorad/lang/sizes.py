@@ -273,7 +273,7 @@ def _row_kinds(tensors: list[Tensor], n: Expr, staged: bool) -> tuple[dict[Tenso
         kinds[t] = kind
     for t in tensors:  # (the driver moves an argument's pointer by its rows: they lead)
         if kinds[t] is RowKind.ROWS and t.shape[0] is not n:
-            return {}, f"{t.name}: an argument with size {n.name} in its shape {t.shape} past the leading extent"
+            return {}, f"{t.name}: an argument with size {n.name} in its shape {t.shape} past the front"
     return kinds, ""
 
 
