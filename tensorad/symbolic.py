@@ -626,8 +626,7 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     info = size.arg
     unit, most = info.multiple_of, info.max or max(ROWS)
     sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
-    for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
-                      (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
+    for bad, says in ((all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
                       (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
         if bad:
