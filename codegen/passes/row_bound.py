@@ -4,7 +4,8 @@ it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its ar
 
 The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
 outputs) are row buffers; so is any buffer a loop over rows stores along one of its axes (rows on a second
-axis: a stacked product's), holding row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the
+axis: a stacked product's; a store whose position reads a row from data, a scatter's, is along no rows),
+holding row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the
 block: a padded copy made per chunk of the batch), the rows its last writer stored from the row its
 index 0 is.  A loop is over rows when its variable ``v`` (or ``v // c``, ``v % c``, rows and another axis
 scanned as one, each plus a constant) indexes a row buffer along its rows; its upper bound becomes

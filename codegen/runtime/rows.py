@@ -4,9 +4,10 @@ by a driver that calls each part's code, largest first, on each next block of ro
 arrays' pointers moved to the block's first row, its count of rows written first to the count every
 part reads as its last input (:mod:`..passes.row_bound`).  A part whose loops take that count runs the
 last rows as one short block; a part built without it (its program refused the count) runs whole blocks
-only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index
-reads its record after its temporaries; the driver stops after the block that fills it, and the call
-raises naming the call's row.  The driver is compiled once per process."""
+only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index,
+or a checked part (``checked=True``), reads its record after its temporaries; the driver stops after
+the block that fills it, and the call raises naming the call's row.  The driver is compiled once per
+process."""
 
 from __future__ import annotations
 

@@ -243,10 +243,11 @@ def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor], staged: bool =
     """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
     rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``; of several sizes, the first
     that is, the others taken as bound (a program of independent rows at each of their values).  Rows are
-    independent when ``n`` is the leading extent of the tensors it sizes and of nothing else; an op of
-    ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
-    nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
-    at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
+    independent when ``n`` is one extent of the computed tensors it sizes (the leading one of the
+    arguments, :func:`row_axis`) and of nothing else; an op of ``n`` rows reads a tensor of ``n`` rows
+    only at its own row (its axis of rows, read at that index and nowhere else), an op that sums over
+    the rows (one ``sum`` over an axis of ``[0, n)``) reads them only at that axis, and only its
+    deferred derivative reads it; other ops read no tensor of ``n`` rows.
     Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
     rows, its sums over the rows added up.  ``staged``: an op may also read a sum over the rows (after
     it is made: a later stage, which reads it as an input) and ``n`` as a float value (``1.0 / n``)."""
