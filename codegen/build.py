@@ -125,7 +125,8 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
     """LLVM on the lowered program; the entry written records ``key_text`` and the kernel's signature."""
     prog = lowered.program
     name = prog.name
-    checks = Checks(every_access=opts.checked) if opts.checked or has_raise_gather(prog) else None
+    checks = Checks(opts.checked, opts.rows, len(prog.inputs) - 1) if opts.checked or has_raise_gather(prog) \
+        else None
     with trace.stage("llvm", name), kept_walks():  # (emission walks each nest's expressions again)
         emitter = ModuleEmitter(prog, f"k{key[:16]}", fastmath=opts.fastmath, use_gomp=gomp,
                                 vector_width=opts.vector_width, checks=checks, target=target)

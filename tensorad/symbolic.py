@@ -469,9 +469,10 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1,)  # (the last call's rows, their stages and count: a loop repeats its sizes)
-        self.direct, self.pad = list(range(len(inputs))), [None] * (self.width - len(inputs) - 1)
+        self.last: tuple = (-1,)  # (:meth:`plan` of the last call's rows: a loop repeats its sizes)
+        self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
+        self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
 
@@ -502,7 +503,11 @@ class StagedKernel:
         """The work of a call of ``n`` rows: each stage's."""
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def plan(self, arrays: Sequence[Any]) -> tuple:
+        """``(n, stages, count, one)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
+        stages (:meth:`stages`), the count of rows as an array, and, where one kernel runs the call on
+        the program's arrays (and the count), ``(kernel, whether the count is passed, the positions of
+        the program's outputs among its outputs, whether they are its outputs)`` (else ``None``)."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
@@ -515,16 +520,36 @@ class StagedKernel:
             n, seen = rows, seen or name
         if n is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
+        stages, m = self.stages(n), len(self.inputs)
+        kernel, ins, outs = stages[0]
+        one = None
+        if len(stages) == 1 and ins in ([*range(m)], [*range(m + 1)]) and set(self.results) <= set(outs):
+            one = (kernel, len(ins) > m, [outs.index(k) for k in self.results], outs == self.results)
+        last = self.last = (n, stages, np.array([n], np.int64), one)
+        return last
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
         last = self.last  # (read once: a concurrent call of another size may replace it)
-        if last[0] != n:
-            stages = self.stages(n)
-            whole = len(stages) == 1 and stages[0][1] == self.direct and stages[0][2] == self.results
-            last = self.last = (n, stages, np.array([n], np.int64), stages[0][0] if whole else None)
-        if last[3] is not None:
-            return last[3](*arrays, out=out)  # (a case of one value: its static kernel)
-        stages = last[1]
+        try:  # (the last call's size: its plan, the arrays' rows checked to agree)
+            n = arrays[self.lead].shape[0]
+            for k in self.rest:
+                if arrays[k].shape[0] != n:
+                    n = None
+        except (AttributeError, IndexError, TypeError):
+            n = None
+        if n != last[0] or len(arrays) != len(self.inputs):
+            last = self.plan(arrays)
+        one = last[3]
+        if one is not None and out is None:
+            made = one[0](*arrays, last[2]) if one[1] else one[0](*arrays)
+            if one[3]:
+                return made
+            made = made if isinstance(made, tuple) else (made,)
+            return made[one[2][0]] if len(one[2]) == 1 else tuple(made[k] for k in one[2])
+        if one is not None and one[3]:
+            return one[0](*arrays, last[2], out=out) if one[1] else one[0](*arrays, out=out)
         values = [*arrays, last[2], *self.pad]
-        for kernel, ins, outs in stages:
+        for kernel, ins, outs in last[1]:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
                 values[k] = a
@@ -609,8 +634,7 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     info = size.arg
     unit, most = info.multiple_of, info.max or max(ROWS)
     sums = sorted({t.dtype for t in outputs if kinds[t] is RowKind.SUM} - {"float32", "float64"})
-    for bad, says in ((options.get("checked", False), "a checked kernel is built per size"),
-                      (all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
+    for bad, says in ((all(kinds[t] is not RowKind.ROWS for t in inputs), f"no input has {size.name} rows"),
                       (unit < info.min, f"size {size.name}'s unit {unit} is below its least value"),
                       (sums, f"a sum over {size.name} rows of {', '.join(sums)} (float32 and float64 add)")):
         if bad:

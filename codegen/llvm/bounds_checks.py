@@ -43,23 +43,27 @@ class Site:
 class Checks:
     """The access sites of one module and the emission of their tests."""
 
-    def __init__(self, every_access: bool = True) -> None:
+    def __init__(self, every_access: bool = True, rows: tuple[int, ...] = (), count: int = -1) -> None:
         self.sites: list[Site] = []
         self.namer = Namer()
         self.every_access = every_access  # checked=True; else only gather indices are tested
+        # a generic kernel's block (the ``rows`` option): the arguments whose leading axis is its rows,
+        # tested against the count of rows at argument ``count`` (the rows a call gives) when it runs
+        self.rows, self.count = frozenset(rows), count
 
     def emit(self, b: ir.IRBuilder, record: ir.Value, name: str, kind: str, shape: tuple[int, ...],
-             index_exprs: tuple, values: list[ir.Value]) -> None:
-        """Test ``values`` against ``shape``; on failure record the site and ``ret void``.  Leaves ``b``
-        in the block where the access may proceed."""
+             index_exprs: tuple, values: list[ir.Value], rows: ir.Value | None = None) -> None:
+        """Test ``values`` against ``shape`` (its first extent ``rows`` where given, a value read when the
+        code runs); on failure record the site and ``ret void``.  Leaves ``b`` in the block where the
+        access may proceed."""
         if not shape:
             return
         site = len(self.sites)
         self.sites.append(Site(name, kind, tuple(shape),
                                tuple(expr_to_str(e, self.namer) for e in index_exprs)))
         ok = None
-        for v, n in zip(values, shape):
-            c = b.icmp_unsigned("<", v, I64(n))
+        for d, (v, n) in enumerate(zip(values, shape)):
+            c = b.icmp_unsigned("<", v, rows if d == 0 and rows is not None else I64(n))
             ok = c if ok is None else b.and_(ok, c)
         _test(b, record, ok, f"oob{site}", f"inb{site}", site, values)
 

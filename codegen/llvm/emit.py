@@ -314,6 +314,9 @@ class ModuleEmitter:
         spec = nest.attrs.gemm
         gemm = GemmEmitter(self.module, spec, f"{self.prefix}_nest{k}") if spec is not None else None
         used = sorted({self.arg_index[t] for t in (gemm.tensors() if gemm else nest_buffers(nest.body))})
+        counted = self.checks is not None and self.checks.every_access and gemm is None \
+            and any(a in self.checks.rows for a in used)
+        used = sorted({*used, self.checks.count}) if counted else used  # (rows: tested at the count)
         where = {a: p for p, a in enumerate(used)}
         self.params[k] = used + ([len(self.args)] if self.checks is not None else [])
         # (a matrix product also takes its parallel loop's shared schedule, or null)
@@ -350,8 +353,12 @@ class ModuleEmitter:
             record = params[len(used)]
 
             def check(t, kind, index, values):
-                buf = self.args[self.arg_index[t]]
-                self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values)
+                buf, rows = self.args[self.arg_index[t]], None
+                if self.arg_index[t] in self.checks.rows:  # (the rows a call gives: the count, clipped)
+                    count = em.b.load(params[where[self.checks.count]], typ=I64)
+                    rows = em.b.select(em.b.icmp_unsigned("<", count, I64(buf.shape[0])), count,
+                                       I64(buf.shape[0]))
+                self.checks.emit(em.b, record, buf.name, kind, buf.shape, index, values, rows)
             if self.checks.every_access:
                 em.check = check
             em.gather_check = lambda node, value, position: self.checks.emit_gather(

@@ -4,7 +4,8 @@ it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its ar
 
 The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the
 outputs) are row buffers; so is any buffer a loop over rows stores along one of its axes (rows on a second
-axis: a stacked product's), holding row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the
+axis: a stacked product's; a store whose position reads a row from data, a scatter's, is along no rows),
+holding row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the
 block: a padded copy made per chunk of the batch), the rows its last writer stored from the row its
 index 0 is.  A loop is over rows when its variable ``v`` (or ``v // c``, ``v % c``, rows and another axis
 scanned as one, each plus a constant) indexes a row buffer along its rows; its upper bound becomes
@@ -145,9 +146,17 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
                                     f"not by a loop")
             rows.guards.setdefault(max(free, key=depth.__getitem__), set()).add(found)
             rows.guarded.update(free)
-    for buf, index in stores:
-        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded for i in index for n in walk(i)):
+    for buf, index in stores:  # (a row read from data, a scatter's, stores along no rows)
+        if not rows.full(buf) and any(n in rows.vars or n in rows.guarded
+                                      for i in index for n in _indexing(i)):
             _stored(nest.name, buf, index, bounds, rows)
+
+
+def _indexing(e: Expr) -> list[Expr]:
+    """The nodes of ``e`` outside its reads of data (the terms of a position, not the data it reads)."""
+    if e.op is Op.READ:
+        return [e]
+    return [e, *(n for s in e.src for n in _indexing(s))]
 
 
 def _loops(stmts: tuple, d: int):

@@ -407,13 +407,14 @@ class Kernel:
         if record is not None:
             checks.raise_for(record)
 
-    def entry(self) -> int:
+    def entry(self, shapes_checked: bool = False) -> int:
         """The address of the code's ``P_main(ptr args, i32 nthreads)``, for a driver that calls it on
-        pointers of its own (:mod:`.rows`), a raising gather's record after the temporaries (a record of
-        ``compiled.checks``, which the driver reads); refuses as a call does."""
+        pointers of its own (:mod:`.rows`), a raising gather's or a checked kernel's record after the
+        temporaries (a record of ``compiled.checks``, which the driver reads); refuses as a call does, and
+        a checked kernel unless the driver checks the arrays' shapes (``shapes_checked``)."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
-        if self._compiled.checks is not None and self._compiled.checks.every_access:
+        if self._compiled.checks is not None and self._compiled.checks.every_access and not shapes_checked:
             raise ValueError("a checked kernel tests its arrays' shapes: call it, not its entry")
         return self._compiled.main_address
 

@@ -4,9 +4,10 @@ by a driver that calls each part's code, largest first, on each next block of ro
 arrays' pointers moved to the block's first row, its count of rows written first to the count every
 part reads as its last input (:mod:`..passes.row_bound`).  A part whose loops take that count runs the
 last rows as one short block; a part built without it (its program refused the count) runs whole blocks
-only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index
-reads its record after its temporaries; the driver stops after the block that fills it, and the call
-raises naming the call's row.  The driver is compiled once per process."""
+only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index,
+or a checked part (``checked=True``), reads its record after its temporaries; the driver stops after
+the block that fills it, and the call raises naming the call's row.  The driver is compiled once per
+process."""
 
 from __future__ import annotations
 
@@ -247,6 +248,8 @@ class RowsKernel:
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
         self.rowed_names = {name for _, name in self.rowed}
+        self.row_names = self.rowed_names | {name for name, (rest, *_) in zip(self.out_names, self.outputs)
+                                             if rest is not None}
         self.slots = Slots(range(len(self.moves)))  # (of the driver's arrays)
 
     def __reduce__(self):
@@ -354,7 +357,7 @@ class RowsKernel:
                 addrs = np.append(addrs, np.uint64(data_address(record)))
                 records.append((checks, record))
             held += [temps, addrs, record]
-            desc[6 * k:6 * k + 6] = [kernel.entry(), data_address(addrs), len(addrs), rows,
+            desc[6 * k:6 * k + 6] = [kernel.entry(shapes_checked=True), data_address(addrs), len(addrs), rows,
                                      kernel.num_threads, 0 if record is None else data_address(record)]
         scratch = [np.empty(shape, d) for _, shape, d in self.sums]
         sums = (ctypes.c_int64 * (4 * len(self.sums) or 1))()
@@ -374,6 +377,8 @@ class RowsKernel:
         record[:] = 0
         if site.kind == "gather" and int(site.index[3]) and site.index[2] in self.rowed_names:
             values[2] += first
+        elif site.kind != "gather" and site.tensor in self.row_names:  # (a checked access of a row)
+            values[1] += first
         checks.raise_for(values)
 
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:

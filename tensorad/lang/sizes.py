@@ -243,10 +243,11 @@ def row_plan(outputs: Sequence[Tensor], inputs: Sequence[Tensor], staged: bool =
     """The size ``n`` along which the program of ``outputs`` from ``inputs`` is a stack of independent
     rows and each tensor's :class:`RowKind`, or ``(None, {}, why not)``; of several sizes, the first
     that is, the others taken as bound (a program of independent rows at each of their values).  Rows are
-    independent when ``n`` is the leading extent of the tensors it sizes and of nothing else; an op of
-    ``n`` rows reads a tensor of ``n`` rows only at its own row (its first axis, read at index 0 and
-    nowhere else), an op that sums over the rows (one ``sum`` over an axis of ``[0, n)``) reads them only
-    at that axis, and only its deferred derivative reads it; other ops read no tensor of ``n`` rows.
+    independent when ``n`` is one extent of the computed tensors it sizes (the leading one of the
+    arguments, :func:`row_axis`) and of nothing else; an op of ``n`` rows reads a tensor of ``n`` rows
+    only at its own row (its axis of rows, read at that index and nowhere else), an op that sums over
+    the rows (one ``sum`` over an axis of ``[0, n)``) reads them only at that axis, and only its
+    deferred derivative reads it; other ops read no tensor of ``n`` rows.
     Such a program at ``n`` rows is the program at any ``b`` rows run on consecutive blocks of ``b``
     rows, its sums over the rows added up.  ``staged``: an op may also read a sum over the rows (after
     it is made: a later stage, which reads it as an input) and ``n`` as a float value (``1.0 / n``)."""
@@ -271,6 +272,9 @@ def _row_kinds(tensors: list[Tensor], n: Expr, staged: bool) -> tuple[dict[Tenso
         if why:
             return {}, f"{t.name}: {why}"
         kinds[t] = kind
+    for t in tensors:  # (the driver moves an argument's pointer by its rows: they lead)
+        if kinds[t] is RowKind.ROWS and t.shape[0] is not n:
+            return {}, f"{t.name}: an argument with size {n.name} in its shape {t.shape} past the front"
     return kinds, ""
 
 
@@ -282,8 +286,9 @@ def _sized(n: Expr, items: Iterable[Any]) -> bool:
 def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind], staged: bool) -> tuple[RowKind | None, str]:
     """The :class:`RowKind` of ``t`` in a program of independent rows of size ``n`` (:func:`row_plan`),
     given its producers' ``kinds``, or ``(None, why not)``."""
-    rows = bool(t.shape) and t.shape[0] is n
-    if _sized(n, t.shape[1:] if rows else t.shape):
+    axis = row_axis(t.shape, n)
+    rows = axis is not None and (axis == 0 or not t.is_placeholder)
+    if _sized(n, [s for k, s in enumerate(t.shape) if not rows or k != axis]):
         return None, f"size {n.name} in its shape {t.shape} past the leading extent"
     if t.is_placeholder:
         return RowKind.ROWS if rows else RowKind.WHOLE, ""
@@ -293,17 +298,22 @@ def _row_kind(t: Tensor, n: Expr, kinds: dict[Tensor, RowKind], staged: bool) ->
     if summed and not staged:
         deferred = op.provenance.role is Role.DEFERRED
         return (RowKind.SUM, "") if deferred else (None, f"reads {summed[0].name}, a sum over {n.name} rows")
-    runs = [b for v in op.axes[1 if rows else 0:] for b in (v.lo, v.hi)]
-    if rows and (op.axes[0].hi is not n or _sized(n, [op.axes[0].lo])) or _sized(n, runs):
+    runs = [b for k, v in enumerate(op.axes) if not rows or k != axis for b in (v.lo, v.hi)]
+    if rows and (op.axes[axis].hi is not n or _sized(n, [op.axes[axis].lo])) or _sized(n, runs):
         return None, f"its axes run over size {n.name} other than as its rows"
     total = op.body[0] if len(op.body) == 1 and op.body[0].op is Op.REDUCE else None
     over = [] if total is None or total.arg.combiner.kind != "sum" else \
         [a for a in total.arg.axes if a.hi is n and type(a.lo) is int and a.lo == 0]
-    row = op.axes[0] if rows else over[0] if over else None
+    row = op.axes[axis] if rows else over[0] if over else None
     why = _row_breach(op, nodes, row, n, staged and all(value_only(b, n) for b in op.body))
     if why:
         return None, why
     return RowKind.ROWS if rows else RowKind.SUM if row is not None else RowKind.WHOLE, ""
+
+
+def row_axis(shape: Sequence[Any], n: Expr) -> int | None:
+    """The axis of ``shape`` whose extent is size ``n`` (its first), or ``None``."""
+    return next((k for k, s in enumerate(shape) if s is n), None)
 
 
 def value_only(e: Expr, n: Expr) -> bool:
@@ -326,7 +336,7 @@ def _row_breach(op: ComputeOp, nodes: list[Expr], row: Expr | None, n: Expr, val
             return f"reads size {n.name} as a value"
         if node.op is Op.REDUCE and any(a not in rowlike for a in node.arg.axes if _sized(n, (a.lo, a.hi))):
             return f"sums over size {n.name} other than at its own row"
-        sized = node.op is Op.READ and bool(node.arg.shape) and node.arg.shape[0] is n
-        if node not in pins and any((x in rowlike) != (sized and k == 0) for k, x in enumerate(node.src)):
+        at = row_axis(node.arg.shape, n) if node.op is Op.READ else None
+        if node not in pins and any((x in rowlike) != (k == at) for k, x in enumerate(node.src)):
             return f"reads its row index as a value, or a tensor of {n.name} rows other than at its row"
     return "is its row index" if any(b in rowlike for b in op.body) else ""

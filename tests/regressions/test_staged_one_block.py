@@ -71,3 +71,23 @@ def test_a_sum_of_terms_that_read_no_row_keeps_the_stages():
         y, t = kernel(x, w)
         np.testing.assert_allclose(y, x * w * size)
         np.testing.assert_allclose(t, 2 * x)
+
+
+def test_a_call_of_the_last_calls_size_checks_its_arrays_and_picks_its_outputs():
+    """A call of the last call's size takes the plan made for it without reading its arrays again: it
+    still refuses arrays that disagree on the size, and returns the program's outputs only (a one-block
+    kernel's sums are outputs of its own), as a new size does."""
+    n = ta.size_var("n")
+    X, T = ta.placeholder((n, 4), name="X"), ta.placeholder((n, 4), name="T")
+    k = ta.reduce_axis((0, n), "k")
+    S = ta.compute((4,), lambda j: ta.sum(X[k, j] * T[k, j], axis=k), name="S")
+    Y = ta.compute((n, 4), lambda i, j: X[i, j] - S[j], name="Y")
+    kernel = ta.build(Y, [X, T])
+    rng = np.random.default_rng(0)
+    for size in (1, 7, 7, BLOCK + 1, BLOCK + 1, 7, 1):
+        x, t = rng.standard_normal((2, size, 4)).astype(np.float32)
+        np.testing.assert_allclose(kernel(x, t), x - (x.astype(np.float64) * t).sum(0), rtol=1e-5, atol=1e-5)
+        with pytest.raises(ValueError, match=f"disagree on size n: X gives {size}, T gives {size + 1}"):
+            kernel(x, np.zeros((size + 1, 4), np.float32))
+        with pytest.raises(ValueError, match=f"disagree on size n: X gives {size}, T gives {size + 1}"):
+            kernel(x, np.zeros((size + 1, 4), np.float32))
