@@ -19,7 +19,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import DataIndex, Expr, Op, const
 from tensorad.ir.rewrite import fold_along
 from tensorad.ir.spelling import Speller, Unkeyable, hashable
-from tensorad.poly.linear import to_linear
+from tensorad.poly.linear import Linear, to_linear
 
 from ..program import Assign, Buffer, If, Loop, Nest, Store
 
@@ -42,15 +42,21 @@ class _Speller(Speller):
     def expr(self, root: Expr) -> int:
         return super().expr(fold_along(root, self._parts, self._canonical, self.canon))
 
+    def _form(self, e: Expr) -> Linear | None:
+        """The linear form of an integer sum of terms (not of a product of two variables: an atom)."""
+        if e.op not in _LINEAR or not dt.is_int(e.dtype):
+            return None
+        f = to_linear(e, self.forms)
+        return None if len(f.terms) == 1 and f.terms[0][0] is e else f
+
     def _parts(self, e: Expr) -> tuple:
-        if e.op in _LINEAR and dt.is_int(e.dtype):
-            return tuple(a for a, _ in to_linear(e, self.forms).terms)
-        return e.src
+        f = self._form(e)
+        return e.src if f is None else tuple(a for a, _ in f.terms)
 
     def _canonical(self, e: Expr) -> Expr:
         """``e`` over canonical operands; an integer sum of terms rebuilt from its linear form."""
-        if e.op in _LINEAR and dt.is_int(e.dtype):
-            f = to_linear(e, self.forms)
+        f = self._form(e)
+        if f is not None:
             terms = sorted(((self.canon[a], k) for a, k in f.terms), key=lambda t: self._order(t[0]))
             out = None
             for atom, k in terms:

@@ -216,3 +216,16 @@ def test_nests_whose_index_arithmetic_is_spelled_two_ways_share_a_key():
     assert key(_respelled(nest, 5, -3)) == key(_respelled(_respelled(nest, 0, 2), 3, -1)) == key(nest)
     assert key(_respelled(nest, 1, 0)) != key(nest)
     assert key(_respelled(nest, 1, 0)) == key(_respelled(nest, -1, 2))
+
+
+def test_a_nest_computing_a_product_of_variables_has_a_key():
+    """A product of two loop variables in integer arithmetic (``i * j``) is a term of its own in the
+    linear form: keying it ends (it was its own operand, and the key looped for ever), and a
+    respelling of the variables inside it still shares the key."""
+    X = ta.placeholder((6, 5), F, name="X")
+    Y = ta.compute((6, 5), lambda i, j: X[i, j] * ta.cast("float64", i * j + 1), name="Y")
+    prog = ta.lower([Y], [X]).program
+    (nest,) = [s for s in prog.steps if isinstance(s, Nest)]
+    key = nest_key(nest, lambda t: prog.buffers[t])
+    assert key is not None
+    assert nest_key(_respelled(nest, 1, 1), lambda t: prog.buffers[t])[0] == key[0]
