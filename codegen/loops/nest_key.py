@@ -69,17 +69,18 @@ class _Speller(Speller):
 
     def _order(self, e: Expr) -> tuple:
         """A term's place in a canonical sum: a numbered variable by its number, then a term over numbered
-        variables and constants by its structure; any other term after those, in the order it came."""
+        variables and constants by its structure (spelled as text: any two compare); any other term after
+        those, in the order it came."""
         found = self.orders.get(e)
         if found is None:
             if e.op is Op.VAR:
                 n = self.vars.get(e)
                 found = (2,) if n is None else (0, n)
             elif e.op is Op.CONST:
-                found = (1, ("c", e.dtype, hashable(e.arg)))
+                found = (1, repr(("c", e.dtype, hashable(e.arg))))
             elif e.op in _TERMS:
                 parts = [self._order(s) for s in e.src]
-                found = (2,) if any(p[0] == 2 for p in parts) else (1, (e.op, e.dtype, *parts))
+                found = (2,) if any(p[0] == 2 for p in parts) else (1, repr((e.op.name, e.dtype, parts)))
             else:
                 found = (2,)
             self.orders[e] = found

@@ -229,3 +229,16 @@ def test_a_nest_computing_a_product_of_variables_has_a_key():
     key = nest_key(nest, lambda t: prog.buffers[t])
     assert key is not None
     assert nest_key(_respelled(nest, 1, 1), lambda t: prog.buffers[t])[0] == key[0]
+
+
+def test_a_sum_of_terms_of_several_kinds_has_a_key():
+    """Terms of a sum made of different operations (a floor division, a remainder, a constant
+    inside) are ordered by a spelling any two of them compare in (ordering their operations
+    themselves raised ``TypeError``)."""
+    X = ta.placeholder((6, 12), F, name="X")
+    Y = ta.compute((6, 12), lambda i, j: X[i, j] * ta.cast(F, j // 3 + j % 4 + (j + 1) // 2), name="Y")
+    prog = ta.lower([Y], [X]).program
+    (nest,) = [s for s in prog.steps if isinstance(s, Nest)]
+    key = nest_key(nest, lambda t: prog.buffers[t])
+    assert key is not None
+    assert nest_key(_respelled(nest, 1, 1), lambda t: prog.buffers[t])[0] == key[0]
