@@ -94,6 +94,13 @@ PRODUCT_OPT_LEVEL = 2
 UNSWITCHED_OPT_LEVEL = 2
 #: the most copies of a nest's inner loops :func:`unswitched` makes (a transform's rows: 4 or 6)
 MAX_UNSWITCHED = 8
+#: a nest function whose nests do at most 1/MINOR_SHARE of the work of the program's plain nests (a
+#: product's points, run by the library's micro-kernel, cost a few hundredths of a plain point's) is
+#: optimized at MINOR_OPT_LEVEL at most: -O3's full unrolling of it costs LLVM several times -O2's time
+#: (a convolution's weight gradient beside its Winograd transforms: 60 ms against 18), for a share of
+#: the run too small to measure
+MINOR_SHARE = 128
+MINOR_OPT_LEVEL = 2
 
 
 def _fills_in_a_loop(step) -> bool:
@@ -272,6 +279,14 @@ class ModuleEmitter:
                 self.fill_fns[id(step)] = self.fill_function(k, step)
         self.main_function(nests)
         self.mathlib.finish()
+        work: dict[ir.Function, int] = {}  # (a plain nest function's: of all the nests calling it)
+        for _, step, fn, _ in nests:
+            if step.attrs.gemm is None:
+                work[fn] = work.get(fn, 0) + step.work
+        total = sum(work.values())
+        for fn, w in work.items():
+            if w * MINOR_SHARE <= total:
+                at_most_level(fn, MINOR_OPT_LEVEL)
         return self.module
 
     def nest_function(self, k: int, nest: Nest) -> ir.Function:

@@ -26,9 +26,12 @@ class Attributes(ir.values.FunctionAttributes):
 
 
 def at_most_level(fn: ir.Function, level: int) -> None:
-    """Mark ``fn`` to be optimized at ``-O<level>`` at most: compiling a kernel, its part of the module
-    goes through that pipeline (:func:`.jit.module_split.split`)."""
-    attributes = Attributes(fn.attributes)
+    """Mark ``fn`` to be optimized at ``-O<level>`` at most (the lowest level asked for): compiling a
+    kernel, its part of the module goes through that pipeline (:func:`.jit.module_split.split`)."""
+    attributes = fn.attributes if isinstance(fn.attributes, Attributes) else Attributes(fn.attributes)
+    for asked in [a for a in attributes if a.startswith(f'"{OPT_LEVEL_ATTRIBUTE}"=')]:
+        level = min(level, int(asked.split("=")[1].strip('"')))
+        attributes.discard(asked)
     attributes.add_string(OPT_LEVEL_ATTRIBUTE, str(level))
     fn.attributes = attributes
 

@@ -4,7 +4,10 @@
 first appearance), keeping everything that reaches its LLVM function: statements and order, loop bounds,
 steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
 strides, the accumulators' dtypes, whether it is parallel and how its rows run
-(:attr:`.program.NestAttrs.row_lanes`).  Names, notes, work and owners are left out.
+(:attr:`.program.NestAttrs.row_lanes`).  Names, notes, work and owners are left out, and so is how index
+arithmetic is spelled: each integer sum of terms is keyed by its linear form, its terms in the order of
+their loop variables (two transforms whose reads are ``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one
+function, which computes either).
 :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
 parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
@@ -12,10 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tensorad.ir.expr import DataIndex, Expr
-from tensorad.ir.spelling import Speller, Unkeyable
+from tensorad.ir import dtype as dt
+from tensorad.ir.expr import DataIndex, Expr, Op, const
+from tensorad.ir.rewrite import fold_along
+from tensorad.ir.spelling import Speller, Unkeyable, hashable
+from tensorad.poly.linear import Linear, to_linear
 
 from ..program import Assign, Buffer, If, Loop, Nest, Store
+
+_LINEAR = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.NEG))
+# the operations a term ordered by its structure is made of
+_TERMS = _LINEAR | frozenset((Op.FLOORDIV, Op.MOD, Op.MINIMUM, Op.MAXIMUM, Op.CAST))
 
 
 class _Speller(Speller):
@@ -25,6 +35,56 @@ class _Speller(Speller):
         super().__init__()
         self.buffer_of = buffer_of  # a READ's or Store's tensor -> its buffer
         self.buffers: dict[Buffer, int] = {}  # (buffers hash by identity)
+        self.canon: dict[Expr, Expr] = {}  # a node -> its index arithmetic in canonical form
+        self.forms: dict = {}  # (to_linear's memo)
+        self.orders: dict[Expr, tuple] = {}  # a canonical term -> where it goes in a sum
+
+    def expr(self, root: Expr) -> int:
+        return super().expr(fold_along(root, self._parts, self._canonical, self.canon))
+
+    def _form(self, e: Expr) -> Linear | None:
+        """The linear form of an integer sum of terms (not of a product of two variables: an atom)."""
+        if e.op not in _LINEAR or not dt.is_int(e.dtype):
+            return None
+        f = to_linear(e, self.forms)
+        return None if len(f.terms) == 1 and f.terms[0][0] is e else f
+
+    def _parts(self, e: Expr) -> tuple:
+        f = self._form(e)
+        return e.src if f is None else tuple(a for a, _ in f.terms)
+
+    def _canonical(self, e: Expr) -> Expr:
+        """``e`` over canonical operands; an integer sum of terms rebuilt from its linear form."""
+        f = self._form(e)
+        if f is not None:
+            terms = sorted(((self.canon[a], k) for a, k in f.terms), key=lambda t: self._order(t[0]))
+            out = None
+            for atom, k in terms:
+                term = atom if k == 1 else Expr(Op.MUL, e.dtype, (const(k, e.dtype), atom))
+                out = term if out is None else Expr(Op.ADD, e.dtype, (out, term))
+            c = const(f.const, e.dtype)
+            return c if out is None else Expr(Op.ADD, e.dtype, (out, c)) if f.const else out
+        src = tuple(self.canon[s] for s in e.src)
+        return e if all(a is b for a, b in zip(src, e.src)) else e.replace(src=src)
+
+    def _order(self, e: Expr) -> tuple:
+        """A term's place in a canonical sum: a numbered variable by its number, then a term over numbered
+        variables and constants by its structure (spelled as text: any two compare); any other term after
+        those, in the order it came."""
+        found = self.orders.get(e)
+        if found is None:
+            if e.op is Op.VAR:
+                n = self.vars.get(e)
+                found = (2,) if n is None else (0, n)
+            elif e.op is Op.CONST:
+                found = (1, repr(("c", e.dtype, hashable(e.arg))))
+            elif e.op in _TERMS:
+                parts = [self._order(s) for s in e.src]
+                found = (2,) if any(p[0] == 2 for p in parts) else (1, repr((e.op.name, e.dtype, parts)))
+            else:
+                found = (2,)
+            self.orders[e] = found
+        return found
 
     def buffer(self, t: object) -> int:
         return self.buffers.setdefault(self.buffer_of(t), len(self.buffers))

@@ -10,6 +10,7 @@ written here.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,9 +20,11 @@ from hypothesis import strategies as st
 from tensorad.codegen.llvm.bounds_checks import Checks
 from tensorad.codegen.llvm.emit import ModuleEmitter
 from tensorad.codegen.loops.nest_key import nest_key
-from tensorad.codegen.program import Nest
+from tensorad.codegen.program import Loop, Nest, map_stmt, walk_stmts
 
 import tensorad as ta
+from tensorad.ir.expr import Expr, Op, const
+from tensorad.ir.rewrite import substitute
 
 F = "float64"
 KINDS = (  # (tensorad body, NumPy formula)
@@ -182,3 +185,60 @@ def test_nests_differing_in_anything_that_reaches_code_never_share_a_key(p, fiel
         return
     assert _keys(p) != _keys(q), (p, q)
     assert _keys(p) == _keys(p, names="_renamed")  # names never reach the key
+
+
+
+def _respelled(nest: Nest, a: int, b: int) -> Nest:
+    """``nest`` with each loop variable ``v`` read and stored at ``((v - 2) + a) + b``, written out
+    unsimplified (``v`` itself where ``a + b == 2``)."""
+    def spelled(v: Expr) -> Expr:
+        t = v.dtype
+        shifted = Expr(Op.ADD, t, (Expr(Op.SUB, t, (v, const(2, t))), const(a, t)))
+        return Expr(Op.ADD, t, (shifted, const(b, t)))
+    mapping = {s.var: spelled(s.var) for s in walk_stmts(nest.body) if isinstance(s, Loop)}
+    return replace(nest, body=tuple(map_stmt(s, lambda e: substitute(e, mapping)) for s in nest.body))
+
+
+def test_nests_whose_index_arithmetic_is_spelled_two_ways_share_a_key():
+    """Index arithmetic is keyed by its linear form, not its spelling: a nest and the same nest with
+    its indices written ``((i - 2) + 1) + 1`` or ``((i - 2) + 5) - 3`` share one key, hence one
+    function (the Winograd input transforms of a convolution's two gradients, read at
+    ``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]``, were compiled twice); a respelling that moves an
+    index does not share it."""
+    X = ta.placeholder((6, 9), F, name="X")
+    Y = ta.compute((6, 5), lambda i, j: X[i, j + 2] * 2.0 + X[i, 4 - j], name="Y")
+    prog = ta.lower([Y], [X]).program
+    (nest,) = [s for s in prog.steps if isinstance(s, Nest)]
+
+    def key(n: Nest) -> tuple:
+        return nest_key(n, lambda t: prog.buffers[t])[0]
+    assert key(_respelled(nest, 1, 1)) == key(nest)
+    assert key(_respelled(nest, 5, -3)) == key(_respelled(_respelled(nest, 0, 2), 3, -1)) == key(nest)
+    assert key(_respelled(nest, 1, 0)) != key(nest)
+    assert key(_respelled(nest, 1, 0)) == key(_respelled(nest, -1, 2))
+
+
+def test_a_nest_computing_a_product_of_variables_has_a_key():
+    """A product of two loop variables in integer arithmetic (``i * j``) is a term of its own in the
+    linear form: keying it ends (it was its own operand, and the key looped for ever), and a
+    respelling of the variables inside it still shares the key."""
+    X = ta.placeholder((6, 5), F, name="X")
+    Y = ta.compute((6, 5), lambda i, j: X[i, j] * ta.cast("float64", i * j + 1), name="Y")
+    prog = ta.lower([Y], [X]).program
+    (nest,) = [s for s in prog.steps if isinstance(s, Nest)]
+    key = nest_key(nest, lambda t: prog.buffers[t])
+    assert key is not None
+    assert nest_key(_respelled(nest, 1, 1), lambda t: prog.buffers[t])[0] == key[0]
+
+
+def test_a_sum_of_terms_of_several_kinds_has_a_key():
+    """Terms of a sum made of different operations (a floor division, a remainder, a constant
+    inside) are ordered by a spelling any two of them compare in (ordering their operations
+    themselves raised ``TypeError``)."""
+    X = ta.placeholder((6, 12), F, name="X")
+    Y = ta.compute((6, 12), lambda i, j: X[i, j] * ta.cast(F, j // 3 + j % 4 + (j + 1) // 2), name="Y")
+    prog = ta.lower([Y], [X]).program
+    (nest,) = [s for s in prog.steps if isinstance(s, Nest)]
+    key = nest_key(nest, lambda t: prog.buffers[t])
+    assert key is not None
+    assert nest_key(_respelled(nest, 1, 1), lambda t: prog.buffers[t])[0] == key[0]

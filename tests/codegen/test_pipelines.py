@@ -8,11 +8,14 @@ with both ``-O2`` compiles as slowly.  The object code that runs is compared wit
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import module_split as modsplit
 from tensorad.codegen.jit import object_check as objcheck
+from tensorad.codegen.llvm import emit
 from tensorad.codegen.runtime import compiled_cache
 from tensorad.codegen.runtime.compiled_cache import CompiledCache
 
@@ -147,3 +150,40 @@ def test_the_optimized_ir_an_export_and_a_recompiled_pickle_use_each_part_s_leve
     dx, dw = again(x, w, h)
     np.testing.assert_allclose(dx, masked @ w.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(dw, x.T @ masked, rtol=1e-4, atol=1e-4)
+
+
+def _levels_asked(text: str) -> dict[str, int]:
+    """Each nest function's name (its step's) and the level it asks for (3: none asked)."""
+    out = {}
+    for m in re.finditer(r'^define void @"\w+?_(nest\d+)"\(.*$', text, re.M):
+        asked = re.search(r'"tensorad-opt-level"="(\d)"', m.group(0))
+        out[m.group(1)] = int(asked.group(1)) if asked else 3
+    return out
+
+
+@pytest.mark.parametrize("share", [128, 256])
+def test_a_nest_function_doing_a_small_share_of_the_work_compiles_at_O2(monkeypatch, share):
+    """A nest function whose nests do at most ``1/MINOR_SHARE`` of the plain nests' work is compiled
+    at -O2 (a convolution's weight gradient beside its Winograd transforms: -O3 spent 3x -O2's time on
+    it); the share counts every nest calling the function (three identical 8-point steps, 24 of 4120
+    points: one function, minor at 1/128 and not at 1/256, though each step alone is); the kernel gives
+    NumPy's answer."""
+    monkeypatch.setattr(emit, "MINOR_SHARE", share)
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    X = ta.placeholder((64, 64), "float32", name="X")
+    A = ta.placeholder((8,), "float32", name="A")
+    Y = ta.compute((64, 64), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y")
+    B1 = ta.compute((8,), lambda i: A[i] * 3.0, name="B1")
+    B2 = ta.compute((8,), lambda i: B1[i] * 3.0, name="B2")
+    B3 = ta.compute((8,), lambda i: B2[i] * 3.0, name="B3")
+    k = ta.build([Y, B3], [X, A], cache=False, num_threads=1, fuse=False, materialize=[B1, B2])
+    c = k.compiled
+    assert _levels_asked(c.llvm_ir_unoptimized) == {"nest0": 3, "nest1": 2 if share == 128 else 3}
+    parts = modsplit.split(c.llvm_ir_unoptimized, 1, c.opt_level)
+    assert sorted(level for _, level in parts) == ([2, 3] if share == 128 else [3])
+    rng = np.random.default_rng(4)
+    x, a = rng.standard_normal((64, 64), dtype=np.float32), rng.standard_normal(8, dtype=np.float32)
+    y, b3 = k(x, a)
+    np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(b3, a * 27, rtol=1e-6)
