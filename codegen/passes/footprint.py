@@ -289,8 +289,9 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
 
 def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
     """``bodies`` with each sum's ``where`` narrowed to the affine index conditions outside which its
-    term is zero, read through the materialized elementwise tensors it reads (a guard of ``-inf`` made
-    zero by ``exp`` included, :func:`~tensorad.simplify.zeros.nonzero.finite_guard`), under the
+    term is zero, found through the materialized elementwise tensors it reads (a guard of ``-inf`` made
+    zero by ``exp`` included, :func:`~tensorad.simplify.zeros.nonzero.finite_guard`; the term's own
+    guards and the explicit ones of what it reads are left to the strategies), under the
     optimizer's strong reading (``0 * x`` is ``0``).  A softmax of scores masked with
     ``if_then_else(j <= i, s, -inf)`` then runs its sums, and its product with ``V``, over ``j <= i``
     as ``ta.topi``'s masked spelling does, and :func:`shrink_to_footprints` narrows their producers."""
@@ -312,7 +313,8 @@ def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
         red = bodies[op][0]
         if len(bodies[op]) != 1 or red.op is not Op.REDUCE or red.arg.combiner.kind != "sum":
             continue
-        for c in conjuncts(simplify_expr(fold(red.src[1], rules))):
+        local = set(conjuncts(simplify_expr(fold(red.src[1], NZ_RULES))))  # (left to the strategies)
+        for c in (c for c in conjuncts(simplify_expr(fold(red.src[1], rules))) if c not in local):
             zero = const(0, red.dtype)
             moved = guard_into_domain(Expr(Op.REDUCE, red.dtype, (red.src[0], choice(Op.IF_THEN_ELSE, c,
                                            red.src[1], zero)), red.arg), ("sum",))
