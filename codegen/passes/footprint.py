@@ -22,7 +22,7 @@ from tensorad.simplify.algebra.rules import simplify_expr
 from tensorad.simplify.zeros.nonzero import NZ_RULES, read_nonzero
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, logical, var
-from tensorad.ir.rewrite import fold, substitute, substituter, walk
+from tensorad.ir.rewrite import fold, free_vars, substitute, substituter, walk
 from tensorad.ir.tensor import ComputeOp
 from tensorad.lang.tensor_lang import guard_into_domain
 from tensorad.poly.affine import IndexSpace, NotAffine
@@ -287,6 +287,15 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
     return bodies
 
 
+def _holds_on_box(c: Expr) -> bool:
+    """``c`` holds at every point of its variables' ranges (or is not an affine index condition)."""
+    space = IndexSpace(free_vars(c))
+    try:
+        return space.box().is_subset(space.cond(c))
+    except (NotAffine, ValueError, TypeError):
+        return True
+
+
 def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
     """``bodies`` with each sum's ``where`` narrowed to the affine index conditions outside which its
     term is zero, found through the materialized elementwise tensors it reads (a guard of ``-inf`` made
@@ -315,6 +324,8 @@ def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
             continue
         local = set(conjuncts(simplify_expr(fold(red.src[1], NZ_RULES))))  # (left to the strategies)
         for c in (c for c in conjuncts(simplify_expr(fold(red.src[1], rules))) if c not in local):
+            if _holds_on_box(c):
+                continue
             zero = const(0, red.dtype)
             moved = guard_into_domain(Expr(Op.REDUCE, red.dtype, (red.src[0], choice(Op.IF_THEN_ELSE, c,
                                            red.src[1], zero)), red.arg), ("sum",))
