@@ -21,9 +21,9 @@ B, N, D = 2, 24, 8
 
 def _spelled(Q, K, V):
     r = ta.reduce_axis((0, D), "d")
+    off = ta.const(float("-inf"), "float64")
     scores = ta.compute((B, N, N), lambda h, i, j: ta.if_then_else(
-        j <= i, ta.sum(Q[h, i, r] * K[h, j, r], axis=r) * (1.0 / D ** 0.5), ta.const(float("-inf"), "float64")),
-        name="scores")
+        j <= i, ta.sum(Q[h, i, r] * K[h, j, r], axis=r) * (1.0 / D ** 0.5), off), name="scores")
     j = ta.reduce_axis((0, N), "j")
     m = ta.compute((B, N), lambda h, i: ta.max(scores[h, i, j], axis=j), name="m")
     e = ta.compute((B, N, N), lambda h, i, k: ta.exp(scores[h, i, k] - m[h, i]), name="e")
