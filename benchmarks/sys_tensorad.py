@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import handwritten
+from . import handwritten, spelled
 from .systems import Phase, Unavailable, as_list, import_failure
 
 _options: dict = {"num_threads": 1}   # ta.build options of this worker (threads, target)
@@ -46,6 +46,8 @@ def topi_forward(kind: str, p: dict, params: dict | None = None):
     ta = _ta()
     nn = ta.topi.nn
     params = params or {}
+    if params.get("spelled"):
+        return spelled.forward(kind, p, params)
     if kind == "dense":
         return nn.dense(p["X"], p["W"], p["B"])
     if kind == "conv2d":

@@ -5,13 +5,15 @@ gradients are asked for, and a ``kind`` that selects its formulas in each system
 (``sys_numpy``, ``sys_torch``, ``sys_jax``, ``sys_tensorad``, ``handwritten``).  ``tiny``
 shapes keep the same structure at a size the smoke test runs in milliseconds.
 
-Four suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
+Five suites: ``seed`` (the seed's table); ``layers``, the ordinary layers of a ResNet, a
 Transformer block and a classifier head at realistic shapes, none of which tensorad was tuned on;
 ``models``, whole models (a Transformer block, a small CNN, a ResNet basic block, an MLP
 classifier, an LSTM) from their inputs to the loss;
 ``norms`` (not in the default set), the layers' neighbours: group/instance/RMS/layer norms at
 other and odd widths, a language-model head with label smoothing, SwiGLU, causal ViT attention
-(197 tokens), an embedding table's gradient, long-sequence attention, residual + layer norm.
+(197 tokens), an embedding table's gradient, long-sequence attention, residual + layer norm;
+``spelled`` (not in the default set), layers written with ``ta.compute`` as a user writes them,
+beside their ``ta.topi`` spelling.
 Their float64 reference is PyTorch's autograd when PyTorch is installed (``reference.py``).
 
 Inputs are uniform in ``[-scale, scale]`` (the seed's natural range ``[-1, 1]``), except the
@@ -234,6 +236,44 @@ NORMS: list[Workload] = [
 ]
 
 
+# The issue's rows spelled as a user writes them (``benchmarks/spelled.py``: ``ta.compute``,
+# ``ta.sum``/``ta.max``, ``if_then_else``; ``params["spelled"]``), each beside its ``ta.topi``
+# spelling at the same shapes (the ``layers`` entries, ``group_norm32``, ``ce_smooth32k``, and the
+# topi rows below), and the peers' formula of the same ``kind``.  ``--suite spelled``.
+_LSTM_CELL = _lstm_shapes(1, 32, 128, 256)
+_LSTM_TINY = _lstm_shapes(1, 2, 4, 3)
+_ATTN = {"Q": (8, 256, 64), "K": (8, 256, 64), "V": (8, 256, 64)}
+_ATTN_TINY = {"Q": (2, 5, 3), "K": (2, 5, 3), "V": (2, 5, 3)}
+SPELLED: list[Workload] = [
+    Workload("causal_attention256", "causal_attention", "causal attention, topi, 8 heads x 256 "
+             "tokens x 64 (grad Q, K, V)", _ATTN, _ATTN_TINY, ("Q", "K", "V"), NO_SEED, suite="spelled"),
+    Workload("spelled_causal_attention", "causal_attention", "causal attention spelled: "
+             "if_then_else(j <= i, sum(Q*K) * s, -inf), softmax, P V (grad Q, K, V)", _ATTN, _ATTN_TINY,
+             ("Q", "K", "V"), NO_SEED, params={"spelled": True}, suite="spelled"),
+    Workload("spelled_layer_norm", "layer_norm", "layer norm spelled with ta.compute (mean, var, "
+             "normalize) over 256 features (grad X, gamma, beta)",
+             {"X": (1024, 256), "gamma": (256,), "beta": (256,)},
+             {"X": (6, 8), "gamma": (8,), "beta": (8,)}, ("X", "gamma", "beta"), NO_SEED,
+             params={"positive": ("gamma",), "spelled": True}, suite="spelled"),
+    Workload("spelled_group_norm32", "group_norm", "group norm spelled with ta.compute, 32 groups "
+             "(grad X, gamma, beta)",
+             {"X": (8, 256, 28, 28), "gamma": (256,), "beta": (256,)},
+             {"X": (2, 64, 3, 5), "gamma": (64,), "beta": (64,)}, ("X", "gamma", "beta"), NO_SEED,
+             params={"positive": ("gamma",), "groups": 32, "spelled": True}, suite="spelled"),
+    Workload("spelled_ce_smooth32k", "ce_smooth", "cross-entropy spelled: a smoothed target "
+             "if_then_else(c == L[r], ...) times log-softmax, 32,000 classes, 64 tokens (grad logits)",
+             {"Z": (64, 32000), "labels": (64,)}, {"Z": (3, 13), "labels": (3,)}, ("Z",), NO_SEED,
+             scale=4.0, params={"ints": {"labels": (32000, 13)}, "smoothing": 0.1, "spelled": True},
+             suite="spelled"),
+    Workload("lstm_cell", "lstm", "LSTM cell, topi, batch 32, input 128, hidden 256, summed "
+             "(grad Wih, Whh, b)", _LSTM_CELL, _LSTM_TINY, ("Wih", "Whh", "b"), NO_SEED, scale=0.1,
+             suite="spelled"),
+    Workload("spelled_lstm_cell", "lstm", "LSTM cell spelled with ta.compute (two products, gates, "
+             "cell) (grad Wih, Whh, b)", _LSTM_CELL, _LSTM_TINY, ("Wih", "Whh", "b"), NO_SEED,
+             scale=0.1, params={"spelled": True}, suite="spelled"),
+]
+
+
 def _conv(name: str, title: str, x: tuple[int, ...], w: tuple[int, ...], x_tiny: tuple[int, ...],
           w_tiny: tuple[int, ...], bias: bool = False, **params) -> Workload:
     """A convolution variant of the ``convs`` suite (``kind`` ``conv``): ``params`` are
@@ -280,8 +320,8 @@ CONVS: list[Workload] = [
     _conv("conv3x3_odd7x13", "conv 3x3 pad 1 + ReLU on a 7x13 input, 64 -> 96", (32, 64, 7, 13),
           (96, 64, 3, 3), (2, 3, 3, 5), (4, 3, 3, 3), padding=1, relu=True),
 ]
-WORKLOADS = WORKLOADS + LAYERS + MODELS + NORMS + CONVS
-SUITES = ("seed", "layers", "models", "norms", "convs")
+WORKLOADS = WORKLOADS + LAYERS + MODELS + NORMS + SPELLED + CONVS
+SUITES = ("seed", "layers", "models", "norms", "spelled", "convs")
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 

@@ -41,7 +41,7 @@ from .passes.buffers import choose_materialized, inline_bodies, reuse_materializ
 from .passes.chains import contract_sums, split_scans
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
-from .passes.footprint import shrink_to_footprints
+from .passes.footprint import shrink_to_footprints, zero_terms_into_domain
 from .passes.row_bound import bound_rows
 from .passes.shared_packing import share_packed_sides
 from .passes.shared_scatters import share_scatter_sums
@@ -260,6 +260,10 @@ def _new_ops(make: Callable[[_Rewriting], list[ComputeOp]]) -> Callable[[_Rewrit
     return run
 
 
+def _zero_terms(state: _Rewriting) -> None:
+    state.bodies = zero_terms_into_domain(state.ops, state.bodies)
+
+
 def _footprints(state: _Rewriting) -> None:
     state.bodies = shrink_to_footprints(state.ops, state.bodies, {t.op for t in state.outputs})
 
@@ -290,6 +294,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
     _new_ops(lambda s: contract_sums(s.ops, s.bodies)),
     _new_ops(lambda s: split_scans(s.ops, s.bodies, s.fastmath)),
+    _zero_terms,
     _footprints,
     _prove_bounds,
     _new_ops(lambda s: share_scatter_sums(s.ops, s.bodies, s.outputs, _reads_in_bounds)),

@@ -17,10 +17,14 @@ import math
 from collections.abc import Sequence
 
 import islpy as isl
+from tensorad.simplify.algebra.logic import conjuncts
+from tensorad.simplify.algebra.rules import simplify_expr
+from tensorad.simplify.zeros.nonzero import NZ_RULES, read_nonzero
 
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, logical, var
-from tensorad.ir.rewrite import substitute, substituter, walk
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, logical, var
+from tensorad.ir.rewrite import fold, free_vars, substitute, substituter, walk
 from tensorad.ir.tensor import ComputeOp
+from tensorad.lang.tensor_lang import guard_into_domain
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.to_expr import set_to_cond
 
@@ -281,3 +285,51 @@ def shrink_to_footprints(ops: Sequence[ComputeOp], bodies: dict, outputs: set) -
                 img = _image(read, guards, free, call, shared)
                 fps[t] = None if img is None else img if t not in fps else call.union(fps[t], img)
     return bodies
+
+
+def _holds_on_box(c: Expr) -> bool:
+    """``c`` holds at every point of its variables' ranges (or is not an affine index condition)."""
+    space = IndexSpace(free_vars(c))
+    try:
+        return space.box().is_subset(space.cond(c))
+    except (NotAffine, ValueError, TypeError):
+        return True
+
+
+def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
+    """``bodies`` with each sum's ``where`` narrowed to the affine index conditions outside which its
+    term is zero, found through the materialized elementwise tensors it reads (a guard of ``-inf`` made
+    zero by ``exp`` included, :func:`~tensorad.simplify.zeros.nonzero.finite_guard`; the term's own
+    guards and the explicit ones of what it reads are left to the strategies), under the
+    optimizer's strong reading (``0 * x`` is ``0``).  A softmax of scores masked with
+    ``if_then_else(j <= i, s, -inf)`` then runs its sums, and its product with ``V``, over ``j <= i``
+    as ``ta.topi``'s masked spelling does, and :func:`shrink_to_footprints` narrows their producers."""
+    materialized = set(ops)
+    guards: dict = {}  # tensor -> its nonzero condition on its axes: this call's
+
+    def read(n: Expr, *idx: Expr) -> Expr:
+        t = n.arg
+        if t.op not in materialized or len(bodies[t.op]) != 1 or bodies[t.op][0].op is Op.REDUCE:
+            return read_nonzero(n)
+        if t not in guards:
+            guards[t] = TRUE  # (a cycle reads True)
+            guards[t] = simplify_expr(fold(bodies[t.op][0], rules))
+        return TRUE if guards[t] is TRUE else substitute(guards[t], dict(zip(t.op.axes, n.src)))
+
+    rules = {**NZ_RULES, Op.READ: read}
+    out = dict(bodies)
+    for op in ops:
+        red = bodies[op][0]
+        if len(bodies[op]) != 1 or red.op is not Op.REDUCE or red.arg.combiner.kind != "sum":
+            continue
+        local = set(conjuncts(simplify_expr(fold(red.src[1], NZ_RULES))))  # (left to the strategies)
+        for c in (c for c in conjuncts(simplify_expr(fold(red.src[1], rules))) if c not in local):
+            if _holds_on_box(c):
+                continue
+            zero = const(0, red.dtype)
+            moved = guard_into_domain(Expr(Op.REDUCE, red.dtype, (red.src[0], choice(Op.IF_THEN_ELSE, c,
+                                           red.src[1], zero)), red.arg), ("sum",))
+            if moved.src[1] is red.src[1]:
+                red = moved
+        out[op] = (red,)
+    return out

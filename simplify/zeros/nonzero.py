@@ -13,7 +13,12 @@ divided by anything is zero: the one licensed difference of optimized code (docs
     nz(f(a))               = nz(a)   for f(0) = 0: tanh, sqrt, abs, sin
     nz(a ** p)             = nz(a)   for a constant p > 0 (0 ** 0 = 1: else True)
     nz(T[idx])             = guard(T)[axes := idx]   (see :func:`tensor_guard`)
-    nz(anything else)      = True                variables, exp, log, reductions, ...
+    nz(exp(a))             = fin(a)                  (see :func:`finite_guard`)
+    nz(anything else)      = True                variables, log, reductions, ...
+
+``fin(a)`` is where ``a`` may be above ``-inf``: a score masked with ``if_then_else(c, s, -inf)``
+and shifted by its row's maximum, ``exp(masked - m)``, is zero outside ``c``, the same strong
+reading (``-inf - m`` is ``-inf``, as ``0 / m`` is ``0``).
 
 :func:`assume` simplifies an expression under facts known to hold: each fact becomes ``True``."""
 
@@ -68,6 +73,31 @@ def _positive_const(e: Expr) -> bool:
     return e.op is Op.CONST and e.dtype != dt.BOOL and e.arg > 0
 
 
+def _neg_inf(e: Expr) -> bool:
+    return e.op is Op.CONST and e.dtype != dt.BOOL and e.arg == float("-inf")
+
+
+def finite_guard(e: Expr) -> Expr:
+    """A condition outside which ``e`` is ``-inf`` (``True`` if none is known): of a choice, as
+    :func:`_choice`; of ``a + b`` either's; of ``a - b`` and ``a * p`` (a constant ``p > 0``) ``a``'s;
+    of a read of a tensor ``if_then_else(c, v, -inf)`` (or ``select``), ``c`` at the read's indices."""
+    op = e.op
+    if _neg_inf(e):
+        return FALSE
+    if op in (Op.SELECT, Op.IF_THEN_ELSE):
+        return _choice(e, e.src[0], finite_guard(e.src[1]), finite_guard(e.src[2]))
+    if op is Op.ADD:
+        return _and(finite_guard(e.src[0]), finite_guard(e.src[1]))
+    if op is Op.SUB or (op is Op.MUL and _positive_const(e.src[1])):
+        return finite_guard(e.src[0])
+    if op is Op.READ and isinstance(e.arg.op, ComputeOp):
+        body = e.arg.op.body[e.arg.value_index]
+        if body.op in (Op.SELECT, Op.IF_THEN_ELSE) and _neg_inf(body.src[2]) \
+                and not any(n.op in (Op.READ, Op.REDUCE) for n in walk(body.src[0])):
+            return substitute(body.src[0], dict(zip(e.arg.op.axes, e.src)))
+    return TRUE
+
+
 NZ_RULES = {
     Op.CONST: _const,                                  # nz(c) = c != 0
     Op.SELECT: _choice,                                # nz(sel(c,a,b)) = c&&nz(a) || !c&&nz(b)
@@ -84,10 +114,11 @@ NZ_RULES = {
     Op.CAST: _cast,                                    # nz(T(c)) = c; nz(T(a)) = nz(a)
     Op.TANH: _same, Op.SQRT: _same, Op.ABS: _same, Op.SIN: _same,  # f(0) = 0
     Op.ERF: _same,                                     # erf(0) = 0 (odd, zero only at 0)
+    Op.EXP: lambda n, a: finite_guard(n.src[0]),       # exp(-inf) = 0
     Op.READ: lambda n, *idx: read_nonzero(n),          # nz(T[idx]) = T's guard at idx
     Op.POW: lambda n, a, b: a if _positive_const(n.src[1]) else TRUE,  # 0**p = 0 for p > 0 only
 }
-for _op in (Op.VAR, Op.REDUCE, Op.EXP, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
+for _op in (Op.VAR, Op.REDUCE, Op.LOG, Op.SIGMOID, Op.COS, Op.DATA_INDEX):
     NZ_RULES[_op] = lambda n, *a: TRUE                 # may be nonzero anywhere
 for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
     NZ_RULES[_op] = lambda n, *a: n                    # a condition is its own nonzeroness
