@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import islpy as isl
 
@@ -35,7 +36,7 @@ from tensorad.ir.expr import TRUE, Expr, Op, const
 from tensorad.ir.reducer import CommReducer
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.poly import nesting as nest
-from tensorad.poly.domain import count_bound
+from tensorad.poly.domain import budgeted, count_bound
 
 from ..loops.domain import PolyStmt, ReductionInfo
 from ..program import Assign, Buffer, If, Store
@@ -76,9 +77,12 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
             continue
         stride = _stride(proj, pos)
         for step in (stride, -stride):
-            nested = nest.nesting(dom, proj, pos, step)
+            if stride == 1:
+                nested = nest.nesting(dom, proj, pos, step)
+            else:  # (a stride from modulos: isl's subset test of their lattices can run for minutes)
+                nested = budgeted(dom.get_ctx(), partial(nest.nesting, dom, proj, pos, step))
             if nested is None:
-                continue  # (nothing carried, or a term that leaves)
+                continue  # (nothing carried, a term that leaves, or too costly to know)
             carry, prev = nested
             fresh = dom.subtract(prev)
             updates = count_bound(fresh)  # (a cost estimate: exact unless isl might take long)
