@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 
 import islpy as isl
-from tensorad.simplify.algebra.logic import conjuncts
-from tensorad.simplify.algebra.rules import simplify_expr
+from tensorad.simplify.algebra.logic import all_of, conjuncts
+from tensorad.simplify.algebra.rules import is_zero, simplify_expr
 from tensorad.simplify.zeros.nonzero import NZ_RULES, read_nonzero
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, choice, const, logical, var
@@ -316,13 +316,25 @@ def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
             guards[t] = simplify_expr(fold(bodies[t.op][0], rules))
         return TRUE if guards[t] is TRUE else substitute(guards[t], dict(zip(t.op.axes, n.src)))
 
+    def stated_read(n: Expr, *idx: Expr) -> Expr:
+        """The guard a read's tensor states: a sum's ``where``, or ``c`` of its body ``select(c, e, 0)``."""
+        t = n.arg
+        body = t.op.body[t.value_index] if isinstance(t.op, ComputeOp) else None
+        if body is None or body.op is Op.REDUCE:
+            return read_nonzero(n)
+        if body.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not is_zero(body.src[2]):
+            return TRUE
+        cs = [c for c in conjuncts(body.src[0]) if not any(m.op in (Op.READ, Op.REDUCE) for m in walk(c))]
+        return substitute(all_of(cs), dict(zip(t.op.axes, n.src)))
+
     rules = {**NZ_RULES, Op.READ: read}
+    stated = {**NZ_RULES, Op.READ: stated_read}
     out = dict(bodies)
     for op in ops:
         red = bodies[op][0]
         if len(bodies[op]) != 1 or red.op is not Op.REDUCE or red.arg.combiner.kind != "sum":
             continue
-        local = set(conjuncts(simplify_expr(fold(red.src[1], NZ_RULES))))  # (left to the strategies)
+        local = set(conjuncts(simplify_expr(fold(red.src[1], stated))))  # (left to the strategies)
         for c in (c for c in conjuncts(simplify_expr(fold(red.src[1], rules))) if c not in local):
             if _holds_on_box(c):
                 continue
