@@ -87,7 +87,7 @@ def split_digits(bodies: tuple[Expr, ...]) -> tuple[Expr, ...]:
     axes = bodies[0].arg.axes
     split = plan_split(axes, bodies)
     if split is None or split.constraints:
-        return bodies
+        return tuple(Expr(Op.REDUCE, b.dtype, tuple(simplify_index(s) for s in b.src), b.arg) for b in bodies)
     out = []
     for b in bodies:
         src = tuple(split.apply(s) for s in b.src)
