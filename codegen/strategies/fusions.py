@@ -67,7 +67,7 @@ class EpilogueFusion:
 
     def lower(self, cand, ctx):
         r = cand.data.reduction.op
-        nest = ReductionNest(r, ctx.chosen[r].bodies, self._strips(cand, ctx))  # (its loops, collapsed or not)
+        nest = ReductionNest(r, ctx.chosen[r].bodies, self._strips(cand, ctx))  # (collapsed or not)
         return Plan([EpilogueStep(cand.op, cand.bodies, cand.data, nest)], absorbs=(r,))
 
 
