@@ -190,3 +190,20 @@ def stand_in_workers() -> Iterator:
     workers = isolate.Workers([sys.executable, script, os.path.dirname(os.path.abspath(isolate.__file__))])
     yield workers
     workers.close()
+
+
+@pytest.fixture
+def builds(monkeypatch) -> list:
+    """The static kernels ``ta.build`` makes for a symbolic program, counted (not a block refused a
+    runtime count of rows, :mod:`tensorad.codegen.passes.row_bound`, which compiles nothing)."""
+    import tensorad.symbolic as symbolic
+
+    made = []
+    real = symbolic._build
+
+    def counting(*args, **kwargs):
+        kernel = real(*args, **kwargs)
+        made.append(args[0])
+        return kernel
+    monkeypatch.setattr(symbolic, "_build", counting)
+    return made

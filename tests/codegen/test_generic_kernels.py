@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-import tensorad.symbolic as symbolic
 
 SIZES = (1, 7, 64, 300, 1000)
 RNG = np.random.default_rng(1)
@@ -75,20 +74,6 @@ def _central_gradient(f, values, h, eps=1e-6):
         grad[idx] = ((f(up, *rest) - f(down, *rest)) * h).sum() / (2 * eps)
     return grad
 
-
-@pytest.fixture
-def builds(monkeypatch):
-    """The static kernels ``ta.build`` makes for a symbolic program, counted (not a block refused a
-    runtime count of rows, :mod:`tensorad.codegen.passes.row_bound`, which compiles nothing)."""
-    made = []
-    real = symbolic._build
-
-    def counting(*args, **kwargs):
-        kernel = real(*args, **kwargs)
-        made.append(args[0])
-        return kernel
-    monkeypatch.setattr(symbolic, "_build", counting)
-    return made
 
 
 @pytest.mark.parametrize("case", ["softmax", "layer_norm", "dense", "row_loss"])

@@ -8,23 +8,10 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-import tensorad.symbolic as symbolic
 
 RNG = np.random.default_rng(5)
 SIZES = (1, 7, 64, 300, 1000)
 
-
-@pytest.fixture
-def builds(monkeypatch):
-    """The static kernels ``ta.build`` makes for a symbolic program, counted."""
-    made = []
-    real = symbolic._build
-
-    def counting(*args, **kwargs):
-        made.append(args[0])
-        return real(*args, **kwargs)
-    monkeypatch.setattr(symbolic, "_build", counting)
-    return made
 
 
 def _softmax(x):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-import tensorad.symbolic as symbolic
 
 RNG = np.random.default_rng(3)
 
@@ -16,18 +15,6 @@ RNG = np.random.default_rng(3)
 def rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
-
-@pytest.fixture
-def builds(monkeypatch):
-    """The static kernels ``ta.build`` makes for a symbolic program, counted."""
-    made = []
-    real = symbolic._build
-
-    def counting(*args, **kwargs):
-        made.append(args[0])
-        return real(*args, **kwargs)
-    monkeypatch.setattr(symbolic, "_build", counting)
-    return made
 
 
 def _middle(n):
