@@ -70,17 +70,18 @@ class _Intermediates:
         return kept
 
 
-def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
-    """``ops`` with the intermediates of every sum :func:`contract_chain` rewrites, each before its first
-    reader; ``bodies`` (op -> inlined bodies) is rewritten in place."""
+def _rewrite_each(ops: list[ComputeOp], bodies: dict, rewrite) -> list[ComputeOp]:
+    """``ops`` with each one-body op's body replaced by ``rewrite(op, body, made)`` (``None``: kept, and
+    what it made dropped), the intermediates it made in ``made`` placed before it; ``bodies`` is
+    rewritten in place."""
     made = _Intermediates()
     out: list[ComputeOp] = []
     for op in ops:
         (body, *more) = bodies[op]
-        if not more and body.op is Op.REDUCE:
+        if not more:
             made.reader = op
-            new = contract_chain(op.axes, body, made.lookup, made.make)
-            if new is None or new.op is not Op.REDUCE:  # (an elementwise result: the op stays a sum)
+            new = rewrite(op, body, made)
+            if new is None:
                 made.pending = []
             else:
                 bodies[op] = (new,)
@@ -91,24 +92,25 @@ def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
     return out
 
 
+def contract_sums(ops: list[ComputeOp], bodies: dict) -> list[ComputeOp]:
+    """``ops`` with the intermediates of every sum :func:`contract_chain` rewrites, each before its first
+    reader; ``bodies`` (op -> inlined bodies) is rewritten in place."""
+    def contract(op, body, made):
+        if body.op is not Op.REDUCE:
+            return None
+        new = contract_chain(op.axes, body, made.lookup, made.make)
+        return new if new is not None and new.op is Op.REDUCE else None  # (elementwise: stays a sum)
+    return _rewrite_each(ops, bodies, contract)
+
+
 def split_scans(ops: list[ComputeOp], bodies: dict, reassociate: bool) -> list[ComputeOp]:
     """``ops`` with every running reduction over independent ranges nested into one-axis scans (the
     module docstring), each intermediate before its reader; ``bodies`` is rewritten in place.
     ``reassociate``: float sums and products may nest (fast math)."""
-    made = _Intermediates()
-    out: list[ComputeOp] = []
-    for op in ops:
-        (body, *more) = bodies[op]
-        if not more:
-            made.reader = op
-            new = _nested_scans(op.axes, body, made, reassociate)
-            if new is not body:
-                bodies[op] = (new,)
-                kept = made.keep()
-                bodies.update((t, t.body) for t in kept)
-                out.extend(kept)
-        out.append(op)
-    return out
+    def nest(op, body, made):
+        new = _nested_scans(op.axes, body, made, reassociate)
+        return None if new is body else new
+    return _rewrite_each(ops, bodies, nest)
 
 
 def _all(conds: Sequence[Expr]) -> Expr:

@@ -39,7 +39,7 @@ def _inputs():
 
 
 def test_spelled_mask_does_the_topi_work_and_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     Q, K, V = _inputs()
     y = _spelled(Q, K, V)
     work = ta.lower([y], [Q, K, V], target=TARGET).work
