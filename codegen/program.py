@@ -97,18 +97,13 @@ class Fill:
 
 @dataclass(frozen=True)
 class NestAttrs:
-    """What scheduling decided about a nest beyond its loops, read by the passes after it and by emission.
-
-    * ``note``: what the schedule did (joined into the nest's note).
-    * ``parallel_dim``: the time dimension a parallel outermost loop must scan (-1: none may).
-    * ``range``: ``(lo, hi, step)`` of the outermost loop shared among threads (``None``: not shared);
-      a micro-kernel call's ``(0, blocks, 1)``.
-    * ``grain``: the trips a thread's share is a multiple of (a scatter's columns,
-      :mod:`.strategies.scatter`).
-    * ``row_lanes``: ``(lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of its
-      first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's
-      vectorizer off), else vectorized at that width (``None``: not such a scan).
-    * ``gemm``: the micro-kernel call the nest runs (:mod:`.gemm`; ``None``: plain loops)."""
+    """What scheduling decided about a nest beyond its loops, read by the passes after it and by emission:
+    ``note`` (joined into the nest's note); ``parallel_dim``, the time dimension a parallel outermost loop
+    must scan (-1: none may); ``range``, ``(lo, hi, step)`` of the outermost loop shared among threads
+    (``None``: not shared; a micro-kernel call's ``(0, blocks, 1)``); ``grain``, the trips a thread's share is
+    a multiple of (:mod:`.strategies.scatter`); ``row_lanes``, ``(lanes, loops)`` of a scan's rows
+    (:func:`.strategies.scan.row_lanes`: 1, rolled and scalar, else vectorized at that width; ``None``: not
+    such a scan); ``gemm``, the micro-kernel call the nest runs (``None``: plain loops)."""
 
     note: str = ""
     parallel_dim: int = -1
