@@ -1,16 +1,12 @@
 """``ta.build``: key, look up, else lower, emit LLVM IR, compile, link, wrap in a :class:`Kernel`.
 
-Compiled code is cached at two levels, keyed by a SHA-256 of :func:`.jit.build_key.describe`'s text,
-taken *before* lowering, or where that cannot be (``tune=True``) of the loop program's text:
-
-* in the process (:data:`.runtime.compiled_cache.COMPILED`): a rebuild of a live or recent kernel is a
-  lookup;
-* on disk (:mod:`.jit.disk_cache`): a new process links the stored object code, running neither lowering
-  nor LLVM.  ``cache=False`` (or ``TENSORAD_NO_DISK_CACHE=1``) neither reads nor writes it.
-
-A disk entry holds the object code, the entry names, the libraries it calls, the key text and the kernel's
-signature (both compared before linking) and the compressed IR.  A cached kernel lowers only when
-``kernel.lowered`` is asked for.  Its code is linked into an engine owned by its :class:`Compiled`."""
+Compiled code is cached, keyed by a SHA-256 of :func:`.jit.build_key.describe`'s text taken *before*
+lowering (with ``tune=True``, of the loop program's text), in the process
+(:data:`.runtime.compiled_cache.COMPILED`) and on disk (:mod:`.jit.disk_cache`: object code, entry names,
+the libraries it calls, the key text and signature, compared before linking, and the compressed IR), so a
+new process links stored code, running neither lowering nor LLVM.  ``cache=False`` (or
+``TENSORAD_NO_DISK_CACHE=1``) skips the disk.  A cached kernel lowers only when ``kernel.lowered`` is
+asked for; its code is linked into an engine owned by its :class:`Compiled`."""
 
 from __future__ import annotations
 

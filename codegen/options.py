@@ -70,21 +70,20 @@ class Options:
     """Options of ``lower``/``build`` (hashable: they key the caches).
 
     * ``num_threads``: threads of each parallel loop (default: ``OMP_NUM_THREADS`` when set, else the CPUs
-      this process may run on; settable as ``kernel.num_threads``); ``parallel=False`` makes no parallel
-      loop; ``parallel_min_work``: nests with fewer innermost-body executions (weighted by
-      :func:`work_weight`) stay on one thread.
+      this process may run on; settable as ``kernel.num_threads``); ``parallel=False``: no parallel loop;
+      ``parallel_min_work``: nests with fewer innermost-body executions (weighted by :func:`work_weight`) stay
+      on one thread.
     * ``fastmath`` (default True): reductions may be reassociated (vectorized, blocked, split in halves:
-      :mod:`.gemm.splitk`), multiply-adds fused, and the terms of a sum that share a factor summed as
-      one product of their added cofactors (:mod:`.strategies.term_split`, which gives inf where the
-      terms give ``inf - inf``: docs/conventions.md); nothing else, so other results at 0, inf, NaN
-      and the ends of the range are IEEE's.  ``False`` adds in the loop program's order, the same on
-      every target (so never the micro-kernel).  Either way float32 sums accumulate in blocks
-      (:mod:`.loops.cascade`).
+      :mod:`.gemm.splitk`), multiply-adds fused, and the terms of a sum that share a factor summed as one
+      product of their added cofactors (:mod:`.strategies.term_split`: inf where the terms give ``inf - inf``,
+      docs/conventions.md); other results at 0, inf, NaN and the ends of the range are IEEE's.  ``False`` adds
+      in the loop program's order on every target (so never the micro-kernel).  Either way float32 sums
+      accumulate in blocks (:mod:`.loops.cascade`).
     * ``opt_level``: LLVM's 0-3; ``vector_width``: lanes asked of the loop vectorizer where LLVM can take
       them (:mod:`.llvm.vectorizable`; 1 disables it).
     * ``microkernel``: ``None`` uses the packed micro-kernel for contractions of at least
-      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every contraction, ``False`` never;
-      ``tile = (MR, NR, KC, MC)`` sets its register tile and cache blocks.
+      ``contraction.MICROKERNEL_MIN`` multiply-adds, ``True`` for every one, ``False`` never;
+      ``tile = (MR, NR, KC, MC)``: its register tile and cache blocks.
     * ``inline`` / ``materialize``: tensors forced into their readers / into buffers; ``fuse=False`` turns
       epilogue and nest fusion (:mod:`.loops.nest_groups`) off.
     * ``target``: the CPU to generate code for (:class:`.target.Target` or a spec such as
@@ -93,15 +92,12 @@ class Options:
       ``IndexError``; contractions then take plain loops.
     * ``tune``: measure the candidate strategies of every op that has several and keep the winners per
       target (:mod:`.tune`); ``choices``: ``{point: label}`` pins strategies (``lower(...).offered`` lists
-      them; a label not offered is ignored); ``variants=True`` offers every variant of each strategy, as
-      ``tune`` does.
-    * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a
-      block's rows: the kernel runs any count of rows up to that axis's extent, read when it runs
-      (:mod:`.passes.row_bound`; a generic kernel's blocks, :mod:`.runtime.rows`); ``row_sums``: positions
-      among the outputs of the sums over those rows.
-    * ``winograd``: 3x3 sums by Winograd's transforms (:mod:`.passes.winograd`): ``None`` where the cost
-      model finds they pay, ``0`` never, ``2`` or ``4`` with that output tile wherever the structure
-      matches."""
+      them; a label not offered is ignored); ``variants=True`` offers every variant, as ``tune`` does.
+    * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a block's
+      rows, run at any count up to that extent (:mod:`.passes.row_bound`, :mod:`.runtime.rows`);
+      ``row_sums``: positions among the outputs of the sums over those rows.
+    * ``winograd``: 3x3 sums by Winograd's transforms (:mod:`.passes.winograd`): ``None`` where the cost model
+      finds they pay, ``0`` never, ``2`` or ``4`` with that output tile wherever the structure matches."""
 
     parallel: bool = True
     microkernel: bool | None = None

@@ -1,14 +1,12 @@
 """The loop program that ``lower`` produces and ``build`` compiles: buffers, nests, statements.
 
 A :class:`Program` is a list of steps run in order, each a :class:`Fill` (a whole buffer set to one value)
-or a :class:`Nest` (the loops of one materialized tensor).  Statements are immutable dataclasses:
-:class:`Loop` (exact bounds over enclosing loop variables), :class:`If` (``affine`` guards from isl, else
-data-dependent tests), :class:`Store` and :class:`Assign` (a simultaneous assignment of accumulators).
-
-``counted=False`` marks per-element bookkeeping: it runs but is not work (:mod:`.loops.work`).  ``owner``
-names the member op of a fused nest a statement belongs to: work counts one body execution per owner.
-Expressions are IR nodes: ``READ`` nodes name the tensor whose buffer they read, loop variables are index
-``VAR`` nodes, accumulators value ``VAR`` nodes."""
+or a :class:`Nest` (the loops of one materialized tensor) of immutable statements: :class:`Loop` (exact
+bounds over enclosing loop variables), :class:`If` (``affine`` guards from isl, else data tests),
+:class:`Store` and :class:`Assign` (accumulators assigned simultaneously).  ``counted=False`` marks
+bookkeeping, which runs but is not work; ``owner`` names the member op of a fused nest a statement counts
+for.  Expressions are IR nodes: ``READ``s name the buffer's tensor, loop variables are index ``VAR``s,
+accumulators value ``VAR``s."""
 
 from __future__ import annotations
 
@@ -97,18 +95,13 @@ class Fill:
 
 @dataclass(frozen=True)
 class NestAttrs:
-    """What scheduling decided about a nest beyond its loops, read by the passes after it and by emission.
-
-    * ``note``: what the schedule did (joined into the nest's note).
-    * ``parallel_dim``: the time dimension a parallel outermost loop must scan (-1: none may).
-    * ``range``: ``(lo, hi, step)`` of the outermost loop shared among threads (``None``: not shared);
-      a micro-kernel call's ``(0, blocks, 1)``.
-    * ``grain``: the trips a thread's share is a multiple of (a scatter's columns,
-      :mod:`.strategies.scatter`).
-    * ``row_lanes``: ``(lanes, loops)``: a scan's rows (:func:`.strategies.scan.row_lanes`), the loops of its
-      first ``loops`` time dimensions, update ``lanes`` rows at once: 1, rolled and scalar (LLVM's
-      vectorizer off), else vectorized at that width (``None``: not such a scan).
-    * ``gemm``: the micro-kernel call the nest runs (:mod:`.gemm`; ``None``: plain loops)."""
+    """What scheduling decided about a nest beyond its loops, read by the passes after it and by emission:
+    ``note`` (joined into the nest's note); ``parallel_dim``, the time dimension a parallel outermost loop
+    must scan (-1: none may); ``range``, ``(lo, hi, step)`` of the outermost loop shared among threads
+    (``None``: not shared; a micro-kernel call's ``(0, blocks, 1)``); ``grain``, the trips a thread's share is
+    a multiple of (:mod:`.strategies.scatter`); ``row_lanes``, ``(lanes, loops)`` of a scan's rows
+    (:func:`.strategies.scan.row_lanes`: 1, rolled and scalar, else vectorized at that width; ``None``: not
+    such a scan); ``gemm``, the micro-kernel call the nest runs (``None``: plain loops)."""
 
     note: str = ""
     parallel_dim: int = -1

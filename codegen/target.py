@@ -1,22 +1,15 @@
 """The CPU that code is generated for: a :class:`Target` read by every code-generation decision.
 
 A target is named TVM-style: ``"llvm"`` (the host CPU), ``"llvm -mcpu=haswell"``,
-``"llvm -mattr=-avx512f"``, or both.  A probe module compiled for the target tells, from its assembly, the
-widest vector register and whether FMA is an instruction.  From that:
-
-* ``vector_bits`` (``lanes(dtype)``), ``vector_registers`` (32 with AVX-512, else 16 on x86), ``fma``;
-* ``masked_memory`` -- masked loads and stores as cheap as plain ones (AVX-512, :mod:`.llvm.masked_tails`);
-* ``paired_permutes`` -- a vector's lanes picked out of two registers by one shuffle (AVX-512): rows
-  transposed in registers cost a shuffle a vector (scans vectorized across rows, :mod:`.strategies.scan`);
-* ``f16c``/``bf16`` -- half conversion instructions (:mod:`.llvm.half` uses F16C's only);
-* ``l1d``/``l2``/``l3``, ``line``/``page`` -- cache, line and page sizes (sysfs and ``sysconf`` for a CPU
-  that runs here, else typical sizes).
-
-On x86 the features end with ``+prefer-no-gather,+prefer-no-scatter`` unless the spec names either.
-``needed_features`` names the CPU features a target's code may use, ``missing_features`` those the host
-lacks (``ta.load`` refuses such a library).  ``key`` keys the kernel caches.  Targets are memoized per spec
-string.  LLVM's native target is initialized (:func:`initialize`) and target machines are made
-(:func:`new_target_machine`, LLVM's warnings as a ``ValueError``) here."""
+``"llvm -mattr=-avx512f"``, or both.  The assembly of a probe module compiled for it gives the widest
+vector register and whether FMA is an instruction, and from them ``vector_bits`` (``lanes(dtype)``),
+``vector_registers``, ``fma``, ``masked_memory`` (AVX-512's masked loads and stores,
+:mod:`.llvm.masked_tails`), ``paired_permutes`` (a shuffle of two registers' lanes, :mod:`.strategies.scan`)
+and ``f16c``/``bf16``; ``l1d``/``l2``/``l3``, ``line``/``page`` come from sysfs for a CPU that runs here,
+else typical sizes.  x86 features end with ``+prefer-no-gather,+prefer-no-scatter`` unless the spec names
+either.  ``needed_features``/``missing_features`` say what a target's code may use and the host lacks
+(``ta.load`` refuses such a library); ``key`` keys the kernel caches; targets are memoized per spec.  LLVM's
+native target is initialized and its target machines made (:func:`new_target_machine`) here."""
 
 from __future__ import annotations
 

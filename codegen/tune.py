@@ -1,14 +1,11 @@
 """``ta.lower`` and ``ta.build``, with ``tune=True`` decided before either runs: measure the candidate
-strategies of a program and keep the winners per target.
+strategies of a program and keep the winners per target, passed on as pinned ``choices``.
 
-Without ``tune`` :func:`lower` and :func:`build` call the drivers; with it, the winners are found first
-and passed on as pinned ``choices``.  Every *point* offered more than one candidate whose costliest one
-the cost model puts at :data:`MIN_CYCLES` or more is measured, heaviest first, one at a time: built with
-each candidate pinned, run on random data of the actual shapes, the least of a few timed calls winning.
-
-The winners are stored in the disk cache under the untuned loop program, the options that change speed
-and the target's :func:`.jit.engine.fingerprint`.  ``cache=False`` neither reads nor writes them.
-``kernel.measured`` says how many candidates a build measured."""
+Every *point* offered several candidates, the costliest at :data:`MIN_CYCLES` or more by the cost model, is
+measured, heaviest first: built with each candidate pinned and run on random data of the actual shapes,
+the least of a few timed calls winning.  The winners are stored in the disk cache under the untuned loop
+program, the options that change speed and the target's :func:`.jit.engine.fingerprint` (``cache=False``:
+neither read nor written).  ``kernel.measured`` says how many candidates a build measured."""
 
 from __future__ import annotations
 

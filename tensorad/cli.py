@@ -1,13 +1,9 @@
-"""The ``tensorad`` command line (``pyproject``: ``tensorad = "tensorad.cli:main"``).
-
-* ``tensorad --version``
-* ``tensorad show FILE.py:TENSOR`` -- runs the script and prints its tensor ``TENSOR``, its optimized
-  gradient with respect to every placeholder it depends on (reverse mode, head ``head``) and, where code
-  generation is available, each gradient's lowered loops and work; ``--timings`` also compiles them and
-  prints every compiler stage's time.
-* ``tensorad bench [ARGS...]`` -- ``python -m benchmarks ARGS...``.
-
-Exit status: 0 on success, 1 when the script or a pass fails, 2 for a bad command line."""
+"""The ``tensorad`` command line (``pyproject``: ``tensorad = "tensorad.cli:main"``): ``--version``;
+``show FILE.py:TENSOR``, which runs the script and prints its tensor ``TENSOR``, its optimized gradient
+with respect to every placeholder it depends on (reverse mode, head ``head``) and each gradient's lowered
+loops and work (``--timings``: also compiles them and prints every compiler stage's time); and
+``bench [ARGS...]``, ``python -m benchmarks ARGS...``.  Exit status: 0 on success, 1 when the script or a
+pass fails, 2 for a bad command line."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """A disk cache of differentiated programs: a new process skips autodiff and the optimizer.
 
-The tensors that ``JacobianRecursive``, ``Jacobian``, ``jvp``, ``hessian_vector_product`` and
-``ta.function`` compute are kept in the kernels' disk cache (:mod:`.jit.disk_cache`).
-
-**The key** is the canonical text of the DAG the call reads (:func:`.jit.build_key.describe_graph`), which
-tensors play which part, the call's options and :func:`.jit.engine.source_hash`.  A call with ``override``
-functions is never cached.
-
-**The entry** is the result pickled with every object of the user's DAG written as its number in that
-text, so that loading binds the result to this call's tensors; what the differentiation made gets fresh
-identities on loading.  A program with size variables (``ta.size_var``) is not cached.  Objects are
-written children first, without deep recursion.  An entry that does not unpickle as a list of tensors is
-treated as missing."""
+The results of ``JacobianRecursive``, ``Jacobian``, ``jvp``, ``hessian_vector_product`` and
+``ta.function`` are kept in the kernels' disk cache, keyed by the canonical text of the DAG the call reads
+(:func:`.jit.build_key.describe_graph`), the tensors' parts, the options and the source hash; calls with
+``override`` functions or size variables are not cached.  An entry is the result pickled with the user's
+objects written as their numbers in that text (children first, without deep recursion), so loading binds it
+to this call's tensors; an entry that does not load as a list of tensors is a miss."""
 
 from __future__ import annotations
 

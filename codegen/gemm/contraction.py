@@ -3,18 +3,11 @@
 A sum ``C[x] = sum_{k : c} f1 * f2 * ...`` is a (batched) matrix product when its output axes split into
 ``n`` (a suffix of the output axes read only by some factors: side B), ``m`` (other output axes read only
 by the other factors, consecutive in C: :func:`row_axes`) and ``batch`` (the rest), and each conjunct of
-the condition involves only side A's axes or only side B's (besides ``k`` and the batch axes).  Then
-
-    C[m, n] = sum_k A(m, k) * B(k, n)   with  A = if_then_else(cA, prod(FA), 0),
-                                               B = if_then_else(cB, prod(FB), 0)
-
-which the micro-kernel computes from panels packed by evaluating these expressions.  Examples:
-
-* dense ``X[i, k] * W[j, k]``: m = i, n = (j,), k = (k,);
-* conv2d ``X[b, c, y + ry, x + rx] * W[f, c, ry, rx]`` into ``Y[b, f, y, x]``: batch = (b,), m = f, n =
-  (y, x), k = (c, ry, rx);
-* its gradient w.r.t. W, ``H[b, f, y, x] * X[b, c, y + ry, x + rx]`` into ``dW[f, c, ry, rx]``: m = f, n =
-  (c, ry, rx), k = (b, y, x)."""
+the condition involves only one side's axes (besides ``k`` and the batch).  Then
+``C[m, n] = sum_k A(m, k) * B(k, n)`` with ``A = if_then_else(cA, prod(FA), 0)`` and ``B`` alike, which the
+micro-kernel computes from panels packed by evaluating these expressions.  Dense ``X[i, k] * W[j, k]``:
+m = i, n = (j,); conv2d into ``Y[b, f, y, x]``: batch = (b,), m = f, n = (y, x), k = (c, ry, rx); its
+weight gradient into ``dW[f, c, ry, rx]``: m = f, n = (c, ry, rx), k = (b, y, x)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """The descriptor of one contraction, read at run time by the generic matrix-product library.
 
 A contraction nest fills a descriptor, a flat ``i64`` array, and calls the library's driver.  Each side
-(A: rows ``m``, B: columns ``n``) is a read whose address is linear in the *digits* of three row-major
-axis groups (batch, the side's outer axes, ``k``)::
-
-    address = base + const + sum_axis coef[axis] * digit(axis)          (digit = value - lo)
-
-optionally guarded by range checks ``0 <= chk_const[d] + sum coef_d * digit < size[d]`` (padding).
-Another side gets a packing function in the kernel.  Packing modes (chosen here): ``TRANSPOSE``
-(contiguous along ``k``), ``TRANSPOSE2`` (stride 2 along ``k``), ``COPY`` (contiguous along the outer
-axes), ``COPY2`` (stride 2 along them) and ``GATHER`` (element by element)."""
+(A: rows ``m``, B: columns ``n``) is a read whose address is linear in the *digits* (``value - lo``) of
+three row-major axis groups (batch, the side's outer axes, ``k``),
+``base + const + sum_axis coef[axis] * digit(axis)``, optionally guarded by range checks
+``0 <= chk_const[d] + sum coef_d * digit < size[d]`` (padding); another side gets a packing function in
+the kernel.  The packing modes, chosen here: ``TRANSPOSE`` (contiguous along ``k``), ``TRANSPOSE2`` (stride
+2 along ``k``), ``COPY``/``COPY2`` (contiguous or stride 2 along the outer axes), ``GATHER``."""
 
 from __future__ import annotations
 

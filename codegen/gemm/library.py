@@ -2,26 +2,17 @@
 
 Specialized only on the target, dtype, MR and NR; sizes, strides, layouts and cache blocks are read at run
 time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_<v>_driver(desc, lo, hi)``.
-
-The library comes in pieces, each built on first use or linked from the disk cache under a key of the
-piece, the target, LLVM and :mod:`.gemm.version`: the core (``driver``, ``micro``, ``tables``:
-:mod:`.gemm.pack_routines`) and one packing routine per side and mode, whose address a kernel stores in the
-descriptor.  Their vector code is SSA already: no IR optimizer but :func:`light`'s.  The driver,
-BLIS-style (:mod:`.gemm.microkernel`):
-
-    for pb in [lo, hi):                     batch point x block of NC columns (the parallel loop)
-      for kc in blocks of KC:               pack B(kc.., jc..) into NR-wide panels
-        for ic in blocks of MC:             pack A(ic.., kc..) into MR-high panels
-          for jr, ir in micro-tiles:        micro(A panel, B panel, C tile)
-      fix(C block)                          the kernel's fixer, if any (gemmdesc.H_FIX)
-
-A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows
-into L2 as they go.  Panels live in ``aligned_alloc`` buffers per call, but for a side B that several
-products read alike: the kernel keeps that one packed in a buffer of its own (``gemmdesc.H_BSHARED``),
-into which the first product's call packs the column blocks it runs, and the others read.  The
-micro-kernel keeps an ``MR x NR`` tile of C in registers; the first ``kc`` block stores the tile (unless C
-holds a partial sum, ``gemmdesc.H_ACC``), later ones add to it; a row tile of fewer rows runs a shorter
-micro-kernel (:func:`heights`); edge tiles go through a stack tile."""
+The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
+address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
+piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
+optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point and block of NC columns
+(the parallel loop), per KC block B packed into NR-wide panels, per MC block A into MR-high panels, a
+micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).  A side B contiguous along its
+columns is read in place, the row tiles asking for the next panel's rows into L2; a side B that several
+products read alike is packed once into a buffer the kernel keeps (``gemmdesc.H_BSHARED``).  The
+micro-kernel keeps an ``MR x NR`` tile of C in registers, stored by the first ``kc`` block (unless C holds a
+partial sum, ``gemmdesc.H_ACC``) and added to by later ones; shorter row tiles run shorter micro-kernels
+(:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """Contractions (:mod:`.gemm.contraction`) as calls into the packed matrix-product library, whose driver
 runs ``C[m, n] = sum_k A(m, k) * B(k, n)`` BLIS-style for each batch point (:mod:`.gemm.library`).
 
-A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the library's driver
-(:mod:`.gemm.library`); a side that is not a plain linear read gets a packing function of its own in the
-kernel (:mod:`.gemm.packing`).  ``lower`` prints and counts the plain loop nest (the same iterations).
-Strict mode (``fastmath=False``) does not use it: blocking over ``k`` reassociates the sums."""
+A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the driver; a side that is not a plain
+linear read gets a packing function of its own in the kernel (:mod:`.gemm.packing`).  ``lower`` prints and
+counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over ``k`` reassociates sums."""
 
 from __future__ import annotations
 

@@ -2,18 +2,13 @@
 (:mod:`.gemm.descriptor`).
 
 ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills ``dst[p][k][w] = value(o0 + p*W + w, k0 +
-k)`` (``W`` the panel width) and zero-pads the last panel.  It first tabulates the side's address along
-the two groups, ``ooff[o]`` and ``koff[k]`` (element ``(o, k)`` at ``src + ooff[o] + koff[k]``), then
-``run[i]``, the length of the unit-stride stretch starting at ``i``.  The modes:
-
-* ``TRANSPOSE`` (contiguous along ``k``): per run of ``k``, ``bs x bs`` blocks through register transposes,
-  a run's rest of at least ``bs`` as an overlapping last block, a shorter run as one masked block; each row
-  of a plain block asks for its line :data:`PACK_AHEAD` bytes on into L2;
-* ``COPY`` (contiguous along the outer axes): run-wise copies, ``k`` rows at a time; a range-checked index
-  ``x0 + step*i`` (step -1, 0 or 1) is valid on an interval, so a padded read is zeros, a copy, zeros;
-  checks that read only ``k`` are tested once per panel row, or once per ``k`` for all panels;
-* ``COPY2`` (stride 2 along the outer axes): like ``COPY``, each vector the even lanes of two loads;
-* ``GATHER``: element by element through the tables."""
+k)`` (``W`` the panel width), zero-padding the last panel, from tables of the side's address along the
+two groups (``ooff[o]``, ``koff[k]``) and ``run[i]``, the length of the unit-stride stretch at ``i``.
+Modes: ``TRANSPOSE`` (contiguous along ``k``: ``bs x bs`` register transposes, an overlapping or masked
+last block, each row asking for its line :data:`PACK_AHEAD` bytes on into L2); ``COPY`` (contiguous along
+the outer axes: run-wise copies, a range-checked index ``x0 + step*i`` as zeros, a copy, zeros, checks of
+``k`` alone tested once per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads);
+``GATHER`` (element by element through the tables)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 """Packing the two sides of a contraction into the micro-kernel's panels.
 
 ``pack(dst, expr, outer, o0, olen, W, k0, klen)`` fills ``dst[p][k][w] = expr(o0 + p*W + w, k0 + k)``
-(``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.
-
-* The general path evaluates ``expr`` with the expression emitter, its inner loop along the group that
-  ``expr`` reads contiguously, in runs along the group's last axis.
-* A side contiguous along ``k`` but strided along the panel rows is a transposition, done in
-  registers per run of ``k``, a VW x VW block at a time: VW vector loads, Eklundh's transpose (log2(VW)
-  stages of one shuffle per row pair) and VW vector stores; a side that is an expression first computes
-  the panel's rows along ``k`` into a stack block, the loads' source, in one rolled loop over the rows."""
+(``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.  The general path
+evaluates ``expr`` with the expression emitter, in runs along the group it reads contiguously.  A side
+contiguous along ``k`` but strided along the panel rows is transposed in registers, a VW x VW block at a
+time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores); a side that is an expression first computes
+the panel's rows along ``k`` into a stack block, in one rolled loop."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Padded copies for guarded sides of a contraction.
 
-A convolution's input gradient reads the head inside a window that leaves it at the borders::
-
-    dX[n, c, y, x] = sum_{f, ry, rx} if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26,
-                                                  H[n, f, y - ry, x - rx], 0) * W[f, c, ry, rx]
-
-When the guard says exactly "the read is in bounds", the side is a plain read of a zero-padded copy
+A convolution's input gradient reads the head inside a window that leaves it at the borders
+(``if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26, H[n, f, y - ry, x - rx], 0)``).  When the guard says
+exactly "the read is in bounds", the side is a plain read of a zero-padded copy
 ``Hp[n, f, y - ry + 2, x - rx + 2]``.  A side that tests a mask at each element (a ReLU-masked head) is
 copied likewise, without padding, when packing it once per column block would cost more; so is any
 computed side that packing would compute more than once per point (:func:`computed_copy`).  A temporary

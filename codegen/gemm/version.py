@@ -1,11 +1,9 @@
 """The version of the matrix-product library: a hash of the source its object code depends on.
 
-A library piece's object code (:mod:`.gemm.library`) depends on the target, LLVM and the Python code that
-writes and compiles its IR: ``gemmlib`` and the modules it imports, transitively, not the rest of the
-compiler.  Keyed by that closure, the pieces' disk entries stay valid across edits of lowering or the
-optimizer (kernels keep :func:`.jit.engine.fingerprint`).  The closure is read from the sources' import
-statements (relative and ``tensorad.*`` ones, under ``TYPE_CHECKING`` and inside functions too), once per
-process, from the files :func:`.jit.engine.fingerprint` reads."""
+A library piece's object code (:mod:`.gemm.library`) depends on the target, LLVM and ``gemmlib`` with the
+modules it imports, transitively (relative and ``tensorad.*`` imports, under ``TYPE_CHECKING`` and inside
+functions too), not the rest of the compiler: keyed by that closure, read once per process, the pieces'
+disk entries stay valid across edits of lowering or the optimizer."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """An elementwise body's affine zero-guards decided per piece of its box.
 
 A small stencil over a big output is a sum of guarded terms, each read only where its shifted index stays
-inside the input::
-
-    dX[n, c, y, x] = if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...
-
+inside the input (``if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...``).
 The guards' sets cut the box into pieces (the interior, edges, corners), in each of which every guard is
 constant, so isl scans the pieces as separate unguarded loops.  Only ops that ask (:data:`GUARD_ATTR`)
 are cut, into at most :data:`MAX_PIECES` pieces."""

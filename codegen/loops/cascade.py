@@ -2,23 +2,12 @@
 
 Blocks of ``B0`` terms go to fresh partial accumulators, added to the total once, with upper levels of at
 most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 + ceil(log_B(n / B0))``
-levels, against ``n * eps`` for one accumulator::
-
-    acc = 0                                         acc = 0
-    for k in range(0, n):             ->            for kb in range(0, n // B0):
-        acc = acc + X[k]                                p = 0
-                                                        for k in range(0, B0):
-                                                            p = p + X[kb * B0 + k]
-                                                        acc = acc + p
-                                                    (a last, shorter block; more levels
-                                                     when n // B0 > B)
-
-The blocking rewrites the loop program after isl, so every target gives the same bits without fastmath.
-A reduction over several axes is cut at a loop boundary where the terms below reach ``B0``; a longer axis
-is split; a loop with non-constant bounds is only cut between iterations that each fill a block.
-
-Rewritten: a loop whose every mention of a float32 accumulator is a sum update ``acc = acc + x``, ``x`` not
-reading it.  The partial accumulators' bookkeeping is ``counted=False``: ``work`` is unchanged."""
+levels, against ``n * eps`` for one accumulator.  The blocking rewrites the loop program after isl, so
+every target gives the same bits without fastmath.  A reduction over several axes is cut at a loop
+boundary where the terms below reach ``B0``; a longer axis is split; a loop with non-constant bounds is
+cut only between iterations that each fill a block.  Rewritten: a loop whose every mention of a float32
+accumulator is an update ``acc = acc + x``, ``x`` not reading it; the bookkeeping is ``counted=False``, so
+``work`` is unchanged."""
 
 from __future__ import annotations
 

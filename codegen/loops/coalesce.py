@@ -1,13 +1,9 @@
 """The last two axes of an elementwise nest scanned as one loop, when its rows are short.
 
 Over a small feature map LLVM sees a short inner loop, unrolls it and vectorizes the outer one at a
-stride.  Scanning ``t = y * E_x + x`` instead::
-
-    for y.x in range(0, 784):
-      Y[n, c, y.x // 28, y.x % 28] = (X[n, c, y.x // 28, y.x % 28] - m) * r * g + b
-
-gives one unit-stride loop whose addresses :func:`.llvm.expr.recombine_digits` emits as ``t * s``.  It
-applies only when ``y`` and ``x`` are the op's last two axes, of rectangular ranges ``[0, E_y)`` and
+stride.  Scanning ``t = y * E_x + x`` instead (``for y.x in range(0, 784): Y[.., y.x // 28, y.x % 28] =
+...``) gives one unit-stride loop whose addresses :func:`.llvm.expr.recombine_digits` emits as ``t * s``.
+It applies only when ``y`` and ``x`` are the op's last two axes, of rectangular ranges ``[0, E_y)`` and
 ``[0, E_x)``, not split into digits; every read uses them only as adjacent dimensions at strides
 ``(E_x, 1)``, or not at all; and ``E_x`` is not a whole number of the vectorized loop's ``block`` and is
 below :data:`SHORT_BLOCKS` of them.  The work is unchanged."""

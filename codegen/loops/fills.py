@@ -1,11 +1,10 @@
 """Where a program's fills run: fused into the nest that then writes the buffer, or in parallel.
 
 A :class:`~.program.Fill` is one ``memset`` of a whole buffer on one thread.  :func:`place_fills` moves a
-fill *into* the first nest that touches its buffer when that nest owns slices of it: a perfect prefix of
-loops ``v_0 .. v_{k-1}``, each over its whole axis with step 1, and every access of the buffer in the nest
-has ``v_j`` as its index ``j`` for ``j < k``.  Each iteration then zeroes its own slice first (uncounted
-stores): bit for bit fill-then-nest.  A fill that cannot be fused is marked ``parallel`` when the build may
-be and it is worth it (page-aligned chunks per thread)."""
+fill *into* the first nest that touches its buffer when the nest owns slices of it (a perfect prefix of
+loops ``v_0 .. v_{k-1}``, each over its whole axis with step 1, every access having ``v_j`` as index
+``j``): each iteration zeroes its own slice first (uncounted stores), bit for bit fill-then-nest.  A fill
+that cannot be fused is ``parallel`` when the build may be and it pays (page-aligned chunks per thread)."""
 
 from __future__ import annotations
 

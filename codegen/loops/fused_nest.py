@@ -1,27 +1,17 @@
 """Lowering one fused group (:mod:`.loops.nest_groups`) to a single nest.
 
 Each member's statements come from its own domain and schedule, prefixed with the member's tau and its
-position in the group::
-
-    max:     I[i] -> [i, 0, i, 0, 0]    U[i, k] -> [i, 0, i, 1, k]
-    exp:     S[i, j] -> [i, 1, i, j, 0]
-    sum:     I[i] -> [i, 2, i, 0, 0]    U[i, k] -> [i, 2, i, 1, k]
-    divide:  S[i, j] -> [i, 3, i, j, 0]
-
-and isl scans the union once.  Reads of a reduction whose value at a prefix point is one element read its
-accumulators.  A short first prefix axis is scanned as one with the second.  Work is counted per member.
+position in the group (softmax: ``max: I[i] -> [i, 0, i, 0, 0]``, ``U[i, k] -> [i, 0, i, 1, k]``;
+``exp: S[i, j] -> [i, 1, i, j, 0]``; ...), and isl scans the union once.  Reads of a reduction whose value
+at a prefix point is one element read its accumulators.  A short first prefix axis is scanned as one
+with the second.  Work is counted per member.
 
 Column sums (:func:`.loops.nest_groups.column_sum`) run last in each row, in the innermost loop of the
 last elementwise member over the same columns when there is one.  A parallel pass is cut into at most
-:data:`PARTIAL_CHUNKS` chunks of consecutive rows (a fixed count: a kernel's thread count is set when it
-runs), each adding into a row of partial columns of its own (a temporary of the nest's, filled with the
-combiner's identity); a nest after it combines the partial columns into the output, in chunk order::
-
-    parallel for c in range(8):
-      for i in chunk c: ...; for j: P[c, j] = P[c, j] + term(i, j)
-    for j: out[j] = P[0, j] + ... + P[7, j]
-
-A serial pass accumulates in the output.  The combining is bookkeeping: ``work`` stays the terms'."""
+:data:`PARTIAL_CHUNKS` chunks of consecutive rows (a fixed count: the thread count is set when a kernel
+runs), each adding into its own row ``P[c, :]`` of partial columns (a temporary filled with the
+combiner's identity); a nest after it adds the rows into the output in chunk order.  A serial pass
+accumulates in the output.  The combining is bookkeeping: ``work`` stays the terms'."""
 
 from __future__ import annotations
 

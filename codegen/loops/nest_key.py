@@ -1,13 +1,11 @@
 """A name-free key of a loop nest, so identical nests are emitted once.
 
 :func:`nest_key` spells a nest with its buffers numbered by first use (loop variables and accumulators by
-first appearance), keeping everything that reaches its LLVM function: statements and order, loop bounds,
-steps and kinds, guards, expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
-strides, the accumulators' dtypes, whether it is parallel and how its rows run
-(:attr:`.program.NestAttrs.row_lanes`).  Names, notes, work and owners are left out, and so is how index
-arithmetic is spelled: each integer sum of terms is keyed by its linear form, its terms in the order of
-their loop variables (two transforms whose reads are ``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one
-function, which computes either).
+first appearance), keeping everything that reaches its LLVM function: statements and order, loops, guards,
+expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and strides, the
+accumulators' dtypes, whether it is parallel and how its rows run (:attr:`.program.NestAttrs.row_lanes`).
+Names, notes, work and owners are left out, and so is how index arithmetic is spelled: an integer sum is
+keyed by its linear form (``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one function).
 :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
 parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 

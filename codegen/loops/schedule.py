@@ -3,14 +3,9 @@
 The natural schedule puts the output axes in order and, for a reduction, a scalar accumulator per output
 element with the reduction axes innermost.  When the last *output* axis walks memory better
 (``A[i, k] * B[k, j]``, pooling windows), the reduction accumulates in the output buffer with that axis
-innermost, in strips that stay in L1::
-
-    for i, for jt:                              # jt = j // T
-        for j in strip: C[i, j] = identity      # (bookkeeping: not counted as work)
-        for k: for j in strip: C[i, j] = C[i, j] + A[i, k] * B[k, j]
-
-Each element combines its terms in the order of the reduction axes.  The outermost output axis (or strip)
-is the parallel loop."""
+innermost, in strips that stay in L1 (``for i, jt: C[i, strip] = identity; for k: C[i, strip] +=
+A[i, k] * B[k, strip]``, the fill bookkeeping).  Each element combines its terms in the order of the
+reduction axes.  The outermost output axis (or strip) is the parallel loop."""
 
 from __future__ import annotations
 

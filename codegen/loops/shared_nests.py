@@ -1,13 +1,12 @@
 """Groups lowered once per name-free key, the others renamed (a long chain's lowering).
 
 :class:`SharedLowering` lowers each distinct group once per ``lower`` call and renames its steps for every
-group with the same key.  :func:`group_key` spells everything lowering reads from a group, numbered by
-first use, names left out except variables' (a shared nest keeps the first group's loop variables).  A
-group the key cannot spell (a matrix product, a scatter, split axes, strips, an unknown payload) is
-lowered on its own, as is one whose steps hold something the renaming would miss.
-
-Names reach a lowered nest only in its name and note, written as :func:`marked` names that
-:meth:`SharedLowering.steps` replaces; a renaming mapping one name to two lowers the group afresh."""
+group with the same key, :func:`group_key`: everything lowering reads from a group, numbered by first use,
+names left out but variables' (a shared nest keeps the first group's loop variables).  A group the key
+cannot spell (a matrix product, a scatter, split axes, strips, an unknown payload), or whose steps hold
+something the renaming would miss, is lowered on its own.  Names reach a lowered nest only in its name and
+note, as :func:`marked` names that :meth:`SharedLowering.steps` replaces; a renaming mapping one name to two
+lowers the group afresh."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Sibling strip-form reductions in one pass (a :class:`.loops.nest_groups.Group` with ``strips``).
 
 Two column sums over the same rows (a layer norm's ``dgamma`` and ``dbeta``), each accumulating in strips
-of its output, get their position in the group as one more, innermost time dimension::
-
-    I_0[j] -> [j / T, 0, 0, j, 0]     U_0[j, i] -> [j / T, 1, i, j, 0]
-    I_1[j] -> [j / T, 0, 0, j, 1]     U_1[j, i] -> [j / T, 1, i, j, 1]
-
-so isl scans one loop over the strip's columns that updates both: one pass over the rows.  Members have
-the same extents; the strips are shortened so that all share the L1 as one did."""
+of its output, get their position in the group as one more, innermost time dimension
+(``U_0[j, i] -> [j / T, 1, i, j, 0]``, ``U_1[j, i] -> [j / T, 1, i, j, 1]``), so isl scans one loop over
+the strip's columns that updates both: one pass over the rows.  Members have the same extents; the strips
+are shortened so that all share the L1 as one did."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """Exact work of a loop nest: how many times innermost loop bodies execute.
 
-The count of a block is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one
-value per point per loop variable in scope):
-
-* a loop whose body's bounds and guards do not mention its variable contributes ``trips * count(body)``;
-  otherwise every frontier point is repeated per iteration and the body counted on the expanded frontier;
-* an affine ``if`` masks the frontier;
-* a block execution that runs a counted statement outside its inner loops is one innermost-body execution;
-  counted statements of one op in one execution count once, of different ops once per op; bookkeeping
-  (``counted=False``) never counts; a data-dependent ``if`` counts as taken (the worst case: the larger of
-  its branches), so loops hoisted under a data test count every execution of their bodies.
-
-A loop whose only statement is an inner unit-step loop with affine bounds and a body independent of both
-variables is summed in closed form (:meth:`WorkCounter.series`).  Counts are exact (Python ints past
-``2**62``); an expansion past :data:`EXPAND_LIMIT` points is a clear error."""
+A block's count is computed for a whole *frontier* of outer-loop points at once (NumPy arrays, one value
+per point per loop variable in scope).  A loop whose body's bounds and guards do not mention its
+variable contributes ``trips * count(body)``, else the frontier is repeated per iteration; an affine
+``if`` masks the frontier; a data-dependent ``if`` counts as taken (the larger branch).  A block execution
+that runs counted statements outside its inner loops is one execution per op; bookkeeping
+(``counted=False``) never counts.  A loop over one inner unit-step loop with affine bounds and a body
+independent of both is summed in closed form (:meth:`WorkCounter.series`).  Counts are exact (Python
+ints); an expansion past :data:`EXPAND_LIMIT` points is a clear error."""
 
 from __future__ import annotations
 

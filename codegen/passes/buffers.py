@@ -1,23 +1,18 @@
 """Which tensors get a buffer and which are recomputed inside their consumers.
 
-The rule (printed as ``# inlined: ...`` and ``allocate ...``):
+The rule (printed as ``# inlined: ...`` and ``allocate ...``): outputs, reductions and values whose
+readers must see the same bits (``Role.SAVED``) are materialized; a non-reduction tensor is inlined into
+its readers, unless its body (with its inlined producers') has a transcendental function or more than
+:data:`READ_BUDGET` reads, or its own body several reads, and its readers read it at least twice per
+element (a recurrence's state is computed once per step); but a tensor larger than every input and output
+together is never materialized when it can be inlined, and no inlined body gathers more than
+:data:`INLINE_BUDGET` expensive operations.
 
-* outputs, reductions and values whose readers must see the same bits (``Role.SAVED``) are materialized;
-* a non-reduction tensor is inlined into its readers, unless its body (with the bodies of its inlined
-  producers) has a transcendental function or more than :data:`READ_BUDGET` reads, or its own body
-  several reads, and its readers read it at least twice per element (a recurrence's state,
-  ``c = f * c_prev + g``, is computed once per step, not again in each later step);
-* but a tensor larger than every input and output together is never materialized when it can be inlined;
-* and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations: a tensor whose body,
-  producers substituted, would pass it is materialized.
-
-:func:`inline_bodies` then substitutes the inlined bodies into their readers, so that every materialized
-op reads only buffers.  :func:`store_operands` then stores, in place of a materialized elementwise tensor
-``T``, the value a sum reads of it through windows as a factor of its product (``max(T, 0)``, the ReLU a
-convolution's weight gradient reads nine times per point), where computing the value once per read costs
-more than a store per point and a load per read (:func:`.strategies.cost.recompute_cost`) and ``T``'s other
-readers read each point at most once: ``T`` is inlined into them, so the stores stay as many, and the
-product reads a plain array."""
+:func:`inline_bodies` then substitutes the inlined bodies, so every materialized op reads only buffers.
+:func:`store_operands` stores, in place of a materialized elementwise ``T``, the value a sum reads of it
+through windows as a factor (``max(T, 0)``, read nine times per point by a convolution's weight gradient),
+where recomputing it per read costs more than a store and loads (:func:`.strategies.cost.recompute_cost`)
+and ``T``'s other readers read each point at most once (they inline ``T``)."""
 
 from __future__ import annotations
 

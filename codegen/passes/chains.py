@@ -1,26 +1,18 @@
 """Contraction order in the lowered program: a sum of one product over several variables as nested sums.
 
 A forward program the optimizer never saw (``ta.lower([Y], [A, B, C])``, the forward of ``ta.function``)
-may spell a chain of products as one sum::
+may spell a chain as one sum, ``Y[i, l] = sum_{j, k} A[i, j] B[j, k] C[k, l]`` (n^4 multiply-adds).
+:func:`contract_sums` hands each materialized sum to :func:`~tensorad.simplify.sums.chains.contract_chain`,
+which nests it where that costs fewer multiply-adds (``T = A B``, ``Y = T C``: 2 n^3).  Each intermediate
+is a new op (``Role.SPLIT``) in its canonical spelling, computed once for every sum that reads an equal one
+(:class:`~tensorad.simplify.cse.OpTable`), before its first reader; a sum that would become elementwise is
+left as written.
 
-    Y[i, l] = sum_{j, k} A[i, j] B[j, k] C[k, l]      (n^4 multiply-adds)
-
-:func:`contract_sums` hands each materialized sum to the optimizer's
-:func:`~tensorad.simplify.sums.chains.contract_chain`, which chooses the cheapest nesting
-(``T[i, k] = sum_j A[i, j] B[j, k]``, ``Y[i, l] = sum_k T[i, k] C[k, l]``: 2 n^3) and rewrites the sum only
-where that costs fewer multiply-adds.  Each intermediate is a new op (``Role.SPLIT``) in its canonical
-spelling, computed once for every sum that reads an equal one (:class:`~tensorad.simplify.cse.OpTable`),
-before its first reader.  A sum that would become elementwise is left as written (its op stays a
-reduction).
-
-A running reduction over several ranges that its ``where`` bounds apart, each along an output axis of its
-own, is nested the same way (:func:`split_scans`): a summed-area table ::
-
-    Y[i, j] = sum_{a <= i, b <= j} X[a, b]  ->  T[a, j] = sum_{b <= j} X[a, b], Y[i, j] = sum_{a <= i} T[a, j]
-
-is two scans of ``n^2`` updates each, where one scan of the whole reduction updates ``n^3 / 2`` times (each
-point adds a row's prefix).  Its adjoint, a sum over ``i >= a, j >= b``, is two suffix scans alike.  Sums,
-products, max and min nest so; a float sum or product only under fast math (the nesting reorders it)."""
+:func:`split_scans` nests a running reduction over several ranges that its ``where`` bounds apart, each
+along an output axis of its own, the same way: a summed-area table ``Y[i, j] = sum_{a <= i, b <= j} X[a,
+b]`` is two scans of ``n^2`` updates (``T[a, j] = sum_{b <= j} X[a, b]``, ``Y[i, j] = sum_{a <= i} T[a,
+j]``) instead of ``n^3 / 2``; its adjoint is two suffix scans alike.  Sums, products, max and min nest so;
+a float sum or product only under fast math (the nesting reorders it)."""
 
 from __future__ import annotations
 

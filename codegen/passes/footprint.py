@@ -1,15 +1,13 @@
 """Shrink a materialized tensor to the points its readers read.
 
 When every reader reads only part of a materialized tensor (causal attention's ``scores[i, j]``, read at
-``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl for the *footprint* of each
-materialized tensor that is not an output (each output of a multi-output reduction alike): the union over
-its reads of the reader's points under the read's index map, narrowed by the guards on the way (a
-superset; an index taken from data is any point of its range).  Consumers come first.
-
-A footprint that needs divisions to describe (a strided or wrapped read) is taken as its bounding box, one of
-more than :data:`MAX_PIECES` convex pieces as their convex hull. A footprint that is at most
-:data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it, another body becomes
-``if_then_else(footprint, body, 0)``. Values outside are never read."""
+``j <= i``), the rest is wasted work.  :func:`shrink_to_footprints` asks isl, consumers first, for the
+*footprint* of each materialized tensor that is not an output (each output of a multi-output reduction
+alike): the union over its reads of the reader's points under the read's index map, narrowed by the
+guards on the way (a superset; an index taken from data is any point of its range).  A footprint that
+needs divisions is taken as its bounding box, one of more than :data:`MAX_PIECES` convex pieces as their
+hull.  A footprint at most :data:`MAX_FRACTION` of the box becomes a guard: a sum's ``where`` gains it,
+another body becomes ``if_then_else(footprint, body, 0)``.  Values outside are never read."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """After lowering, matrix products that read one side B alike share one packed copy of it.
 
-Products (:class:`..gemm.contraction.Contraction`) whose side B is a plain read of the same buffer through
-the same map and layout (the library's description of the side, :func:`..gemm.descriptor.plan_side`, and
-the same ``N``, ``K``, ``NR``, ``KC`` and ``NC``) share a buffer of the kernel that holds B packed as a
-call packs it once (:data:`..gemm.descriptor.H_BSHARED`): the first product of the group packs the column
-blocks it runs into it (each block by the one thread that runs it), the later ones only read it.  A group
-ends at a step that writes B's buffer, and needs two products.  Shared: an unbatched B that the driver
-packs (one read in place is not packed; a batched product whose B reads no batch axis packs it once per
-call already) in blocks of whole panels, outside a generic kernel's block (:mod:`.row_bound`), of at most
-:data:`..gemm.descriptor.APRE_LIMIT` bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT`
-bytes together (the first groups in program order)."""
+Products (:class:`..gemm.contraction.Contraction`) whose side B is a plain read of the same buffer with the
+same description (:func:`..gemm.descriptor.plan_side`) and ``N``, ``K``, ``NR``, ``KC`` and ``NC`` share a
+kernel buffer holding B packed (:data:`..gemm.descriptor.H_BSHARED`): the group's first product packs the
+column blocks it runs into it, the later ones only read it.  A group ends at a step that writes B's
+buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels,
+outside a generic kernel's block (:mod:`.row_bound`), of at most :data:`..gemm.descriptor.APRE_LIMIT`
+bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT` bytes together (first groups first)."""
 
 from __future__ import annotations
 

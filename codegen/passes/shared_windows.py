@@ -2,18 +2,15 @@
 
 A convolution's gradients behind a bias and a ReLU read the masked head
 ``select(conv[n, f, y', x'] + b[f] <= 0, 0, H[n, f, y', x'])`` through nine windows per point; computed
-once as ``M[n, f, y, x]``, every product reads one plain array.
-
-:func:`share_windowed_operands` finds such *operands* in the inlined bodies: an expression of at least two
-reads, all at sub-tuples of one *principal* index, with no variable outside those entries, which are
-distinct, non-constant and share no variable.  Equal operands share one tensor.  One is materialized when
-a site's *expansion* is at least :data:`MIN_EXPANSION` and all sites' add up to :data:`MIN_READS`, both by
-the ranges of the entries' variables and by isl's count of their points where the guards and ``where`` of
-the sums around the site hold (a sparse window, or variables tied to one another); a variable that an
-entry reads only through ``// m`` or ``% m`` counts for none of it.  Operations that could
-fault (integer division) are never moved; the entries stay with the readers, so a strided convolution's
-input gradient, which reads the masked head at ``(y + 1 - ry) // 2``, shares it too.  The new reads are
-proved in bounds, else the operand stays; a guard of the index alone is never part of an operand."""
+once as ``M[n, f, y, x]``, every product reads one plain array.  :func:`share_windowed_operands` finds such
+*operands*: expressions of at least two reads, all at sub-tuples of one *principal* index whose entries
+are distinct, non-constant and share no variable, with no variable outside them.  Equal operands share
+one tensor.  One is materialized when a site's *expansion* is at least :data:`MIN_EXPANSION` and all
+sites' add up to :data:`MIN_READS`, counted both by the entries' variables' ranges and by isl over the
+points where the guards and ``where`` around the site hold (a variable read only through ``// m`` or
+``% m`` counts for none).  Operations that could fault (integer division) stay with the readers, so a
+strided convolution's input gradient, reading the head at ``(y + 1 - ry) // 2``, shares it too.  The
+new reads are proved in bounds, else the operand stays; a guard of the index alone is never part of one."""
 
 from __future__ import annotations
 

@@ -3,11 +3,9 @@
 ``if_then_else(c, a, b)`` is emitted as branches, which stop LLVM's vectorizer; its laziness only matters
 for reads out of bounds in the branch ``c`` excludes.  The bounds checker (``tensorad.lang.bounds``) takes
 a *data-dependent* atom as possibly true (and its negation as possibly false), so when every atom of ``c``
-reads data (outside every gather index), both branches' reads are in bounds and a ``select`` is safe::
-
-    if_then_else(winner[y // 2, x // 2] == (y % 2) * 2 + x % 2, H[y // 2, x // 2], 0) -> select(...)
-
-Only cheap branches are speculated (no transcendental function, division or reduction)."""
+reads data (outside every gather index), as ``winner[y // 2, x // 2] == (y % 2) * 2 + x % 2``, both
+branches' reads are in bounds and a ``select`` is safe.  Only cheap branches are speculated (no
+transcendental function, division or reduction)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,19 @@
 """Products stacked into one product over one more axis: several summed, or several sharing a side.
 
-A recurrent network's weight gradient adds one product per step::
+A recurrent network's weight gradient adds one skinny product per step,
+``dW[a, b] = sum_r H1[r, a] G1[r, b] + sum_r H2[r, a] G2[r, b] + ...`` (one sum of several terms or an
+elementwise sum of several sums).  A new reduction axis ``s`` over the terms stacks their sides into
+``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] = G_s[r, b]`` (trees of ``if_then_else`` over ``s``): one
+product with ``K = terms * batch``.  A term's factors split into those over the first side's output axes
+(with those that read none) and the rest; stacking applies where every term splits the same way, the
+sides differ between terms (a shared side is :mod:`..strategies.term_split`'s), and the copies of a
+term's sides (``(M + N) K`` values) cost no more than the partial sum its own product would store and
+load (``M N``).  The terms are added in another order.
 
-    dW[a, b] = sum_r H1[r, a] G1[r, b] + sum_r H2[r, a] G2[r, b] + ...
-
-whether the program spells it as one sum of several terms or as an elementwise sum of several sums.
-Each term is a skinny product (``K`` = the batch); a new reduction axis ``s`` over the terms stacks
-their sides into two tensors ``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] = G_s[r, b]`` (each a tree of
-``if_then_else`` over ``s``), so that the sum is one product with ``K = terms * batch``.
-
-A term's factors are split by the output axes they read: those over the output axes of the first side
-(with the factors that read no output axis), and those over the rest.  Stacking applies where every
-term splits the same way, the sides differ between terms (a side they share is factored out by
-:mod:`..strategies.term_split`), and the copies of a term's sides (``(M + N) K`` values, ``K`` its
-reduction box) cost no more than the partial sum that its own product would store and its reader load
-(``M N``): short sums, not long ones.  The terms are added in another order.
-
-The same stacking joins independent products that share one side: an unrolled layer's input products
-``P_t[i, j] = sum_k X[t, i, k] W[j, k]``, one per step, are one product ``P[s, i, j]`` over the steps'
-rows, packing ``W`` once instead of once per step, where the shared side is at least :data:`MIN_SAVING`
-times the stacked one (the packing saved pays for the copies many times over) and no member's reader
-comes before what the members read (a recurrence's products stay apart)."""
+Independent products that share one side stack too: an unrolled layer's ``P_t[i, j] = sum_k X[t, i, k]
+W[j, k]`` are one product ``P[s, i, j]`` packing ``W`` once, where the shared side is at least
+:data:`MIN_SAVING` times the stacked one and no member's reader comes before what the members read (a
+recurrence's products stay apart)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """One sum computed once when the program spells it twice, once transposed.
 
-Reverse mode can reach one product by two paths in two layouts (SwiGLU's ``dY W2``)::
-
-    A[j, i] = sum_r W2[r, j] * dY[i, r]      (2048 x 256, read by dW3 and one half of dX)
-    B[i, j] = sum_r dY[i, r] * W2[r, j]      (256 x 2048, read by the silu branch)
-
-``B[i, j]`` is ``A[j, i]``, so the later one is dropped and its readers read the earlier, permuted.
-Equality is structural, ``+``/``*`` operands in either order (exact in IEEE arithmetic)."""
+Reverse mode can reach one product by two paths in two layouts (SwiGLU's ``dY W2``:
+``A[j, i] = sum_r W2[r, j] * dY[i, r]`` and ``B[i, j] = sum_r dY[i, r] * W2[r, j]``).  ``B[i, j]`` is
+``A[j, i]``, so the later one is dropped and its readers read the earlier, permuted.  Equality is
+structural, ``+``/``*`` operands in either order (exact in IEEE arithmetic)."""
 
 from __future__ import annotations
 

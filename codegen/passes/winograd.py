@@ -5,41 +5,33 @@ data gradient of a convolution after differentiation)::
 
     Y[rows..., cols..., y, x] = sum_{c..., r, q} A(rows..., c..., y + a r, x + b q) * B(cols..., c..., r, q)
 
-where ``r`` and ``q`` run over 3 values, ``A`` (the data: any expression, padding by ``if_then_else`` or a
-padded read included) depends on ``y`` and ``r`` only through ``y + a r`` and on ``x`` and ``q`` only through
-``x + b q`` (``|a|``, ``|b|`` are the dilations; a negative one is a flipped kernel), and ``B`` (the kernel)
-reads no row axis.  The sum becomes short transforms around one product per transform point:
-
-* ``U[xi, nu, cols..., c...] = (G B G^T)[xi, nu]``, the kernel transform (two short sums);
-* ``V[xi, nu, c..., rows..., tiles...] = (B^T d B)[xi, nu]`` over each input tile ``d`` of ``(m + 2)^2``
-  points, the input transform: the data deinterleaved by column residue, then columns and rows (zero past
-  the points the sum reads, so odd sizes tile exactly);
-* ``M[xi, nu, cols..., rows..., tiles...] = sum_c U * V``, which the product strategies plan as any product;
-* ``O[xi, cols..., rows..., tiles..., x] = (M A)[xi, x % m]`` (each tile's outputs side by side), and the
-  sum itself ``sum_xi A^T[y % m, xi] O[xi, ...]``.
-
-A sum whose taps are output axes (a weight gradient, :func:`match_taps`)::
-
-    Y[cols..., c..., r, q] = sum_{rows..., y, x} A(rows..., cols..., y, x) * B(rows..., c..., y + r, x + q)
-
+where ``r`` and ``q`` run over 3 values, ``A`` (the data: any expression, padding included) depends on
+``y`` and ``r`` only through ``y + a r`` and on ``x`` and ``q`` only through ``x + b q`` (``|a|``, ``|b|``
+the dilations; a negative one a flipped kernel), and ``B`` (the kernel) reads no row axis.  The sum
+becomes short transforms around one product per transform point: the kernel transform
+``U[xi, nu, cols..., c...] = (G B G^T)[xi, nu]``; the input transform ``V[xi, nu, c..., rows..., tiles...]
+= (B^T d B)[xi, nu]`` over each input tile ``d`` of ``(m + 2)^2`` points (the data deinterleaved by column
+residue, zero past the points the sum reads, so odd sizes tile exactly); the product
+``M[xi, nu, cols..., rows..., tiles...] = sum_c U * V``, planned as any product; and
+``O[xi, cols..., rows..., tiles..., x] = (M A)[xi, x % m]``, the sum being ``sum_xi A^T[y % m, xi] O[xi,
+...]``.  A sum whose taps are output axes (a weight gradient, :func:`match_taps`,
+``Y[cols..., c..., r, q] = sum_{rows..., y, x} A(rows..., cols..., y, x) * B(rows..., c..., y + r, x + q)``)
 takes the transpose (:func:`rewrite_taps`): the same data transform, the head's tiles of ``m^2`` points by
 ``A``, one product per transform point over the tiles, and ``G^T M G``.
 
-Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2``: 2.25 times
-fewer for ``m = 2``, 4 times fewer for ``m = 4``.  :func:`choose_tile` prices the tiles offered and the
-direct sum in multiply-adds (:func:`macs`: each transformed value :data:`TRANSFORM_MAC` of them, measured on
-AVX-512 and AVX2) and rewrites where the tile costs at most :data:`PAYS` of the direct sum and there are
-:data:`MIN_TILES` tiles: F(4x4, 3x3) from about 40 channels in and out, F(2x2, 3x3) from about 100.
-F(4x4, 3x3)'s float32 error is about four times the direct sum's (3e-6 of the largest output at 64
-channels), within every tolerance of a value, but it moves values across kinks: a ReLU mask that the
-backward takes of a pre-activation near zero flips, and the gradient moves by a whole term.  So F(4x4, 3x3)
+Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2`` (2.25 times fewer
+for ``m = 2``, 4 for ``m = 4``).  :func:`choose_tile` prices the tiles and the direct sum in multiply-adds
+(:func:`macs`, each transformed value :data:`TRANSFORM_MAC`, measured on AVX-512 and AVX2) and rewrites
+where the tile costs at most :data:`PAYS` of the direct sum over :data:`MIN_TILES` tiles or more: F(4x4,
+3x3) from about 40 channels in and out, F(2x2, 3x3) from about 100.  F(4x4, 3x3)'s float32 error is about
+four times the direct sum's, within every tolerance of a value, but it moves values across kinks (a ReLU
+mask the backward takes of a pre-activation near zero flips, moving the gradient by a whole term), so it
 is offered only for a sum whose value reaches (:func:`kinked`) no jump of the program (a comparison other
-than a choice's whose branches agree where its sides meet, a cast or an index read from data), nor a kink
+than a choice's whose branches agree where its sides meet, a cast, an index read from data), nor a kink
 (``max``, ``min``, ``abs``, a max or min reduction, a ReLU) where the value also leaves the kernel point by
-point (an output, or read by one that sums nothing): the forward of a network of ReLUs summed into a loss,
-its data gradients, not a forward that saves its pre-activations for a backward; F(2x2, 3x3), whose error
-is the direct sum's, everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms
-add in another order)."""
+point (an output, or read by one that sums nothing); F(2x2, 3x3), whose error is the direct sum's,
+everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms add in another
+order)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """The process's cache of compiled code: ``ta.build`` of a program compiled already is a lookup.
 
-A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its
-:class:`.runtime.compiled.Compiled` with a weak reference to every entry some kernel uses (the entry and
-its code leave with its last kernel, :class:`.jit.engine.LinkedCode`) and a strong one to the ``recent``
-entries (a program rebuilt in a loop is still a lookup).  So it holds no more than the kernels alive plus
-``recent`` entries.  :data:`COMPILED` is the process's cache."""
+A :class:`CompiledCache` maps a build key (:mod:`.jit.build_key`) to its :class:`.runtime.compiled.Compiled`,
+weakly while some kernel uses it (:class:`.jit.engine.LinkedCode`) and strongly for the ``recent`` entries
+(a program rebuilt in a loop): it holds the kernels alive plus ``recent``.  :data:`COMPILED` is the
+process's cache."""
 
 from __future__ import annotations
 

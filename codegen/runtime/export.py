@@ -1,22 +1,10 @@
-"""Kernels that leave the process as files: ``kernel.export(path)``.
-
-Export writes three files (``name`` is the path without ``.so``):
-
-* ``name.so`` -- a shared library linked by ``cc -shared`` from the kernel's LLVM IR compiled as
-  position-independent code, the matrix-product library pieces it calls and a small C wrapper (with
-  ``-lgomp`` for a parallel kernel).
-* ``name.h`` -- the C interface, one function::
-
-      void name(const float *X, const float *W, float *Y, int num_threads);
-
-  Pointers to C-contiguous arrays of the tensors' shapes: the inputs in ``build``'s order, then the outputs
-  (overlapping no other argument); ``num_threads`` <= 1 runs serially.
-* ``name.json`` -- what :func:`load_kernel` checks: the library's size and SHA-256, its target
-  (:func:`.target.needed_features`), the arguments' names, shapes and dtypes, the entry symbol, the work
-  and the loop program text.
-
-Each file is written to a temporary file and renamed into place, so a process that loaded the old library
-keeps its code, and a reader sees a whole file."""
+"""Kernels that leave the process as files: ``kernel.export(path)`` writes ``name.so`` (the kernel's
+code as position-independent code, the matrix-product library pieces it calls and a C wrapper, linked by
+``cc -shared``, with ``-lgomp`` when parallel), ``name.h`` (one function,
+``void name(const float *X, ..., float *Y, int num_threads)``: the inputs in ``build``'s order, then the
+outputs, C-contiguous and not overlapping) and ``name.json`` (what :func:`load_kernel` checks: the
+library's size, SHA-256 and target, the arguments, the entry symbol, the work and the loop program).
+Each file is renamed into place whole: a process that loaded the old library keeps its code."""
 
 from __future__ import annotations
 

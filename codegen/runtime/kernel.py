@@ -289,17 +289,15 @@ class Kernel:
     """A compiled kernel: ``kernel(*arrays, out=None)``.
 
     Arrays come in the order of the ``inputs`` given to ``build`` (inputs the outputs do not use are
-    accepted and ignored), each a NumPy array (or an object with ``__dlpack__``, viewed without a copy)
-    with exactly the tensor's shape and dtype: float32 where float64 is expected is an error, not a silent
-    cast.  Non-contiguous inputs are copied first.  ``out=`` (an array, or a tuple of one per output)
-    receives the results in place; such arrays must be C-contiguous, writeable and not overlap another
-    argument.  Returns one array for one output, a tuple for several (the ``out=`` objects when given);
-    arrays allocated for several threads start on a cache line (:func:`empty_aligned_all`).
+    ignored), NumPy arrays or ``__dlpack__`` objects (viewed without a copy) of exactly the tensor's shape and
+    dtype (no silent casts); non-contiguous inputs are copied first.  ``out=`` (an array, or a tuple of one
+    per output) receives the results in place: C-contiguous, writeable, overlapping no other argument.
+    Returns one array for one output, a tuple for several (the ``out=`` objects when given).
 
-    The call releases the GIL, so several threads may call one kernel at once.  Its only state is its
-    *workspace*: a finished call's temporaries, kept for the next (a concurrent call
-    makes its own).  ``keep_workspace = False`` (settable) frees them after each call,
-    ``release_workspace()`` now.  ``num_threads`` (settable): the threads of each parallel loop."""
+    The call releases the GIL: several threads may call one kernel at once.  Its only state is its
+    *workspace*, a finished call's temporaries kept for the next (a concurrent call makes its own;
+    ``keep_workspace = False`` frees them after each call, ``release_workspace()`` now).
+    ``num_threads`` (settable): the threads of each parallel loop."""
 
     def __init__(self, lowered, compiled: Compiled, num_threads: int, refuse: str | None = None,
                  signature: Signature | None = None, origin: str | None = None) -> None:

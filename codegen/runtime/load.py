@@ -1,12 +1,11 @@
 """``ta.load(path)``: a kernel from a library written by ``kernel.export(path)`` (:mod:`.runtime.export`),
 checked before it is mapped.
 
-The library's bytes are read once and checked against the ``.json`` *before anything is mapped*: a
-truncated, damaged or replaced library and one for CPU features this host lacks are refused with
-:class:`LoadError`, as is a ``.json`` without size, hash and target.  The verified bytes are written to a
-private file (:func:`_open_private_copy`) and opened with ``ctypes``, so what is mapped is exactly what
-was checked.  The ``.json`` itself is trusted.  The result is a :class:`~.runtime.kernel.Kernel` with a
-built one's argument checks."""
+The library's bytes are read once and checked against the trusted ``.json``: a truncated, damaged or
+replaced library, one for CPU features this host lacks, and a ``.json`` without size, hash and target are
+refused with :class:`LoadError`.  The checked bytes are written to a private file and opened with
+``ctypes``, so what is mapped is what was checked.  The result is a :class:`~.runtime.kernel.Kernel` with
+a built one's argument checks."""
 
 from __future__ import annotations
 

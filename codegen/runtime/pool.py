@@ -1,23 +1,15 @@
 """tensorad's own parallel runtime: a thread pool whose parallel regions never wait for a thread that has
 not started.
 
-This module defines ``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` (what kernels
-call) in an LLVM IR module of its own, so the same code runs here or on libgomp (:mod:`.runtime.threads`).
-A region's ``n`` thread numbers are handed out from one 64-bit ticket ``generation:32 | n:16 | next:16``:
-
-* the caller publishes the job, then the ticket ``(g + 1, n, 1)`` (number 0 is its own), wakes sleeping
-  workers (a futex on the generation) and runs ``body`` as thread 0;
-* a worker claims number ``next`` by compare-and-swap, runs ``body`` as that thread, and counts it done;
-* the caller then runs every number not yet claimed itself and waits only for those workers claimed.
-
-Every number runs exactly once.  The generation makes a stale claim fail; the next region is published
-only after every number of this one is done.  A second caller while a region runs runs all ``n`` numbers
-itself, as a caller does while no worker has started (:func:`ensure_workers`; a forked child starts as
-many as its parent had).  An idle worker
-spins up to ``IDLE_SPIN_CYCLES``, a waiting caller ``WAIT_SPIN_CYCLES``, then they sleep on the futex.  A
-worker's spin follows the gaps between regions (twice the last gap it slept through, or half its spin
-after a gap longer than ``IDLE_SPIN_CYCLES``, down to ``MIN_SPIN_CYCLES``): back-to-back regions find it
-awake, and regions called now and then cost it no CPU between them."""
+``GOMP_parallel``, ``omp_get_thread_num`` and ``omp_get_num_threads`` (what kernels call) are defined in
+an LLVM IR module of their own, so the same code runs here or on libgomp (:mod:`.runtime.threads`).  A
+region's ``n`` thread numbers are claimed by compare-and-swap from one 64-bit ticket
+``generation:32 | n:16 | next:16``: the caller publishes the ticket ``(g + 1, n, 1)``, wakes sleeping
+workers (a futex on the generation) and runs number 0; each worker runs the number it claims; the caller
+then runs every number not yet claimed and waits only for the claimed ones.  Every number runs exactly
+once; a second caller while a region runs, or a caller before any worker has started
+(:func:`ensure_workers`), runs all ``n`` numbers itself.  Idle workers and waiting callers spin (the
+``*_SPIN_CYCLES`` constants; a worker's spin follows the gaps between regions), then sleep on the futex."""
 
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
-by a driver that calls each part's code, largest first, on each next block of rows that fits, on the
-arrays' pointers moved to the block's first row, its count of rows written first to the count every
-part reads as its last input (:mod:`..passes.row_bound`).  A part whose loops take that count runs the
-last rows as one short block; a part built without it (its program refused the count) runs whole blocks
-only, and the unit's block, the last, runs what they leave.  A part whose gathers raise on a bad index,
-or a checked part (``checked=True``), reads its record after its temporaries; the driver stops after
-the block that fills it, and the call raises naming the call's row.  The driver is compiled once per
-process."""
+by a driver (compiled once per process) that calls each part's code, largest first, on each next block
+of rows that fits: the arrays' pointers moved to the block's first row, its count of rows written first
+to the input every part reads last (:mod:`..passes.row_bound`).  A part whose loops take that count runs
+the last rows as one short block; one built without it runs whole blocks only, the unit's block, last,
+running what they leave.  A part with a record (raising gathers, ``checked=True``) stops the driver
+after the block that fills it, and the call raises naming the call's row."""
 
 from __future__ import annotations
 

@@ -7,22 +7,14 @@
     def dense_relu(X, W, B):
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
-Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program`.  Its rules are
-tensorad's own:
-
-* **evaluation**: the program's kernel, through ``jax.pure_callback`` under ``jit``;
-* **JVP**: the program ``sum_j J_j . t_j`` built by tensorad's forward mode, linear in the tangents;
-* **transpose** (of a program linear in some inputs): ``J^T head`` by tensorad's reverse mode;
-* **vmap**: one program with the batch as a leading axis (:mod:`tensorad.lang.batching`), one kernel call.
-
-Every derived program is again a ``Program``, so ``jax.grad(jax.grad(f))``, ``jax.hessian`` and
-``check_grads(order=2)`` differentiate tensorad's own derivatives.  First order keeps the residuals of
-:class:`tensorad.training.function.Function`: under ``grad`` the JVP runs the forward kernel that also
-computes the saved values, and the transpose the backward kernel that reads them.  Saved values are extra
-operands that do not count for differentiation (their derivatives are those of the programs that recompute
-them), so every higher order is exact.
-
-Importing this module imports JAX; ``import tensorad`` does not."""
+Each call is one JAX primitive, ``tensorad_call``, whose parameter is a :class:`Program`, with tensorad's
+own rules: evaluation by the program's kernel (``jax.pure_callback`` under ``jit``); JVP by forward mode
+(``sum_j J_j . t_j``); transpose by reverse mode (``J^T head``); vmap as one program with a leading batch
+axis (:mod:`tensorad.lang.batching`).  Every derived program is again a ``Program``, so every order
+differentiates tensorad's own derivatives.  First order keeps :class:`tensorad.training.function.Function`'s
+residuals (the JVP runs the forward that saves them, the transpose the backward that reads them); saved
+values are operands that do not count for differentiation, so higher orders stay exact.  Importing this
+module imports JAX; ``import tensorad`` does not."""
 
 from __future__ import annotations
 

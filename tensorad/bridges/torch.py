@@ -7,20 +7,14 @@
     def dense_relu(X, W, B):
         return ta.topi.nn.relu(ta.topi.nn.dense(X, W, B))
 
-Two operators are registered with ``torch.library.custom_op`` for every function:
-``tensorad::forward(key, args)`` (the outputs, then one tensor of bytes holding the saved values that are
-not outputs: one allocation and one tensor per call, whatever their number) and
-``tensorad::backward(key, args)`` (residuals and heads -> gradients), each with a fake implementation, so
-``torch.compile(fullgraph=True)`` traces through them, and the forward with ``register_autograd``, so
-eager autograd, ``torch.func.grad`` and AOTAutograd use :class:`tensorad.training.function.Function`'s
-forward/backward.  ``key`` names the pair in a registry that holds the function weakly: one the user drops
-is freed with its kernels.
-
-Higher order: a backward run with grad mode on (``create_graph=True``) calls the gradient program as a
-tensorad function of its own, differentiable again the same way.
-
-Kernels read and write the torch tensors' memory through DLPack (no copies); only CPU tensors are
-accepted.  Importing this module imports torch (not its compiler, Dynamo); ``import tensorad`` does not."""
+Each function registers ``tensorad::forward(key, args)`` (the outputs, then one byte tensor of the saved
+values that are not outputs) and ``tensorad::backward(key, args)`` with ``torch.library.custom_op``, with
+fake implementations for ``torch.compile(fullgraph=True)`` and ``register_autograd`` for eager autograd,
+``torch.func`` and AOTAutograd (:class:`tensorad.training.function.Function`'s forward/backward).  ``key``
+names the pair in a registry that holds the function weakly.  A backward under ``create_graph=True`` runs
+the gradient program as a tensorad function of its own, differentiable again.  Kernels use the CPU
+tensors' memory through DLPack (no copies).  Importing this module imports torch (not Dynamo);
+``import tensorad`` does not."""
 
 from __future__ import annotations
 

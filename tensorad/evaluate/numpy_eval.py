@@ -1,34 +1,23 @@
 """``ta.evaluate``: a slow, plain-NumPy reference evaluator of the whole language, the test oracle,
-written for obvious correctness:
+written for obvious correctness.
 
-* Tensors are evaluated once each, producers before consumers (``ir.rewrite.tensor_graph``).
-* A compute op is evaluated over a broadcast index grid: op axis ``d`` is ``arange(extent)`` along grid
-  dimension ``d``, each reduce axis a dimension after those; a body is one ``ir.rewrite.fold`` with
-  ``ARRAY_RULES``.  A ``REDUCE`` folds its sources over its own dimensions: ``np.<ufunc>.reduce`` masked by
-  ``where`` for built-in reducers; a custom combiner per reduce point in C order, from the identity.
-* Values are computed in the tensor's dtype; index arithmetic is exact (int64 index arrays), int32 values
-  read from tensors, and arithmetic among them only, wrap.  Integer ``//`` and ``%`` floor.
-* ``if_then_else`` is lazy: a read clamps its indices and *poisons* the points out of bounds; poison flows
-  up except through an untaken branch or a ``where``-excluded point, and a poisoned result point is an
-  :class:`OutOfBoundsError`.  Floating-point warnings are silenced.
-* Summation order: NumPy's reduction (pairwise for sums); :func:`evaluate_in_order` folds built-in sums and
-  products one term at a time: ``"sequential"``, ``"reversed"``, by index parity with a reassociation's
-  rounding (``"mixed"``, ``"mixed-odd"``), or axis by axis, the last first (``"nested"``).  The spread
-  between orders is a test's allowance (``fuzz/checks.Case.order_spread``); custom combiners fold in index
-  order, except a bare ``x + y`` or ``x * y``.
-* Strong zeros (``strong_zero=True``): a product with a zero factor is zero (``0 * inf = 0 * NaN = 0``), as
-  PyTorch and JAX give a derivative whose adjoint is zero (``fuzz/checks.Case.chain_rule_nans``).
-* Rounded math (``rounded_math=True``): float32 transcendental functions (:data:`ROUNDED_MATH`) are
-  computed in float64 and rounded once.
-* Unsigned zeros (``unsigned_zeros=True``): every zero is ``+0``, as optimized code may flip a zero's sign
-  (docs/conventions.md), and with it an infinity that divides by it.
-* Given values (``given={tensor: array}``): those computed tensors' values are taken as they are (the fuzz
-  oracle's ``split`` check).
-* Jittered reads (``jitter=(seed, ulps)``): every float read moves by a random ``u`` ulps,
-  ``|u| <= |ulps|``, per read and element in evaluation order (negative ``ulps`` mirrors the draws), as a
-  fast-math kernel rounds each occurrence of a value on its own.
+Tensors are evaluated once each, producers first.  A compute op is evaluated over a broadcast index grid
+(op axis ``d`` along grid dimension ``d``, reduce axes after), its body one ``ir.rewrite.fold`` with
+``ARRAY_RULES``; a ``REDUCE`` is ``np.<ufunc>.reduce`` masked by ``where`` for built-in reducers, a
+custom combiner folded per reduce point in C order from the identity.  Values are computed in the
+tensor's dtype; index arithmetic is exact (int64), int32 data wraps, integer ``//`` and ``%`` floor.
+``if_then_else`` is lazy: an out-of-bounds read *poisons* its points, poison flows up except through an
+untaken branch or a ``where``-excluded point, and a poisoned result point is an
+:class:`OutOfBoundsError`.  Floating-point warnings are silenced.
 
-The last five are a test's allowances, never a user's answer."""
+:func:`evaluate_in_order` gives a test its allowances, never a user's answer: built-in sums and products
+folded one term at a time (``"sequential"``, ``"reversed"``, by index parity ``"mixed"``/``"mixed-odd"``,
+or axis by axis ``"nested"``; the spread between orders is ``fuzz/checks.Case.order_spread``);
+``strong_zero`` (a zero factor makes a product zero, as PyTorch's and JAX's derivatives); ``rounded_math``
+(float32 :data:`ROUNDED_MATH` in float64, rounded once); ``unsigned_zeros`` (every zero ``+0``, as
+optimized code may flip a zero's sign); ``given`` (tensors' values taken as given); ``jitter=(seed,
+ulps)`` (every float read moves by a random ``|u| <= |ulps|`` ulps, per read and element, as a fast-math
+kernel rounds each occurrence of a value on its own; a negative ``ulps`` mirrors the draws)."""
 
 from __future__ import annotations
 

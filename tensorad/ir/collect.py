@@ -1,10 +1,8 @@
 """Fewer garbage collections while the compiler runs (:func:`fewer_collections`): around ``Jacobian``,
-``JacobianRecursive``, ``jvp``, the HVP, ``lower`` and ``build``.
-
-During a call the young threshold is :data:`YOUNG`.  Only when to collect changes, never what a program
-computes.  The setting is the process's, so overlapping calls share one raised threshold: the first to
-enter saves the old one and the last to leave restores it, unless the user set another meanwhile; a
-threshold of 0 or one already as high is left alone."""
+``JacobianRecursive``, ``jvp``, the HVP, ``lower`` and ``build`` the young threshold is :data:`YOUNG`
+(only when to collect changes, never what is computed).  Overlapping calls share one raised threshold:
+the first to enter saves the old one and the last to leave restores it, unless the user set another
+meanwhile; a threshold of 0 or one already as high is left alone."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Locks of the process that a fork waits for (:func:`process_lock`).
 
-A thread of this process may hold one of tensorad's process locks (a build compiling, the JIT linking)
-when another thread calls ``os.fork``; the child has only the forking thread, so a lock copied held
-would never be released there and the child's first build would wait for ever.  ``os.fork`` therefore
-takes every process lock before it forks (a build under way in another thread finishes first) and
-releases it after, in the parent and in the child."""
+A forked child has only the forking thread, so a process lock (a build compiling, the JIT linking) that
+another thread held at the fork would never be released there.  ``os.fork`` therefore takes every process
+lock before it forks (a build under way finishes first) and releases it after, in parent and child."""
 
 from __future__ import annotations
 

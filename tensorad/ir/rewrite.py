@@ -1,13 +1,11 @@
 """The one traversal mechanism of the IR: bottom-up folds and rule-driven rewrites.
 
-* :func:`fold` computes a value per node from its operands' values, by a function or a table
-  ``{Op: fn(node, *operand_values)}`` (evaluation, printing, derivatives, LLVM emission).
-* :func:`rewrite` rebuilds an expression bottom-up, applying rules at every node until none fires
-  (simplification, substitution, inlining).
-* :func:`fold_along` is a fold that descends only where the analysis says.
-
-Both are iterative (no recursion limit) and memoized per call; orders follow the first appearance in a
-left-to-right post-order walk, never a hash."""
+:func:`fold` computes a value per node from its operands' values, by a function or a table
+``{Op: fn(node, *operand_values)}`` (evaluation, printing, derivatives, LLVM emission); :func:`rewrite`
+rebuilds an expression bottom-up, applying rules at every node until none fires (simplification,
+substitution, inlining); :func:`fold_along` descends only where the analysis says.  All are iterative (no
+recursion limit) and memoized per call; orders follow the first appearance in a left-to-right post-order
+walk, never a hash."""
 
 from __future__ import annotations
 

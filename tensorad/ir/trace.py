@@ -1,17 +1,9 @@
 """Seeing what the compiler does: stage times to ``logging`` and each stage's text to files.
 
 Stages: ``define``, ``differentiate``, ``optimize``, ``lower``, ``llvm``, ``jit``, and the events
-``cache hit`` and ``cache miss``.  Switched on by the environment or, for a block, by :func:`config` (a
-``contextvars.ContextVar``; it never changes what is computed)::
-
-    TENSORAD_LOG=passes      every stage's time at INFO level on the logger "tensorad"
-    TENSORAD_DUMP=DIR        each stage's text in DIR: printed tensors (.txt), the loop
-                             program (.loops.txt), LLVM IR (.ll) and assembly (.s)
-
-    with ta.config(log="passes", dump="/tmp/dump"):
-        kernel = ta.build(...)
-
-:func:`collect` gathers the stage times of a block (``tensorad show --timings``)."""
+``cache hit`` and ``cache miss``.  ``TENSORAD_LOG=passes`` logs every stage's time on the logger
+"tensorad"; ``TENSORAD_DUMP=DIR`` writes each stage's text to DIR (docs/visibility.md); :func:`config`
+sets either for a block, never changing what is computed; :func:`collect` gathers a block's stage times."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """A tensor program with a batch axis in front: what ``vmap`` of a tensorad program computes.
 
-``batch_program(outputs, inputs, batched, size)`` gives each input flagged in ``batched`` a leading axis
-of length ``size``, and every tensor that depends on one of them that axis too (its reads of batched
-tensors take the batch index first); other tensors are shared unchanged.  The result is one program for
-the whole batch.  Reductions keep their axes; bodies, tags, attributes and provenance are kept, so
-autodiff and the optimizer treat it as the original."""
+``batch_program(outputs, inputs, batched, size)`` gives each input flagged in ``batched``, and every
+tensor that depends on one, a leading axis of length ``size`` (reads of batched tensors take the batch
+index first); other tensors are shared unchanged.  Reductions keep their axes; bodies, tags, attributes
+and provenance are kept, so autodiff and the optimizer treat it as the original."""
 
 from __future__ import annotations
 

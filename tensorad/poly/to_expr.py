@@ -1,14 +1,10 @@
 """isl results back to IR: quasi-affine functions and sets as index expressions and conditions (the other
-direction of :mod:`.affine`).
-
-* an ``isl.Aff`` ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` is written ``(...) // D`` (exact: isl
-  hands out integer-valued functions here), a div recursing into ``d_j``; values are exact fractions;
-* a constraint ``aff >= 0`` / ``aff = 0`` keeps only the numerator;
-* a set is the disjunction of its basic sets, each the conjunction of its constraints (existentials made
-  explicit divs first: ``exists e: x = 2e`` becomes ``x - 2*(x // 2) == 0``);
-* a piecewise function of several pieces is a ``select`` chain over the pieces' domains;
-* a parameter is the size variable its ``isl.Id`` holds; constraints that the sizes' admissible values
-  imply are left out."""
+direction of :mod:`.affine`).  An ``isl.Aff`` ``(sum a_k x_k + sum b_j floor(d_j) + c) / D`` is written
+``(...) // D`` (exact: isl hands out integer-valued functions here), a div recursing into ``d_j``; a
+constraint keeps only its numerator; a set is the disjunction of its basic sets, each the conjunction of
+its constraints (existentials made explicit divs: ``exists e: x = 2e`` is ``x - 2*(x // 2) == 0``); a
+piecewise function is a ``select`` chain over its pieces' domains; a parameter is the size variable its
+``isl.Id`` holds, and constraints that the sizes' admissible values imply are left out."""
 
 from __future__ import annotations
 

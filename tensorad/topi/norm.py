@@ -1,23 +1,12 @@
 """Statistics and normalization layers: ``mean``, ``var``, ``layer_norm``, ``batch_norm``,
 ``group_norm``, ``instance_norm``, ``rms_norm``.
 
-All normalizations share one shape of computation, written once in :func:`_normalize`:
-
-    mean[s]  = (1/M) sum_{k in group s} X[k]
-    var[s]   = (1/M) sum_{k in group s} (X[k] - mean[s])^2         (two passes: no cancellation)
-    rstd[s]  = 1 / sqrt(var[s] + eps)
-    Y[i]     = (X[i] - mean[s(i)]) * rstd[s(i)] * gamma[c(i)] + beta[c(i)]
-
-where ``s(i)`` maps an element to its statistics group and ``c(i)`` to its affine parameters:
-
-* layer norm: ``s`` = the leading axes, the group is the trailing ``gamma.ndim`` axes;
-* batch norm: ``s`` = the channel axis, the group is every other axis;
-* group norm: ``s`` = ``(n, c // (C/G))``, the group is ``C/G`` channels and the spatial axes;
-* instance norm: group norm with one channel per group.
-
-RMS norm has no mean: ``Y = X / sqrt(mean(X^2) + eps) * gamma`` over the trailing axes.
-
-Every piece is an ordinary compute, so autodiff differentiates it like a user's program."""
+Every normalization is :func:`_normalize`: per statistics group ``s`` of ``M`` elements,
+``mean[s]``, ``var[s]`` (two passes: no cancellation), ``rstd[s] = 1 / sqrt(var[s] + eps)`` and
+``Y[i] = (X[i] - mean[s(i)]) * rstd[s(i)] * gamma[c(i)] + beta[c(i)]``.  The groups: the trailing
+``gamma.ndim`` axes (layer norm), every axis but the channel (batch norm), ``C/G`` channels and the spatial
+axes (group norm; instance norm: one channel a group).  RMS norm has no mean.  Every piece is an ordinary
+compute, differentiated like a user's program."""
 
 from __future__ import annotations
 

@@ -3,15 +3,12 @@
     f = ta.function(Y, [X, W], wrt=[W])         # any tensor program; wrt: default every float input
     y = f(x, w)                                 # the forward alone
     y, res = f.forward(x, w)                    # the forward and what the backward needs
-    (gw,) = f.backward(res, h)                  # one head per output -> one gradient per wrt
+    (gw,) = f.backward(res, h)                  # one head per output (None: zero) -> one gradient per wrt
 
-One output gives one value, several a tuple; ``backward`` returns one gradient per ``wrt`` tensor.  This
-is the shape of ``torch.autograd.Function`` and ``jax.custom_vjp``, so the bridges are thin.  The gradient
+The shape of ``torch.autograd.Function`` and ``jax.custom_vjp``, so the bridges are thin.  The gradient
 program is ``sum_k J_k^T head_k``; a checkpoint policy chooses what the forward saves
-(:mod:`.training.residuals`).  Three kernels, built on first use: forward, forward with residuals, backward.
-
-Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the results in place.  A head may be
-``None`` (a zero head)."""
+(:mod:`.training.residuals`).  Arrays are NumPy arrays or ``__dlpack__`` objects; ``out=`` receives the
+results in place."""
 
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """Which forward values a backward reads from the forward, and which it recomputes.
 
-The part of a gradient ``grads = J^T heads`` that does not depend on a head can be computed by the forward
-and *saved*, or recomputed by the backward.  A checkpoint policy decides per tensor, as JAX's
-``checkpoint_policies`` do: ``"default"`` saves reductions, the outputs and the transcendental values
-:mod:`.training.saved_values` finds cheaper to load; ``"save_all"`` every forward value the backward reads;
-``"recompute_all"`` nothing; a function ``policy(tensor) -> bool`` what it returns True for.
-
-The plan cuts the backward's graph at the saved tensors, which the backward kernel takes as inputs; only
-those the cut graph still reaches are kept."""
+The part of a gradient ``J^T heads`` that does not depend on a head is *saved* by the forward or
+recomputed by the backward, per tensor by a checkpoint policy, as JAX's ``checkpoint_policies``:
+``"default"`` saves reductions, the outputs and the transcendental values :mod:`.training.saved_values`
+finds cheaper to load; ``"save_all"`` every forward value the backward reads; ``"recompute_all"`` nothing;
+a function ``policy(tensor) -> bool`` what it returns True for.  The plan cuts the backward's graph at the
+saved tensors (the backward kernel's inputs), keeping those the cut graph still reaches."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """Elementwise values that the forward computes and the backward would compute again: saved.
 
-A gradient often needs a transcendental value its forward computed and threw away (log-softmax's backward
-needs the forward's ``exp(z - m)``).  :func:`share_values` makes such a value a tensor ``E`` over the box
-of its index variables and rewrites both programs to read it; the residual planner then saves ``E``.  A
-value (a transcendental function or a power) is shared when:
-
-* it lies in a forward op's body, outside any lazy ``if_then_else`` and any ``where``-reduction, and its
-  index variables are that op's axes or reduction axes;
-* ``E`` is no larger than the largest tensor the value reads and every read in it is in bounds on the
-  whole box (isl's proof);
-* the backward contains it, each index variable bound to one whose range lies inside ``E``'s;
-* ``worth(value)`` says a load beats recomputing (:func:`tensorad.codegen.strategies.cost.worth_saving`).
-
-The match is structural (:func:`.ir.rewrite.match_pattern`)."""
+:func:`share_values` makes such a value (a transcendental function or a power, as log-softmax's
+``exp(z - m)``) a tensor ``E`` over the box of its index variables, rewrites both programs to read it, and
+the residual planner saves ``E``.  A value is shared when it lies in a forward op's body outside any lazy
+``if_then_else`` and ``where``-reduction, over that op's axes; ``E`` is no larger than the largest tensor
+the value reads and reads in bounds (isl's proof); the backward contains it (matched structurally) over
+ranges inside ``E``'s; and ``worth(value)`` says a load beats recomputing."""
 
 from __future__ import annotations
 
