@@ -33,8 +33,7 @@ _SLICE = "the forward reads a few elements of a larger input or intermediate; th
 FUZZ_FINDINGS: dict[int, str] = {
     41: f"{_WINNER} (in the work gate's float64 rendering; the fuzzer's own keeps the bound)",
     89: f"{_WINNER} (the running max of a custom (sum, max) pair)",
-    161: _SLICE, 184: _SLICE, 228: _WINNER,
-    476: _SLICE,
+    161: _SLICE,
 }
 
 _TILES = ("the forward's 3x3 convolutions by F(4x4, 3x3) (a ReLU bends a loss, no mask is taken); the "

@@ -123,6 +123,10 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
         if buf is None:
             continue
         dom, value = peel_zero_select(space, body)
+        if value.op is Op.CONST and not value.arg:  # zero everywhere (a gradient its output ignores)
+            fills.append(Fill(buf, value))
+            notes.append(f"{marked(buf.name)} zero")
+            continue
         if not box.is_subset(dom):
             fills.append(Fill(buf, const(0, buf.dtype)))
             notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")

@@ -29,13 +29,15 @@ def disjuncts(c: Expr) -> list[Expr]:
 
 
 def implied_conjuncts(c: Expr) -> list[Expr]:
-    """The conjuncts of ``c``, and of a disjunction those every disjunct has: ``(a && b) || (a && c)``
-    gives ``[a]``."""
-    alternatives = disjuncts(c)
-    if len(alternatives) < 2:
-        return conjuncts(c)
-    rest = [implied_conjuncts(d) for d in alternatives[1:]]
-    return [x for x in implied_conjuncts(alternatives[0]) if all(has(r, x) for r in rest)]
+    """The conjuncts of ``c``, and those every disjunct of a disjunction among them has, at any depth
+    of the ``&&``/``||`` tree: ``x && ((a && b) || (a && c))`` gives ``[x, (a && b) || (a && c), a]``.
+    Each one holds wherever ``c`` does."""
+    out = conjuncts(c)
+    for d in out:
+        if d.op is Op.OR:
+            first, *rest = [implied_conjuncts(x) for x in disjuncts(d)]
+            out = out + [x for x in first if all(has(r, x) for r in rest) and not has(out, x)]
+    return out
 
 
 def _joined(cs, op: Op, unit: Expr) -> Expr:

@@ -224,8 +224,11 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE):
                            lambda n, a, b, memo=None: canonical_compare(n, memo)),)
 ALGEBRA_RULES[Op.EQ] += (("eq-data-address", lambda n, a, b: data_address(n)),)  # D == v: D an address
 for _op in (Op.VAR, Op.CONST, Op.READ, Op.EXP, Op.LOG, Op.SQRT, Op.TANH, Op.SIGMOID, Op.ABS,
-            Op.SIN, Op.COS, Op.ERF, Op.DATA_INDEX):
+            Op.SIN, Op.COS, Op.ERF):
     ALGEBRA_RULES[_op] = ()  # constant folding only
+ALGEBRA_RULES[Op.DATA_INDEX] = (  # take(v, 1, clip) = take(v, 1, wrap) = 0: one point in range
+    ("index-one-point", lambda n, a: const(0, n.dtype) if isinstance(n.arg.extent, int) and n.arg.extent == 1
+     and n.arg.mode != "raise" else None),)
 
 
 _LINEAR_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.NEG})

@@ -21,7 +21,7 @@ from tensorad.ir.rewrite import simultaneous, substitute, walk
 from tensorad.ir.tensor import Tensor
 from tensorad.poly.domain import IndexSet
 
-from ..algebra.logic import all_of, conjuncts
+from ..algebra.logic import all_of, conjuncts, implied_conjuncts
 from ..algebra.rules import is_zero, simplify_expr
 from ..zeros.nonzero import assume, nonzero
 from .eliminate import (
@@ -53,7 +53,7 @@ def lift_body(axes: Sequence[Expr], body: Expr, ctx=None) -> Expr:
     body = simplify_expr(body, ctx)
     if body.op is Op.CONST:
         return body
-    affine, _ = split_affine(conjuncts(nonzero(body, ctx)), axes, ctx)
+    affine, _ = split_affine(implied_conjuncts(nonzero(body, ctx)), axes, ctx)
     if not affine:
         return body
     cond = _box_guard(axes, affine, ctx)

@@ -107,7 +107,7 @@ def test_an_empty_copied_axis_gives_a_zero_gradient_without_passes():
     Y = ta.compute((0, R), lambda c, i: ta.prod(X[i, k], axis=[k]), name="Y")
     H = ta.placeholder((0, R), "float64", "H")
     (g,) = ta.JacobianRecursive(Y, [X], H)
-    assert ta.lower([g], [X, H], target=pinned()).work == R * K
+    assert ta.lower([g], [X, H], target=pinned()).work == 0  # a fill: no counted loop
     np.testing.assert_array_equal(ta.build([g], [X, H])(np.ones((R, K)), np.ones((0, R))), 0.0)
 
 

@@ -15,6 +15,7 @@ from tensorad.simplify.zeros.nonzero import NZ_RULES
 
 import tensorad as ta
 from tensorad.ir import FALSE, TRUE, Expr, Op, var
+from tensorad.ir.expr import data_index
 from tensorad.ir.rewrite import walk
 
 IV = var("i", 0, 7)
@@ -144,6 +145,7 @@ TARGETED = [
     lambda: ta.cast("bfloat16", ta.cast("float32", ta.cast("bfloat16", X * Y))) * 1.0,
     lambda: ta.cast("float16", ta.cast("float32", ta.cast("float16", X + Y))) * 1.0,
     lambda: ta.cast("float16", ta.cast("float32", ta.cast("bfloat16", X + Y))) * 1.0,  # not a round trip
+    lambda: data_index(IV + 5, 1, "clip") + JV, lambda: data_index(IV - 3, 1, "wrap") * JV,
 ]
 
 
