@@ -48,7 +48,7 @@ from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
 from .passes.stacked_sums import stack_shared_sides, stack_sums
-from .passes.strided_sums import unstride
+from .passes.strided_sums import split_digits, unstride
 from .passes.transposed_sums import merge_transposed
 from .passes.winograd import winograd
 from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
@@ -288,7 +288,8 @@ def _stacked(state: _Rewriting) -> list[ComputeOp]:
 # a compound operand read through windows computed once; safe if_then_else made select; costly contexts of
 # eager choices computed once; a sum spelled twice, once transposed, computed once; several products summed as
 # one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output copying a
-# temporary computes it (with fuse); sums over one residue class re-indexed.
+# temporary computes it (with fuse); sums over one residue class re-indexed; sums over a flat axis read
+# through // and % summed over its digits.
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(guard_into_domain),
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
@@ -306,6 +307,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _new_ops(lambda s: winograd(s.ops, s.bodies, _reads_in_bounds, s.winograd, s.outputs)),
     _new_ops(lambda s: elide_copies(s.ops, s.bodies, s.outputs) if s.fuse else s.ops),
     _each_body(unstride),
+    lambda s: setattr(s, "bodies", {op: split_digits(bs) for op, bs in s.bodies.items()}),
 )
 
 

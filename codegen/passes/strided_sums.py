@@ -7,7 +7,13 @@ hold a value::
 
 A conjunct ``(a k + c) % m == r``, ``k`` a reduction axis, ``a = +-1`` and no other variable, holds
 exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point ``>= lo``), so the sum runs
-over ``k'`` without the conjunct.  The terms and their order are unchanged: bit for bit the same."""
+over ``k'`` without the conjunct.  The terms and their order are unchanged: bit for bit the same.
+
+A reduction axis read only through ``//`` and ``%`` by constants whose chain divides its extent (a row
+of ``X`` viewed flat, ``X[r // 784, (r // 28) % 28, r % 28]``) is summed over its digits instead, one
+axis per digit, most significant first, so that no division is left in the loops over it
+(:func:`split_digits`, :mod:`.loops.stripmine`'s split of a reduction's axes).  The points and their
+order are unchanged."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
 from tensorad.poly.linear import var_coefficients
 
-from ..loops.stripmine import simplify_index
+from ..loops.stripmine import plan_split, simplify_index
 
 
 def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
@@ -73,4 +79,20 @@ def unstride(red: Expr) -> Expr:
     return Expr(Op.REDUCE, red.dtype, (cond,) + src, ReduceArg(ra.combiner, axes, ra.value_index))
 
 
-__all__ = ["unstride"]
+def split_digits(bodies: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """``bodies`` (one op's, all ``REDUCE`` over the same axes) summed over the digits of every
+    reduction axis read through ``//`` and ``%`` whose divisors divide its extent; else unchanged."""
+    if not bodies or any(b.op is not Op.REDUCE or b.arg.axes != bodies[0].arg.axes for b in bodies):
+        return bodies
+    axes = bodies[0].arg.axes
+    split = plan_split(axes, bodies)
+    if split is None or split.constraints:
+        return tuple(Expr(Op.REDUCE, b.dtype, tuple(simplify_index(s) for s in b.src), b.arg) for b in bodies)
+    out = []
+    for b in bodies:
+        src = tuple(split.apply(s) for s in b.src)
+        out.append(Expr(Op.REDUCE, b.dtype, src, ReduceArg(b.arg.combiner, split.vars, b.arg.value_index)))
+    return tuple(out)
+
+
+__all__ = ["split_digits", "unstride"]
