@@ -48,14 +48,14 @@ from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
 from .passes.speculate import speculate
 from .passes.stacked_sums import stack_shared_sides, stack_sums
-from .passes.strided_sums import unstride
+from .passes.strided_sums import split_digits, unstride
 from .passes.transposed_sums import merge_transposed
 from .passes.winograd import winograd
 from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
 from .strategies.scatter import lower_scatter
-from .target import parse_target
+from .target import Target, parse_target
 
 
 class LoweredFunc:
@@ -204,7 +204,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     ops = store_operands(ops, bodies, materialized, {t.op for t in outputs} | forced, target)
     ops = _live_ops(ops, bodies, outputs)
     state = _Rewriting(ops, bodies, frozenset(outputs), opts.fuse, opts.winograd if opts.fastmath else 0,
-                      opts.fastmath)
+                      opts.fastmath, target)
     for rewrite in PRE_PLANNING_PASSES:
         rewrite(state)
     ops, bodies = state.ops, state.bodies
@@ -246,6 +246,7 @@ class _Rewriting:
     fuse: bool
     winograd: int | None  # the ``winograd`` option (0 with ``fastmath=False``: sums add in the spelled order)
     fastmath: bool
+    target: Target
 
 
 def _each_body(rewrite: Callable[[Expr], Expr]) -> Callable[[_Rewriting], None]:
@@ -288,7 +289,8 @@ def _stacked(state: _Rewriting) -> list[ComputeOp]:
 # a compound operand read through windows computed once; safe if_then_else made select; costly contexts of
 # eager choices computed once; a sum spelled twice, once transposed, computed once; several products summed as
 # one product over one more axis; 3x3 sums by Winograd's transforms where they pay; an output copying a
-# temporary computes it (with fuse); sums over one residue class re-indexed.
+# temporary computes it (with fuse); sums over one residue class re-indexed; sums over a flat axis read
+# through // and % summed over its digits (not a matrix product's).
 PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _each_body(guard_into_domain),
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
@@ -306,6 +308,7 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     _new_ops(lambda s: winograd(s.ops, s.bodies, _reads_in_bounds, s.winograd, s.outputs)),
     _new_ops(lambda s: elide_copies(s.ops, s.bodies, s.outputs) if s.fuse else s.ops),
     _each_body(unstride),
+    lambda s: setattr(s, "bodies", {op: split_digits(op, bs, s.target) for op, bs in s.bodies.items()}),
 )
 
 

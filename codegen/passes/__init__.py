@@ -10,7 +10,8 @@ where the program spells them several times.  ``lower.PRE_PLANNING_PASSES`` runs
 * ``choice_factoring`` costly operations shared by an eager choice's branches, computed once
 * ``transposed_sums``  one sum computed once when the program spells it twice, once transposed
 * ``copy_elision``     an output that copies a temporary computes the temporary itself
-* ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1
+* ``strided_sums``     a sum over one residue class of an axis, re-indexed to stride 1; a flat axis read
+                       through ``//`` and ``%`` summed over its digits
 * ``stacked_sums``     short products summed, or products sharing a side, as one product over one more axis
 * ``shared_scatters``  one buffer for a masked sum of scatter-adds that several readers read
 * ``shared_windows``   a compound operand read through windows, computed once as a tensor

@@ -7,7 +7,15 @@ hold a value::
 
 A conjunct ``(a k + c) % m == r``, ``k`` a reduction axis, ``a = +-1`` and no other variable, holds
 exactly on ``k = m k' + k0`` (``k0 = a (r - c) mod m``, the least such point ``>= lo``), so the sum runs
-over ``k'`` without the conjunct.  The terms and their order are unchanged: bit for bit the same."""
+over ``k'`` without the conjunct.  The terms and their order are unchanged: bit for bit the same.
+
+A reduction axis read only through ``//`` and ``%`` by constants whose chain divides its extent (a row
+of ``X`` viewed flat, ``X[r // 784, (r // 28) % 28, r % 28]``) is summed over its digits instead, one
+axis per digit, most significant first, so that no division is left in the loops over it
+(:func:`split_digits`, :mod:`.loops.stripmine`'s split of a reduction's axes).  The points and their
+order are unchanged.  A matrix product (a flatten then a dense layer, ``sum_k X[b, k // 256, (k // 16) % 16,
+k % 16] * W[o, k]``) keeps its flat ``k``: its strategies (the micro-kernel, strips of the output) walk
+``k`` whole, and its digits would leave short loops over a row of ``W``."""
 
 from __future__ import annotations
 
@@ -15,9 +23,12 @@ from tensorad.simplify.algebra.logic import all_of, conjuncts
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
+from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import var_coefficients
 
-from ..loops.stripmine import simplify_index
+from ..gemm.contraction import match_contraction
+from ..loops.stripmine import plan_split, simplify_index
+from ..target import Target
 
 
 def _residue(c: Expr, axes: tuple[Expr, ...]) -> tuple[Expr, int, int] | None:
@@ -73,4 +84,23 @@ def unstride(red: Expr) -> Expr:
     return Expr(Op.REDUCE, red.dtype, (cond,) + src, ReduceArg(ra.combiner, axes, ra.value_index))
 
 
-__all__ = ["unstride"]
+def split_digits(op: ComputeOp, bodies: tuple[Expr, ...], target: Target) -> tuple[Expr, ...]:
+    """``bodies`` (``op``'s, all ``REDUCE`` over the same axes) summed over the digits of every
+    reduction axis read through ``//`` and ``%`` whose divisors divide its extent; unchanged if they
+    are not, or if ``op`` is a matrix product (:func:`.gemm.contraction.match_contraction`)."""
+    if not bodies or any(b.op is not Op.REDUCE or b.arg.axes != bodies[0].arg.axes for b in bodies):
+        return bodies
+    if match_contraction(op, bodies, None, target) is not None:
+        return bodies
+    axes = bodies[0].arg.axes
+    split = plan_split(axes, bodies)
+    if split is None or split.constraints:
+        return tuple(Expr(Op.REDUCE, b.dtype, tuple(simplify_index(s) for s in b.src), b.arg) for b in bodies)
+    out = []
+    for b in bodies:
+        src = tuple(split.apply(s) for s in b.src)
+        out.append(Expr(Op.REDUCE, b.dtype, src, ReduceArg(b.arg.combiner, split.vars, b.arg.value_index)))
+    return tuple(out)
+
+
+__all__ = ["split_digits", "unstride"]

@@ -41,7 +41,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
 
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
-    reduction is read only by it, at its point, is not an output, and is one plain nest over its box."""
+    reduction is read only by it, at its point, is not an output, and is one plain nest over its box
+    (the nest of its own choice: plain, in strips or collapsed)."""
 
     name = "epilogue"
 
@@ -53,7 +54,8 @@ class EpilogueFusion:
     def cost(self, cand, ctx):
         r = cand.data.reduction.op
         saved = 2 * math.prod(r.shape) / vector_lanes(ctx, r.body[0].dtype)  # (stored, then read)
-        own = ctx.costs[r] if self._strips(cand, ctx) else loop_cycles(r, ctx.bodies[r], ctx)
+        plain = isinstance(ctx.chosen[r].strategy, Strips) and not self._strips(cand, ctx)
+        own = loop_cycles(r, ctx.bodies[r], ctx) if plain else ctx.costs[r]
         return own + loop_cycles(cand.op, cand.bodies, ctx) - saved
 
     @staticmethod
@@ -65,7 +67,7 @@ class EpilogueFusion:
 
     def lower(self, cand, ctx):
         r = cand.data.reduction.op
-        nest = ReductionNest(r, ctx.bodies[r], self._strips(cand, ctx))
+        nest = ReductionNest(r, ctx.chosen[r].bodies, self._strips(cand, ctx))  # (collapsed or not)
         return Plan([EpilogueStep(cand.op, cand.bodies, cand.data, nest)], absorbs=(r,))
 
 
