@@ -68,3 +68,23 @@ def test_second_order_is_torchs():
     rng = np.random.default_rng(1)
     x, v, h = rng.standard_normal(N), rng.standard_normal(N), rng.standard_normal(N)
     assert_hvp_is_torchs(Y, X, H, lambda xt: (_torch(xt) ** 2 * torch.tensor(h)).sum(), x, v, h)
+
+
+def test_a_row_maximum_read_by_the_next_op_is_one_pass():
+    """``Z = A * max_k A[b, k]^2``: the maximum and its winner in one pass per row; values are PyTorch's
+    ``amax`` (its ties share the head) on integer-valued rows."""
+    B, K = 6, 10
+    A = ta.placeholder((B, K), "float64", name="A")
+    k = ta.reduce_axis((0, K), "k")
+    Y = ta.compute((B,), lambda b: ta.max(A[b, k], k), "rowmax")
+    Z = ta.compute((B, K), lambda b, j: A[b, j] * Y[b] * Y[b], "scaled")
+    # per element: the winner with its ties, the sum of the head the maximum's adjoint reads, the tied
+    # rows' routing (as if taken) and the gradient; plus each row's destination
+    assert gradient_cost(Z, [A]).backward == 4 * B * K + B
+    H = ta.placeholder(Z.shape, "float64", name="H")
+    (dA,) = ta.JacobianRecursive(Z, [A], H)
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((B, K))
+    draws = [("ties", rng.integers(0, 3, (B, K)).astype(np.float64), h),
+             ("distinct", rng.standard_normal((B, K)), h)]
+    assert_gradient_is_torchs(dA, A, H, lambda a, h: (a * a.amax(dim=1, keepdim=True) ** 2 * h).sum(), draws)
