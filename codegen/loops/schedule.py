@@ -53,8 +53,10 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
 
 
 def prefer_buffer_form(info: ReductionInfo, strides_of, outputs: list) -> bool:
-    """Accumulate into the output with the last output axis innermost when that accesses memory better."""
-    o, r = (info.outer[-1], info.raxes[-1]) if _buffer_can_accumulate(info, outputs) else (None, None)
+    """Accumulate into the output with the last output axis innermost when that accesses memory better
+    (one value: a tuple takes the form where its strategy chose it, :func:`.strategies.cost.strip_costs`)."""
+    can = info.combiner.arity == 1 and _buffer_can_accumulate(info, outputs)
+    o, r = (info.outer[-1], info.raxes[-1]) if can else (None, None)
     if o is None or o.extent < 8:
         return False
     reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]

@@ -87,12 +87,16 @@ def heavy_count(exprs) -> int:
 def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     """``(accumulators, strips)``: access costs of the two loop orders of a reduction that the
     strip form can take (output and reduction axes; a tuple's results stored in place in some
-    :func:`.loops.schedule.store_order`), else ``None``."""
+    :func:`.loops.schedule.store_order`, its reads contiguous or fixed along the strip: a strided read
+    interleaves for every component's chain of selects, slower than scalar accumulators), else ``None``."""
     red = bodies[0]
     if not op.is_reduction or store_order(red.arg.combiner) is None or not op.axes or not red.arg.axes:
         return None
     o, r = op.axes[-1], red.arg.axes[-1]
-    return None if o.extent < 8 else strip_access_costs(reads_in(red.src), o, r, strides)
+    reads = reads_in(red.src)
+    if red.arg.combiner.arity > 1 and any(access_cost([n], o, strides) > 1 for n in reads):
+        return None
+    return None if o.extent < 8 else strip_access_costs(reads, o, r, strides)
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:
