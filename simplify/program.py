@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import Expr, Op, const, var
-from tensorad.ir.rewrite import reads, replace_reads, substitute, tensor_graph, walk
+from tensorad.ir.rewrite import reads, rebuild, replace_reads, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
 from tensorad.poly.affine import decide
 
@@ -25,7 +25,7 @@ from .algebra.rules import simplify_expr
 from .context import OptimizerContext
 from .inlining import box_points, fuse_gather, inline_read, is_cheap
 from .sums.chains import contract_chain
-from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share, rebuild
+from .sums.factor import factor_sum, fold_nested, fold_unshared, is_sum_op, nested_share
 from .sums.lift import lift_body, optimize_sum, simplify_reduction, solve_sum
 from .sums.masked import lift_masked
 from .sums.merge import merge_sums

@@ -47,9 +47,11 @@ def access_cost(reads: list[Expr], v: Expr, strides_of) -> int:
     return cost
 
 
-def prefer_buffer_form(info: ReductionInfo, strides_of, out_dtype: str) -> bool:
-    """Accumulate into the output with the last output axis innermost when that accesses memory better."""
-    o, r = (info.outer[-1], info.raxes[-1]) if _buffer_can_accumulate(info, out_dtype) else (None, None)
+def prefer_buffer_form(info: ReductionInfo, strides_of, outputs: list) -> bool:
+    """Accumulate into the output with the last output axis innermost when that accesses memory better
+    (one value: a tuple takes the form where its strategy chose it, :func:`.strategies.cost.strip_costs`)."""
+    can = info.combiner.arity == 1 and _buffer_can_accumulate(info, outputs)
+    o, r = (info.outer[-1], info.raxes[-1]) if can else (None, None)
     if o is None or o.extent < 8:
         return False
     reads = [n for s in info.sources + (info.rest,) for n in walk(s) if n.op is Op.READ]
@@ -72,36 +74,59 @@ def accumulator_access(reads: list[Expr], r: Expr, strides_of) -> int:
     return access_cost(reads, r, strides_of) + (4 if 1 < r.extent < 8 else 0)
 
 
-def _buffer_can_accumulate(info: ReductionInfo | None, out_dtype: str) -> bool:
-    """Whether the output buffer can hold the accumulators of ``info`` (one value; a fused
-    epilogue's output of the accumulator's dtype)."""
-    return info is not None and info.combiner.arity == 1 and bool(info.outer) and bool(info.raxes) \
-        and not (info.epilogue is not None and out_dtype != info.acc.dtype)
+def store_order(comb) -> list[int] | None:
+    """An order in which the results of ``comb`` can be stored in place of its accumulated values: each
+    component after every other one whose result reads its old value (a max's value after its tie
+    code, which compares with it); ``None`` when two read each other's."""
+    readers = {c: {d for d, r in enumerate(comb.result) if d != c and any(n is comb.lhs[c] for n in walk(r))}
+               for c in range(comb.arity)}
+    order: list[int] = []
+    while len(order) < comb.arity:
+        ready = [c for c in readers if c not in order and readers[c] <= set(order)]
+        if not ready:
+            return None
+        order += ready
+    return order
 
 
-def buffer_form(info: ReductionInfo, out: Buffer, tile_elems: int) -> list[PolyStmt]:
+def _buffer_can_accumulate(info: ReductionInfo | None, outputs: list) -> bool:
+    """Whether the output buffers can hold the accumulators of ``info`` (one value, a fused epilogue's
+    output of the accumulator's dtype; or several without an epilogue, each stored, in a
+    :func:`store_order`)."""
+    if info is None or not info.outer or not info.raxes or outputs[0] is None:
+        return False
+    if info.combiner.arity == 1:
+        return not (info.epilogue is not None and outputs[0].dtype != info.acc.dtype)
+    return info.epilogue is None and not info.pieces and len(outputs) == info.combiner.arity \
+        and all(b is not None for b in outputs) and store_order(info.combiner) is not None
+
+
+def buffer_form(info: ReductionInfo, outs: list[Buffer], tile_elems: int) -> list[PolyStmt]:
     """``out[o] = identity`` (unless filled), then ``out[o] = combine(out[o], src)`` with the
-    schedule ``[o0, .., floor(o_last / T), phase, r..., o_last]``."""
+    schedule ``[o0, .., floor(o_last / T), phase, r..., o_last]``; a tuple's components each in its
+    output, stored in a :func:`store_order`."""
     outer, raxes = info.outer, info.raxes
     o_last = outer[-1]
     comb = info.combiner
-    here = Expr(Op.READ, out.dtype, outer, out.tensor)
+    out = outs[0]
+    here = tuple(Expr(Op.READ, b.dtype, outer, b.tensor) for b in outs[:comb.arity])
     tiled = o_last.extent > tile_elems
     head = tuple(outer[:-1]) + ((o_last // tile_elems,) if tiled else ())
     zeros = (0,) * len(raxes)
     stmts = []
-    for name, domain, source in ([(f"Ug{k}", piece, there) for k, (piece, there) in enumerate(info.pieces)]
-                                 or [("U", info.update_domain, info.sources[0])]):
-        combined = substitute(comb.result[0], {comb.lhs[0]: here, comb.rhs[0]: source})
-        update: tuple = (Store(out, outer, combined),)
+    pieces = [(f"Ug{k}", piece, (there,)) for k, (piece, there) in enumerate(info.pieces)]
+    for name, domain, sources in pieces or [("U", info.update_domain, info.sources)]:
+        mapping = {**dict(zip(comb.lhs, here)), **dict(zip(comb.rhs, sources))}
+        update: tuple = tuple(Store(outs[c], outer, substitute(comb.result[c], mapping))
+                              for c in store_order(comb))
         if info.rest is not TRUE:
             update = (If(info.rest, update, (), affine=False),)
         stmts.append(PolyStmt(name, outer + raxes, domain, update, head + (1,) + raxes + (o_last,)))
     if not info.filled:
-        init = Store(out, outer, comb.identity[0], counted=False)
-        stmts.insert(0, PolyStmt("I", outer, info.outer_domain, (init,), head + (0,) + zeros + (o_last,)))
+        init = tuple(Store(b, outer, e, counted=False) for b, e in zip(outs, comb.identity))
+        stmts.insert(0, PolyStmt("I", outer, info.outer_domain, init, head + (0,) + zeros + (o_last,)))
     if info.epilogue is not None:
-        final = Store(out, outer, substitute(info.epilogue_value, {info.acc: here}), counted=False)
+        final = Store(out, outer, substitute(info.epilogue_value, {info.acc: here[0]}), counted=False)
         stmts.append(PolyStmt("E", outer, info.outer_domain, (final,), head + (2,) + zeros + (o_last,)))
     return stmts
 
@@ -134,9 +159,9 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     if info is None or not allow_buffer or outputs[0] is None or isinstance(plan, ScanNest):
         wanted = False
     elif isinstance(plan, ReductionNest):
-        wanted = plan.strips and _buffer_can_accumulate(info, outputs[0].dtype)
+        wanted = plan.strips and _buffer_can_accumulate(info, outputs)
     else:
-        wanted = prefer_buffer_form(info, strides, outputs[0].dtype)
+        wanted = prefer_buffer_form(info, strides, outputs)
     scan = isinstance(plan, ScanNest) and info is not None and allow_buffer
     outs = scan_buffers(info, outputs) if scan else None
     spec = find_scan(info, ordered=not opts.fastmath) if outs is not None else None
@@ -156,7 +181,7 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
         target = opts.target or parse_target()
         tile = strip_length(info.outer[-1].extent, out.dtype, single_axis=len(op.axes) == 1,
                             l1d=target.l1d // strips_share, line=target.line)
-        stmts = buffer_form(info, out, tile)
+        stmts = buffer_form(info, outputs, tile)
         note = "accumulates in the output, innermost loop over its last axis"
         if len(op.axes) == 1 and op.axes[0].extent <= tile:
             return stmts, NestAttrs(note)  # the outermost loop runs over the reduction: not parallel

@@ -37,7 +37,15 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..gemm.contraction import Contraction, computes, packed_elements
-from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, accumulator_access, strides, strip_access_costs
+from ..loops.schedule import (
+    HEAVY,
+    HEAVY_WEIGHT,
+    access_cost,
+    accumulator_access,
+    store_order,
+    strides,
+    strip_access_costs,
+)
 from ..target import Target
 from .registry import PlanContext
 from .scan import any_order
@@ -78,12 +86,17 @@ def heavy_count(exprs) -> int:
 
 def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     """``(accumulators, strips)``: access costs of the two loop orders of a reduction that the
-    strip form can take (one combined value, output and reduction axes), else ``None``."""
+    strip form can take (output and reduction axes; a tuple's results stored in place in some
+    :func:`.loops.schedule.store_order`, its reads contiguous or fixed along the strip: a strided read
+    interleaves for every component's chain of selects, slower than scalar accumulators), else ``None``."""
     red = bodies[0]
-    if not op.is_reduction or red.arg.combiner.arity != 1 or not op.axes or not red.arg.axes:
+    if not op.is_reduction or store_order(red.arg.combiner) is None or not op.axes or not red.arg.axes:
         return None
     o, r = op.axes[-1], red.arg.axes[-1]
-    return None if o.extent < 8 else strip_access_costs(reads_in(red.src), o, r, strides)
+    reads = reads_in(red.src)
+    if red.arg.combiner.arity > 1 and any(access_cost([n], o, strides) > 1 for n in reads):
+        return None
+    return None if o.extent < 8 else strip_access_costs(reads, o, r, strides)
 
 
 def short_loop_factor(trips: int, lanes: int) -> float:

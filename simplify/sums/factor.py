@@ -650,27 +650,3 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     where = all_of([c for c in cs if not mentions(c, inner)]
                    + ([] if nonempty is TRUE else [nonempty]))
     return inside, ovars, where
-
-
-def rebuild(outputs: Sequence[Tensor], bodies: dict) -> list[Tensor]:
-    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt, producers first."""
-    from tensorad.ir.rewrite import fold_along, reads, replace_reads
-
-    def deps(op: ComputeOp) -> list[ComputeOp]:
-        return [t.op for b in bodies.get(op, op.body) for t in reads(b) if isinstance(t.op, ComputeOp)]
-
-    new: dict[ComputeOp, ComputeOp] = {}
-
-    def read(node: Expr) -> Expr | None:
-        op = new.get(node.arg.op)
-        return None if op is None or op is node.arg.op else \
-            Expr(Op.READ, node.dtype, node.src, Tensor(op, node.arg.value_index))
-
-    def rebuilt(op: ComputeOp) -> ComputeOp:
-        bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
-        return op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs, op.provenance)
-
-    for t in reversed(outputs):  # (the last output's producers first)
-        if isinstance(t.op, ComputeOp):
-            fold_along(t.op, deps, rebuilt, new)
-    return [Tensor(new[t.op], t.value_index) if t.op in new else t for t in outputs]

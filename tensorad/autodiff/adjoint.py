@@ -15,7 +15,9 @@ Other combiners:
   from one pass (:meth:`AdjointBuilder._winner`), or, for a source that recomputes exactly and whose reads
   walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one code
   summed over the tied points: in the same pass as the maximum, or beside a maximum that another op
-  reads or whose window is padded (:meth:`AdjointBuilder._lone_winner`).
+  reads or whose window is padded (:meth:`AdjointBuilder._lone_winner`).  A gradient that reads ``Y``
+  reads the winner reduction's value when it compares ``Y``'s own source
+  (:meth:`AdjointBuilder.reuse_winners`): no second pass for ``Y``.
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
@@ -71,7 +73,7 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import fold_along, free_vars, replace_reads, rewrite, walk
+from ..ir.rewrite import fold_along, free_vars, rebuild, replace_reads, rewrite, tensor_graph, walk
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
@@ -663,6 +665,23 @@ class AdjointBuilder:
         value = mul(value, rename(d, m))
         value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
         return head_sum(value, axes, where)
+
+    def reuse_winners(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        """``tensors`` reading each max/min ``Y`` as the value of its winner reduction where that one
+        compares ``Y``'s own source (the same bits): the pass that finds the winner and its ties gives the
+        value too, not a second pass over the window for ``Y``."""
+        values = {Tensor(op, 0): best for op, (best, _, ties) in self._winners.items()
+                  if ties is not None and best.op is not op and self._saved_values.get(op) is None
+                  and self._exact_sources.get(op) is op.body[0].src[1]}
+        if not values:
+            return list(tensors)
+
+        def read(n: Expr) -> Expr | None:
+            best = values.get(n.arg)
+            return None if best is None else Expr(Op.READ, n.dtype, n.src, best)
+        ops = dict.fromkeys(t.op for t in tensor_graph(tensors) if isinstance(t.op, ComputeOp))
+        bodies = {op: tuple(replace_reads(b, read) for b in op.body) for op in ops}
+        return rebuild(tensors, {op: b for op, b in bodies.items() if b != op.body})
 
     # ---- helper tensors -----------------------------------------------------------------
     def _destination(self, op: ComputeOp, source: Expr,

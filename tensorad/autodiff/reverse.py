@@ -158,7 +158,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
             axes = axis_vars(a.shape)
             a = compute(f"{x.name}.grad", axes, [cast(x.dtype, a[tuple(axes)])], adjoint_of(x))[0]
         results.append(a)
-    return results
+    return builder.reuse_winners(results)
 
 
 def jacobian(output: Tensor, input: Tensor, optimizer: Optimizer | None = None) -> Tensor:  # noqa: A002

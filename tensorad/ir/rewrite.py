@@ -3,9 +3,9 @@
 :func:`fold` computes a value per node from its operands' values, by a function or a table
 ``{Op: fn(node, *operand_values)}`` (evaluation, printing, derivatives, LLVM emission); :func:`rewrite`
 rebuilds an expression bottom-up, applying rules at every node until none fires (simplification,
-substitution, inlining); :func:`fold_along` descends only where the analysis says.  All are iterative (no
-recursion limit) and memoized per call; orders follow the first appearance in a left-to-right post-order
-walk, never a hash."""
+substitution, inlining); :func:`fold_along` descends only where the analysis says; :func:`rebuild` gives a
+tensor program's ops new bodies and rebuilds every reader.  All are iterative (no recursion limit) and
+memoized per call; orders follow the first appearance in a left-to-right post-order walk, never a hash."""
 
 from __future__ import annotations
 
@@ -382,3 +382,26 @@ def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list
 def placeholders(outputs: Iterable[Tensor]) -> list[Tensor]:
     """The placeholder tensors the outputs depend on, in deterministic order."""
     return [t for t in tensor_graph(outputs) if t.is_placeholder]
+
+
+def rebuild(outputs: Iterable[Tensor], bodies: Mapping) -> list[Tensor]:
+    """``outputs`` with the ops in ``bodies`` given those bodies, every reader rebuilt, producers first."""
+    def deps(op: ComputeOp) -> list[ComputeOp]:
+        return [t.op for b in bodies.get(op, op.body) for t in reads(b) if isinstance(t.op, ComputeOp)]
+
+    new: dict[ComputeOp, ComputeOp] = {}
+
+    def read(node: Expr) -> Expr | None:
+        op = new.get(node.arg.op)
+        return None if op is None or op is node.arg.op else \
+            Expr(Op.READ, node.dtype, node.src, Tensor(op, node.arg.value_index))
+
+    def rebuilt(op: ComputeOp) -> ComputeOp:
+        bs = tuple(replace_reads(b, read) for b in bodies.get(op, op.body))
+        return op if bs == op.body else ComputeOp(op.name, op.tag, op.axes, bs, op.attrs, op.provenance)
+
+    outputs = list(outputs)
+    for t in reversed(outputs):  # (the last output's producers first)
+        if isinstance(t.op, ComputeOp):
+            fold_along(t.op, deps, rebuilt, new)
+    return [Tensor(new[t.op], t.value_index) if t.op in new else t for t in outputs]
