@@ -73,7 +73,7 @@ def test_the_row_block_loop_is_neither_vectorized_nor_unrolled():
 def test_narrow_panels_pack_a_line_of_rows_per_k():
     """AVX2's A panels are 4 rows wide: per value of ``k`` the packer fills 4 panels side by side (a
     cache line of rows), binding ``k`` and testing the group once, where it did so per panel (a GELU
-    recomputed in the A panels of a weight gradient packed 1.3x slower, ``A / S`` 1.6x)."""
+    recomputed in the A panels of a weight gradient packed 1.2x slower, ``A / S`` 1.6x)."""
     C, ins = _scaled_product(128, 96, 72)
     text = ta.build([C], list(ins), cache=False, target=HASWELL).llvm_ir_unoptimized
     packer = re.search(r'define internal void @"\w+_packA"\(.*?\n}\n', text, re.S).group(0)
