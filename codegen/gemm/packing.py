@@ -23,6 +23,7 @@ from .descriptor import block_size
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
+LINE_BYTES = 64  # a cache line: narrow panels of a row-contiguous side are packed a line of rows at a time
 STAGE_RUN = 64  # values of k a computed side contiguous along k stages per panel row at a time
 
 
@@ -174,31 +175,43 @@ class Packer:
 
     def _pack_rows(self, expr, outer, o0, olen, width, k0, klen, npanel, slot) -> None:
         """The panels of a side read contiguously along the panel rows, :data:`ROWS_BLOCK` values of ``k``
-        at a time, panel by panel (the source rows stay in L1, each panel written in order).  A full panel
-        inside one run of the last outer axis is a constant-trip loop LLVM vectorizes, another run by run."""
+        at a time, a group of panels at a time (the source rows stay in L1, each panel written in order).
+        Panels narrower than a cache line (or a vector) go side by side, a line of rows for each ``k``: a
+        group inside one run of the last outer axis is constant-trip loops, a vector per panel; another
+        group goes run by run.  (Binding ``k`` and the checks cost about as much as a narrow panel's few
+        values: done once per line, not per panel.)"""
         b, em = self.b, self.em
         last = outer[-1]
-        # a row narrower than a vector vectorizes across ``k``, a wider one once unrolled: not here
-        across_k = width < self.vw
+        line = max(self.vw, LINE_BYTES // (4 if isinstance(self.t, ir.FloatType) else 8))
+        group = line // width if width < line and line % width == 0 else 1
+        rows = group * width
         with for_range(b, 0, klen, ROWS_BLOCK, name="pkb") as kb:
             kend = smin(b, b.add(kb, I64(ROWS_BLOCK)), klen)
-            with for_range(b, 0, npanel, name="pp") as p, pushed(em):
+            with for_range(b, 0, npanel, group, name="pp") as p, pushed(em):
                 first = b.add(o0, b.mul(p, I64(width)))
-                valid = smin(b, I64(width), b.sub(olen, b.mul(p, I64(width))))
+                valid = smin(b, I64(rows), b.sub(olen, b.mul(p, I64(width))))
                 self.bind(outer, first)
                 start = em.env[last]
-                fits = b.and_(b.icmp_signed("==", valid, I64(width)),
-                              b.icmp_signed("<=", b.add(start, I64(width)), I64(last.hi)))
+                fits = b.and_(b.icmp_signed("==", valid, I64(rows)),
+                              b.icmp_signed("<=", b.add(start, I64(rows)), I64(last.hi)))
+
+                def put(w, kk, p=p):
+                    return slot(b.add(p, b.udiv(w, I64(width))), kk, b.urem(w, I64(width)))
+
+                # (one panel narrower than a vector: LLVM may vectorize across k)
+                across_k = width < self.vw and group == 1
                 with for_range(b, kb, kend, name="pk", vectorize=across_k, unroll=False) as kk, pushed(em):
                     self.bind(self.kaxes, b.add(k0, kk))
                     with b.if_else(fits) as (whole, part):
                         with whole:
-                            with for_range(b, 0, width, name="pf") as w, pushed(em):
-                                em.env[last] = b.add(start, w)
-                                b.store(em.value(expr), slot(p, kk, w))
+                            with for_range(b, 0, group, name="pq") as q:  # a panel's part a vector
+                                row = b.add(start, b.mul(q, I64(width)))
+                                with for_range(b, 0, width, name="pf") as w, pushed(em):
+                                    em.env[last] = b.add(row, w)
+                                    b.store(em.value(expr), slot(b.add(p, q), kk, w))
                         with part:
                             self.segments(outer, first, valid,
-                                          lambda w, kk=kk, p=p: b.store(em.value(expr), slot(p, kk, w)),
+                                          lambda w, kk=kk: b.store(em.value(expr), put(w, kk)),
                                           vectorize=False)
 
     def _stage(self, expr, outer, first, rows: int, count: ir.Value, staged: ir.Value) -> None:
