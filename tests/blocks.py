@@ -6,7 +6,8 @@ projection and cross-entropy over integer labels, on activations ``x`` of shape 
 (tests/e2e/test_transformer_block.py feeds an input, test_transformer_bf16.py an embedding).
 Parameters ``p``: ``g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout``.
 
-``tanh_chain``: a long elementwise chain (tests of long programs and of nest fusion).
+``tanh_chain``: a long elementwise chain (tests of long programs and of nest fusion);
+``tanh_chain_gradient``: the gradient of its ``Y[0] + Y[9]``, in NumPy.
 
 ``assert_gradient_is_torchs``: a built and an evaluated gradient against PyTorch's at several draws;
 ``assert_hvp_is_torchs``: a Hessian-vector product against PyTorch's second derivatives.
@@ -67,6 +68,23 @@ def tanh_chain(n: int, size: int = 16, dtype: str = "float64"):
         else:
             Y = (lambda P: ta.compute((size,), lambda i: ta.sigmoid(P[i]) + P[i] * 0.5, name=f"s{k}"))(Y)
     return X, Y
+
+
+def tanh_chain_gradient(x, n: int):
+    """d(Y[0] + Y[9]) / dX of :func:`tanh_chain` at ``x`` (float64 NumPy), by forward-mode dual numbers."""
+    import numpy as np
+
+    y, d = np.array(x, np.float64), np.ones(np.shape(x))
+    for k in range(n):
+        if k % 2:
+            t = np.tanh(y)
+            y, d = 0.9 * t, 0.9 * (1 - t * t) * d
+        else:
+            s = 1 / (1 + np.exp(-y))
+            y, d = s + 0.5 * y, (s * (1 - s) + 0.5) * d
+    out = np.zeros_like(y)
+    out[[0, 9]] = d[[0, 9]]
+    return out
 
 
 def chain_step(P, k: int, centre_every: int | None = None):

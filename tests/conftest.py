@@ -1,5 +1,8 @@
 """Shared fixtures for every test folder, and the order the tests run in (the ones marked slow first).
 
+``--cpu-durations=N`` lists the N tests that took the most CPU time, with the process tree's (compile
+workers, started interpreters): what to compare on a shared machine, where wall times vary with the load.
+
 * ``rng`` -- a seeded ``numpy.random.Generator`` (a fresh one per test: tests do not depend on
   the order they run in).
 * ``numeric_grad`` -- central finite differences in float64, the gradient oracle that
@@ -112,6 +115,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--dist worksteal`` starts the first worker on the first half, the slow ones, and lets the
     other take from its queue.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def process_tree_cpu(pid: int | None = None) -> float:
+    """CPU seconds (user and system) of process ``pid`` (this one by default), of its live descendants
+    (its compile workers, the interpreters a test starts) and of the children each has reaped, from
+    ``/proc``; 0.0 where there is none."""
+    todo, total = [pid or os.getpid()], 0.0
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += sum(map(int, f.read().rsplit(")", 1)[1].split()[11:15])) / os.sysconf("SC_CLK_TCK")
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo += map(int, f.read().split())
+        except OSError:
+            continue
+    return total
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that took the most CPU time (setup, call and teardown; the test "
+                          "process with its compile workers and the processes it starts), and the sum: "
+                          "on a loaded machine --durations' wall times mislead")
+
+
+_CPU = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if item.config.getoption("cpu_durations") is not None:
+        item.stash[_CPU] = process_tree_cpu()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    if call.when == "teardown" and _CPU in item.stash:  # (xdist sends user_properties to the controller)
+        outcome.get_result().user_properties.append(("cpu_seconds", process_tree_cpu() - item.stash[_CPU]))
+
+
+class CpuDurations:
+    """The ``--cpu-durations`` table: each test's CPU seconds, from its teardown report (this process's
+    or, under pytest-xdist, a worker's), held for the session and printed at its end."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.spent = n, []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.spent += [(value, report.nodeid) for key, value in report.user_properties
+                       if key == "cpu_seconds" and report.when == "teardown"]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        spent = sorted(self.spent, reverse=True)
+        terminalreporter.write_sep("=", f"CPU time: {sum(s for s, _ in spent):.1f} s over {len(spent)} tests")
+        for seconds, nodeid in spent[:self.n or None]:
+            terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("cpu_durations") is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(CpuDurations(config.getoption("cpu_durations")), "cpu_durations")
 
 
 @pytest.fixture
