@@ -214,12 +214,13 @@ class SymbolicLowered:
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size, kinds, blocks, why = row_blocks(outputs, inputs, self.options)
         options = {k: v for k, v in self.options.items() if k != "name"}
+        others = over_one_size(size, outputs, inputs)[1]
+        if others:
+            return others
         if size is None:
             stages = staged(outputs, inputs, lambda o, i: lower(o, i, **options))
             return stages or why if isinstance(stages, str) else \
                 "; ".join(w for _, _, case in stages[1] for k, _, _ in case if (w := getattr(k, "why", "")))
-        if other_sizes(size, outputs + inputs):
-            return other_sizes(size, outputs + inputs)
         return row_parts(outputs, inputs, size, kinds, blocks,
                          lambda o, i, opts: _lower(o, i, **{**options, **opts}))[2]
 
@@ -228,10 +229,12 @@ class SymbolicLowered:
         """Whether ``ta.build`` of the program makes one kernel for every size (``kernel.generic``)."""
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size = row_blocks(outputs, inputs, self.options)[0]
+        if over_one_size(size, outputs, inputs)[0] is not None:
+            return False
         if size is None:
             options = {k: v for k, v in self.options.items() if k != "name"}
             return not isinstance(staged(outputs, inputs, lambda o, i: lower(o, i, **options)), str)
-        return not other_sizes(size, outputs + inputs)
+        return True
 
     @property
     def work(self) -> int:
@@ -315,15 +318,15 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         return _build(_like(outputs, new), _like(inputs, new), *args, **options)
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
+    free, others = over_one_size(size, listed(outputs), ins)
+    if free is not None:
+        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
+                             roots, ins, "ta.build", why=others, free=free)
     if size is None:
         stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
                         lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
-    why = other_sizes(size, roots)
-    if why:
-        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
-                             roots, ins, "ta.build", why=why, free=size)
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     parts, bounded, why = row_parts(outputs, inputs, size, kinds, blocks,
                                     lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
@@ -612,6 +615,17 @@ def _counted(t: Tensor, size: Expr) -> Tensor:
         return t
     body = cast(red.dtype, size) * red.src[1]
     return Tensor(replace(t.op, body=(body,)), t.value_index)
+
+
+def over_one_size(size: Expr | None, outputs: list[Tensor], inputs: list[Tensor]) -> tuple[Expr | None, str]:
+    """``(n, why)`` for a program over several sizes that is one kernel over ``n`` for each value of the
+    others: ``size``, along which its rows are independent, or, where they are along none, the size of
+    its stages (:func:`staged`: a Transformer's mean loss over a batch and a sequence length);
+    ``(None, "")`` for any other."""
+    if size is None and row_plan(outputs, inputs)[0] is None:
+        size = row_plan(outputs, inputs, staged=True)[0]
+    why = other_sizes(size, outputs + inputs) if size is not None else ""
+    return (size, why) if why else (None, "")
 
 
 def other_sizes(size: Any, roots: list[Tensor]) -> str:
