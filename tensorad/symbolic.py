@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
@@ -453,6 +453,23 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
     return made
 
 
+def _direct(kernel: Any, counted: bool, picks: list[int], whole: bool, count: np.ndarray
+            ) -> Callable[[tuple], Any]:
+    """The call of ``kernel`` on a tuple of the program's arrays (and ``count`` where ``counted``)
+    returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``)."""
+    if isinstance(kernel, Kernel) and not counted and whole:
+        return kernel.call
+    one = picks[0] if len(picks) == 1 else None
+
+    def call(arrays: tuple) -> Any:
+        made = kernel(*arrays, count) if counted else kernel(*arrays)
+        if whole:
+            return made
+        made = made if isinstance(made, tuple) else (made,)
+        return made[one] if one is not None else tuple(made[k] for k in picks)
+    return call
+
+
 class StagedKernel:
     """``kernel(*arrays)`` of a program of rows over size ``size`` whose sums over the rows are read after
     they are made, or that reads ``size`` as a value (:func:`staged`), built once for every size: for the
@@ -472,7 +489,8 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1,)  # (:meth:`plan` of the last call's rows: a loop repeats its sizes)
+        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows: a loop
+        # repeats its sizes)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
@@ -507,10 +525,13 @@ class StagedKernel:
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
-        stages (:meth:`stages`), the count of rows as an array, and, where one kernel runs the call on
-        the program's arrays (and the count), ``(kernel, whether the count is passed, the positions of
-        the program's outputs among its outputs, whether they are its outputs)`` (else ``None``)."""
+        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked:
+        its stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
+        program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
+        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where
+        that kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`):
+        the kernel checks every array's shape, so a call whose first array of rows has ``n`` rows calls
+        it as it is."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
@@ -528,11 +549,22 @@ class StagedKernel:
         one = None
         if len(stages) == 1 and ins in ([*range(m)], [*range(m + 1)]) and set(self.results) <= set(outs):
             one = (kernel, len(ins) > m, [outs.index(k) for k in self.results], outs == self.results)
-        last = self.last = (n, stages, np.array([n], np.int64), one)
+        count = np.array([n], np.int64)
+        last = self.last = (n, stages, count, one, None if one is None else _direct(*one, count))
         return last
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         last = self.last  # (read once: a concurrent call of another size may replace it)
+        if last[4] is not None and out is None:  # (one kernel runs a call of the last call's size)
+            try:
+                n = arrays[self.lead].shape[0]
+            except (AttributeError, IndexError, TypeError):
+                n = None
+            if n == last[0]:
+                try:
+                    return last[4](arrays)
+                except KernelArgumentError:
+                    pass  # (the checks below say what is wrong: arrays that disagree on the size)
         try:  # (the last call's size: its plan, the arrays' rows checked to agree)
             n = arrays[self.lead].shape[0]
             for k in self.rest:
@@ -544,11 +576,7 @@ class StagedKernel:
             last = self.plan(arrays)
         one = last[3]
         if one is not None and out is None:
-            made = one[0](*arrays, last[2]) if one[1] else one[0](*arrays)
-            if one[3]:
-                return made
-            made = made if isinstance(made, tuple) else (made,)
-            return made[one[2][0]] if len(one[2]) == 1 else tuple(made[k] for k in one[2])
+            return last[4](arrays)
         if one is not None and one[3]:
             return one[0](*arrays, last[2], out=out) if one[1] else one[0](*arrays, out=out)
         values = [*arrays, last[2], *self.pad]
