@@ -163,7 +163,7 @@ def test_a_transformer_block_with_its_loss_over_a_batch_and_a_length_compiles_on
             want.backward()
             np.testing.assert_allclose(forward(t, y, *values.values()), want.item(), rtol=1e-4)
             for got, (k, w) in zip(backward(t, y, *values.values()), tp.items()):
-                np.testing.assert_allclose(got, w.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k} at {size}")
+                np.testing.assert_allclose(got, w.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k}, {size}")
             compiled = len(builds) if compiled is None else compiled
             assert len(builds) == compiled, f"a batch of {size} at length {length} compiled"
         assert forward.at(L=length).generic and backward.at(L=length).generic
