@@ -43,6 +43,7 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
+ONE_BLOCKS = (8, BLOCK)  # its one-block kernels' rows: each chosen for counts of rows near its own
 # set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
 _MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
@@ -366,33 +367,41 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
         stages = _stages(images, outputs, inputs, size, count, make)
         if isinstance(stages, str):
             return stages
-        one = None if part is None else _one_block(images, outputs, inputs, size, count, part)
-        if one is None or max(lo, 1) > (last := one[0] if hi is None else min(one[0], hi)):
+        # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
+        made = (_one_block(images, outputs, inputs, size, count, part, most) for most in ONE_BLOCKS)
+        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else [o for o in made if o]
+        if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
         single = []
         if max(lo, 1) == 1 and size.arg.multiple_of == 1:  # (one row: the static program, passes fused)
             new = bind_all(outputs + inputs, {size.name: 1})
             single = [(1, 1, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)])]
-        cases += [c for c in ((lo, 0, stages), *single, (max(lo, 1 + len(single)), last, [one[1]]),
-                              (last + 1, hi, stages)) if c[1] is None or c[0] <= c[1]]
+        blocks, start = [], max(lo, 1 + len(single))
+        for rows, one in ones:  # (each the calls of more rows than the one before, up to its own)
+            blocks.append((start, rows if hi is None else min(rows, hi), [one]))
+            start = blocks[-1][1] + 1
+        cases += [c for c in ((lo, 0, stages), *single, *blocks, (start, hi, stages))
+                  if c[1] is None or c[0] <= c[1]]
     return size, cases, count
 
 
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Callable[[Any, Any, dict], Any]) -> tuple[int, tuple[Any, list, list]] | None:
+               part: Callable[[Any, Any, dict], Any], most: int = BLOCK
+               ) -> tuple[int, tuple[Any, list, list]] | None:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
-    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``: a call of at most
-    ``rows`` rows runs it once, its sums over the rows complete in the block and read there (each one an
-    output too, so that its terms are proved added under the loops over rows only), ``size`` read in
-    bodies from ``count`` as the stages read it.  ``None`` where lowering refuses the count of rows, or a
-    sum read in the block has terms that read no row (the loop of its terms would run the block's rows)."""
+    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
+    to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
+    the block and read there (each one an output too, so that its terms are proved added under the loops
+    over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
+    lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
+    of its terms would run the block's rows)."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
     sums = [t for t in graph if not t.is_placeholder and kinds[t] is RowKind.SUM]
     info = size.arg
-    rows = min(info.multiple_of * -(-BLOCK // info.multiple_of), (info.max or BLOCK) - (info.max or BLOCK)
+    rows = min(info.multiple_of * -(-most // info.multiple_of), (info.max or most) - (info.max or most)
                % info.multiple_of)
     if rows < 1 or any(t in read and _counted(t, size) is not t for t in sums):
         return None
