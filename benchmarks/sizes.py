@@ -51,17 +51,17 @@ def compare(generic: Callable[[], object], static: Callable[[], object], rounds:
     return statistics.median(ratios)
 
 
-def programs(ta, w: Workload, n, length=None) -> list[tuple[list, list]]:
-    """The forward and backward ``(outputs, inputs)`` of ``w`` over a batch of ``n`` (an int or a size
-    variable): inputs whose leading extent is the first input's take ``n`` rows, and, where ``length``
-    is given, attention's inputs ``length`` tokens (their second axis); integer inputs (token ids,
-    labels) are ``int32``."""
-    shapes = w.input_shapes()
+def programs(ta, w: Workload, n, length=None, tiny: bool = False) -> list[tuple[list, list]]:
+    """The forward and backward ``(outputs, inputs)`` of ``w`` (at its ``tiny`` shapes if asked) over a
+    batch of ``n`` (an int or a size variable): inputs whose leading extent is the first input's take
+    ``n`` rows, and, where ``length`` is given, attention's inputs ``length`` tokens (their second axis);
+    integer inputs (token ids, labels) are ``int32``."""
+    shapes = w.input_shapes(tiny)
     batch = next(iter(shapes.values()))[0]
     p = {}
     for k, s in shapes.items():
         shape = [n, *s[1:]] if s[0] == batch else list(s)
-        if length is not None and w.kind == "attention":
+        if length is not None and s[0] == batch:
             shape[1] = length
         p[k] = ta.placeholder(tuple(shape), "int32" if k in w.params.get("ints", {}) else "float32", name=k)
     inputs = list(p.values())
@@ -79,10 +79,10 @@ def _over_rows(kernel, length, value: int):
     return kernel.at(**{length.name: value})
 
 
-def _arrays(w: Workload, static_inputs: list, n: int) -> list[np.ndarray]:
-    """The workload's inputs with ``n`` rows where the program takes ``n`` (rows repeated past its
-    batch), and a head."""
-    given = make_inputs(w)
+def inputs_at(w: Workload, static_inputs: list, tiny: bool = False) -> list[np.ndarray]:
+    """The workload's inputs (at its ``tiny`` shapes if asked) of ``static_inputs``' shapes (rows
+    repeated past its batch, tokens past its length), and a head."""
+    given = make_inputs(w, tiny)
     out = []
     for t in static_inputs:
         a = given.get(t.name)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             for n in sizes:
                 static_out, static_in = programs(ta, w, n, tokens if length is not None else None)[
                     label == "backward"]
-                arrays = _arrays(w, static_in, n)
+                arrays = inputs_at(w, static_in)
                 if not generic.generic or sum(a.nbytes for a in arrays) > MAX_BYTES:
                     row += f"{'per size' if not generic.generic else '-':>10}"
                     continue

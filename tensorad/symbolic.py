@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
@@ -43,6 +43,7 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
+ONE_BLOCKS = (8, BLOCK)  # its one-block kernels' rows: each chosen for counts of rows near its own
 # set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
 _MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
@@ -214,12 +215,13 @@ class SymbolicLowered:
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size, kinds, blocks, why = row_blocks(outputs, inputs, self.options)
         options = {k: v for k, v in self.options.items() if k != "name"}
+        others = over_one_size(size, outputs, inputs)[1]
+        if others:
+            return others
         if size is None:
             stages = staged(outputs, inputs, lambda o, i: lower(o, i, **options))
             return stages or why if isinstance(stages, str) else \
                 "; ".join(w for _, _, case in stages[1] for k, _, _ in case if (w := getattr(k, "why", "")))
-        if other_sizes(size, outputs + inputs):
-            return other_sizes(size, outputs + inputs)
         return row_parts(outputs, inputs, size, kinds, blocks,
                          lambda o, i, opts: _lower(o, i, **{**options, **opts}))[2]
 
@@ -228,10 +230,12 @@ class SymbolicLowered:
         """Whether ``ta.build`` of the program makes one kernel for every size (``kernel.generic``)."""
         outputs, inputs = listed(self.outputs), listed(self.inputs)
         size = row_blocks(outputs, inputs, self.options)[0]
+        if over_one_size(size, outputs, inputs)[0] is not None:
+            return False
         if size is None:
             options = {k: v for k, v in self.options.items() if k != "name"}
             return not isinstance(staged(outputs, inputs, lambda o, i: lower(o, i, **options)), str)
-        return not other_sizes(size, outputs + inputs)
+        return True
 
     @property
     def work(self) -> int:
@@ -315,15 +319,15 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         return _build(_like(outputs, new), _like(inputs, new), *args, **options)
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
+    free, others = over_one_size(size, listed(outputs), ins)
+    if free is not None:
+        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
+                             roots, ins, "ta.build", why=others, free=free)
     if size is None:
         stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
                         lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
-    why = other_sizes(size, roots)
-    if why:
-        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
-                             roots, ins, "ta.build", why=why, free=size)
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     parts, bounded, why = row_parts(outputs, inputs, size, kinds, blocks,
                                     lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
@@ -363,33 +367,41 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
         stages = _stages(images, outputs, inputs, size, count, make)
         if isinstance(stages, str):
             return stages
-        one = None if part is None else _one_block(images, outputs, inputs, size, count, part)
-        if one is None or max(lo, 1) > (last := one[0] if hi is None else min(one[0], hi)):
+        # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
+        made = (_one_block(images, outputs, inputs, size, count, part, most) for most in ONE_BLOCKS)
+        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else [o for o in made if o]
+        if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
         single = []
         if max(lo, 1) == 1 and size.arg.multiple_of == 1:  # (one row: the static program, passes fused)
             new = bind_all(outputs + inputs, {size.name: 1})
             single = [(1, 1, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)])]
-        cases += [c for c in ((lo, 0, stages), *single, (max(lo, 1 + len(single)), last, [one[1]]),
-                              (last + 1, hi, stages)) if c[1] is None or c[0] <= c[1]]
+        blocks, start = [], max(lo, 1 + len(single))
+        for rows, one in ones:  # (each the calls of more rows than the one before, up to its own)
+            blocks.append((start, rows if hi is None else min(rows, hi), [one]))
+            start = blocks[-1][1] + 1
+        cases += [c for c in ((lo, 0, stages), *single, *blocks, (start, hi, stages))
+                  if c[1] is None or c[0] <= c[1]]
     return size, cases, count
 
 
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Callable[[Any, Any, dict], Any]) -> tuple[int, tuple[Any, list, list]] | None:
+               part: Callable[[Any, Any, dict], Any], most: int = BLOCK
+               ) -> tuple[int, tuple[Any, list, list]] | None:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
-    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``: a call of at most
-    ``rows`` rows runs it once, its sums over the rows complete in the block and read there (each one an
-    output too, so that its terms are proved added under the loops over rows only), ``size`` read in
-    bodies from ``count`` as the stages read it.  ``None`` where lowering refuses the count of rows, or a
-    sum read in the block has terms that read no row (the loop of its terms would run the block's rows)."""
+    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
+    to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
+    the block and read there (each one an output too, so that its terms are proved added under the loops
+    over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
+    lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
+    of its terms would run the block's rows)."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
     sums = [t for t in graph if not t.is_placeholder and kinds[t] is RowKind.SUM]
     info = size.arg
-    rows = min(info.multiple_of * -(-BLOCK // info.multiple_of), (info.max or BLOCK) - (info.max or BLOCK)
+    rows = min(info.multiple_of * -(-most // info.multiple_of), (info.max or most) - (info.max or most)
                % info.multiple_of)
     if rows < 1 or any(t in read and _counted(t, size) is not t for t in sums):
         return None
@@ -450,6 +462,23 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
     return made
 
 
+def _direct(kernel: Any, counted: bool, picks: list[int], whole: bool, count: np.ndarray
+            ) -> Callable[[tuple], Any]:
+    """The call of ``kernel`` on a tuple of the program's arrays (and ``count`` where ``counted``)
+    returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``)."""
+    if isinstance(kernel, Kernel) and not counted and whole:
+        return kernel.call
+    one = picks[0] if len(picks) == 1 else None
+
+    def call(arrays: tuple) -> Any:
+        made = kernel(*arrays, count) if counted else kernel(*arrays)
+        if whole:
+            return made
+        made = made if isinstance(made, tuple) else (made,)
+        return made[one] if one is not None else tuple(made[k] for k in picks)
+    return call
+
+
 class StagedKernel:
     """``kernel(*arrays)`` of a program of rows over size ``size`` whose sums over the rows are read after
     they are made, or that reads ``size`` as a value (:func:`staged`), built once for every size: for the
@@ -469,7 +498,8 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1,)  # (:meth:`plan` of the last call's rows: a loop repeats its sizes)
+        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows: a loop
+        # repeats its sizes)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
@@ -504,10 +534,13 @@ class StagedKernel:
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
-        stages (:meth:`stages`), the count of rows as an array, and, where one kernel runs the call on
-        the program's arrays (and the count), ``(kernel, whether the count is passed, the positions of
-        the program's outputs among its outputs, whether they are its outputs)`` (else ``None``)."""
+        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked:
+        its stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
+        program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
+        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where
+        that kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`):
+        the kernel checks every array's shape, so a call whose first array of rows has ``n`` rows calls
+        it as it is."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
@@ -525,11 +558,22 @@ class StagedKernel:
         one = None
         if len(stages) == 1 and ins in ([*range(m)], [*range(m + 1)]) and set(self.results) <= set(outs):
             one = (kernel, len(ins) > m, [outs.index(k) for k in self.results], outs == self.results)
-        last = self.last = (n, stages, np.array([n], np.int64), one)
+        count = np.array([n], np.int64)
+        last = self.last = (n, stages, count, one, None if one is None else _direct(*one, count))
         return last
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         last = self.last  # (read once: a concurrent call of another size may replace it)
+        if last[4] is not None and out is None:  # (one kernel runs a call of the last call's size)
+            try:
+                n = arrays[self.lead].shape[0]
+            except (AttributeError, IndexError, TypeError):
+                n = None
+            if n == last[0]:
+                try:
+                    return last[4](arrays)
+                except KernelArgumentError:
+                    pass  # (the checks below say what is wrong: arrays that disagree on the size)
         try:  # (the last call's size: its plan, the arrays' rows checked to agree)
             n = arrays[self.lead].shape[0]
             for k in self.rest:
@@ -541,11 +585,7 @@ class StagedKernel:
             last = self.plan(arrays)
         one = last[3]
         if one is not None and out is None:
-            made = one[0](*arrays, last[2]) if one[1] else one[0](*arrays)
-            if one[3]:
-                return made
-            made = made if isinstance(made, tuple) else (made,)
-            return made[one[2][0]] if len(one[2]) == 1 else tuple(made[k] for k in one[2])
+            return last[4](arrays)
         if one is not None and one[3]:
             return one[0](*arrays, last[2], out=out) if one[1] else one[0](*arrays, out=out)
         values = [*arrays, last[2], *self.pad]
@@ -612,6 +652,17 @@ def _counted(t: Tensor, size: Expr) -> Tensor:
         return t
     body = cast(red.dtype, size) * red.src[1]
     return Tensor(replace(t.op, body=(body,)), t.value_index)
+
+
+def over_one_size(size: Expr | None, outputs: list[Tensor], inputs: list[Tensor]) -> tuple[Expr | None, str]:
+    """``(n, why)`` for a program over several sizes that is one kernel over ``n`` for each value of the
+    others: ``size``, along which its rows are independent, or, where they are along none, the size of
+    its stages (:func:`staged`: a Transformer's mean loss over a batch and a sequence length);
+    ``(None, "")`` for any other."""
+    if size is None and row_plan(outputs, inputs)[0] is None:
+        size = row_plan(outputs, inputs, staged=True)[0]
+    why = other_sizes(size, outputs + inputs) if size is not None else ""
+    return (size, why) if why else (None, "")
 
 
 def other_sizes(size: Any, roots: list[Tensor]) -> str:

@@ -134,3 +134,36 @@ def test_a_transformer_blocks_gradient_over_a_symbolic_batch_compiles_once(build
         for got, (k, want) in zip(kernel(t, y, *values.values()), tp.items()):
             np.testing.assert_allclose(got, want.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k} at {size}")
     assert len(builds) == compiled
+
+
+@pytest.mark.slow
+def test_a_transformer_block_with_its_loss_over_a_batch_and_a_length_compiles_once_per_length(builds):
+    """The block's mean loss over a symbolic batch ``b`` and length ``L`` reads ``1 / (b * L)`` and its
+    sums over the rows after they are made: for each length, one staged kernel over ``b`` (its loss and
+    every gradient matching PyTorch float64 at each batch), not one compile per batch and length."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    b, L = ta.size_var("b"), ta.size_var("L")
+    tokens, labels = (ta.placeholder((b, L), "int32", name=k) for k in ("tokens", "labels"))
+    p = {k: ta.placeholder(s, name=k) for k, s in SHAPES.items()}
+    loss = _block(tokens, labels, p)
+    grads = ta.JacobianRecursive(loss, list(p.values()))
+    ins = [tokens, labels, *p.values()]
+    forward, backward = ta.build(loss, ins), ta.build(grads, ins)
+    for k, program in ((forward, loss), (backward, grads)):
+        assert k.why == ta.lower(program, ins).why == \
+            "rows are independent along b, not along L: a generic kernel over b for each value of L"
+    values = {k: (rand(*s) * 0.3).astype(np.float32) for k, s in SHAPES.items()}
+    values["g1"], values["g2"] = 1 + values["g1"], 1 + values["g2"]
+    for length in (1, 5):
+        compiled = None
+        for size in (1, 7, 64, 300):
+            t, y = (RNG.integers(0, VOCAB, (size, length)).astype(np.int32) for _ in range(2))
+            tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
+            want = _torch_block(torch, *(torch.tensor(a, dtype=torch.long) for a in (t, y)), tp)
+            want.backward()
+            np.testing.assert_allclose(forward(t, y, *values.values()), want.item(), rtol=1e-4)
+            for got, (k, w) in zip(backward(t, y, *values.values()), tp.items()):
+                np.testing.assert_allclose(got, w.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k}, {size}")
+            compiled = len(builds) if compiled is None else compiled
+            assert len(builds) == compiled, f"a batch of {size} at length {length} compiled"
+        assert forward.at(L=length).generic and backward.at(L=length).generic
