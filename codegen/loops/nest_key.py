@@ -182,7 +182,8 @@ def shifted(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[Nest, di
         return replace(st, index=moved(st.buffer.tensor, st.index)) if isinstance(st, Store) else st
 
     body = tuple(map_stmt(st, lambda e: fold_along(e, operands, rebuilt, memo), leaf) for st in nest.body)
-    return replace(nest, body=body), bases
+    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators,
+                nest.attrs, nest.temps), bases  # (a plain nest: a renamed one's body is made here)
 
 
 __all__ = ["nest_key", "shifted"]
