@@ -8,8 +8,11 @@ strides, the accumulators' dtypes, whether it is parallel and how its rows run
 arithmetic is spelled: each integer sum of terms is keyed by its linear form, its terms in the order of
 their loop variables (two transforms whose reads are ``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one
 function, which computes either).
+:func:`shifted` first moves a nest's accesses back along each buffer's leading axis by the constant of its
+first access there, so the steps of an unrolled recurrence (step ``t`` reading ``S[t, ...]``) have one key.
 :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
-parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
+parameters (``order``), each pointer advanced by its nest's offset; a nest with an unknown payload or a
+micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 
