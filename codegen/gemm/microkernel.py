@@ -197,7 +197,7 @@ class GemmEmitter:
         masked = s.target.masked_memory
         if exact is not None:
             f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
-        em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat)
+        em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat, expr)
         with for_range(f, 0, f.ptrtoint(_slot(f, fctx, 0), I64), name="em", vectorize=False) as m, \
                 pushed(em):
             digits.bind(s.m, m)
@@ -249,7 +249,7 @@ class GemmEmitter:
         fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
                              attrs=("nounwind", "cold", "noinline", "optnone"))
         fctx, cbase, bflat, jc, ncl = fn.args
-        em, digits = self._emitter(f, fctx, SIZES, tensors, strides_of, fastmath, bflat)
+        em, digits = self._emitter(f, fctx, SIZES, tensors, strides_of, fastmath, bflat, s.exact)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
@@ -287,21 +287,21 @@ class GemmEmitter:
         side, dst, bflat, o0, olen, k0, klen, _ = fn.args
         dst.add_attribute("noalias")
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
-        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat)
+        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat, expr)
         packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()
         return fn
 
     def _emitter(self, f: ir.IRBuilder, ctx: ir.Value, first: int, tensors: list, strides_of, fastmath,
-                 bflat: ir.Value) -> tuple[ExprEmitter, Packer]:
+                 bflat: ir.Value, expr) -> tuple[ExprEmitter, Packer]:
         """An expression emitter reading the pointers of ``tensors`` from ``ctx[first:]`` (half: F16C), and
-        a packer over ``k`` with the batch point ``bflat`` bound."""
+        a packer over ``k`` with the batch axes ``expr`` reads bound to the batch point ``bflat``."""
         ptrs = {t: f.load(f.gep(ctx, [I64(i + first)], inbounds=True, source_etype=PTR), typ=PTR)
                 for i, t in enumerate(tensors)}
         em = ExprEmitter(f, lambda t: ptrs[t], strides_of, fastmath, target=self.s.target)
         packer = Packer(f, em, self.s.k, self.t, self.vw, self.s.target.masked_memory)
         if self.s.batch:
-            packer.bind(self.s.batch, bflat)
+            packer.bind(self.s.batch, bflat, set(free_vars(expr)))
         return em, packer
 
 

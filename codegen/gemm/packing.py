@@ -105,10 +105,15 @@ class Packer:
         self.vw = vw  # the target's vector lanes for t
         self.masked = masked  # (the target's masked vector memory operations are cheap)
 
-    def bind(self, axes: tuple[Expr, ...], flat: ir.Value) -> None:
-        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``."""
+    def bind(self, axes: tuple[Expr, ...], flat: ir.Value, read: set[Expr] | None = None) -> None:
+        """Bind ``axes`` (row-major) to the digits of the flat index ``flat``; with ``read``, only the
+        axes in it (no code for a digit nothing reads: two functions differing only in such a digit's
+        offset are one text, merged as twins)."""
         b, inner = self.b, 1
         for ax in reversed(axes):
+            if read is not None and ax not in read:
+                inner *= ax.extent
+                continue
             q = b.udiv(flat, I64(inner)) if inner != 1 else flat
             digit = b.urem(q, I64(ax.extent)) if ax is not axes[0] else q
             self.em.env[ax] = b.add(digit, I64(ax.lo)) if ax.lo else digit

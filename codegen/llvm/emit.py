@@ -29,10 +29,11 @@ from tensorad.ir.expr import COMPARISONS, LOGICAL, Expr, Op
 from tensorad.ir.rewrite import walk
 
 from ..gemm.microkernel import GemmEmitter, row_blocks
-from ..loops.nest_key import nest_key
+from ..loops.nest_key import nest_key, shifted
 from ..loops.shared_nests import RenamedNest
 from ..program import (
     Assign,
+    Buffer,
     Fill,
     If,
     Loop,
@@ -242,6 +243,7 @@ class ModuleEmitter:
         self.shared: dict[tuple, tuple[ir.Function, list[int], dict[int, int]]] | None = \
             {} if checks is None or not checks.every_access else None
         self.source_keys: dict[int, tuple] = {}  # id(a renamed nest's source) -> (its key, it)
+        self.offsets: dict[int, list[int]] = {}  # nest step -> the elements each pointer it takes is advanced
         self.arg_index = {b.tensor: k for k, b in enumerate(self.args)}
         self._rolled: set[int] = set()  # ids of the loops kept rolled (.chains.rolled_inside_scatter)
         self._read_in_nest = lambda tensor: True  # whether the nest being emitted reads a tensor's buffer
@@ -291,12 +293,13 @@ class ModuleEmitter:
 
     def nest_function(self, k: int, nest: Nest) -> ir.Function:
         """The function running ``nest`` (step ``k``): a new one, or that of an earlier nest
-        with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers."""
+        with the same name-free key (:mod:`.loops.nest_key`), called with this nest's pointers, each
+        advanced by its buffer's leading offset (:func:`.loops.nest_key.shifted`)."""
         keyed = None
         if self.shared is not None and not (self.checks is not None and has_raise_gather_in(nest)):
             keyed = self._nest_key(nest)  # (a nest testing gather indices names them: never shared)
         if keyed is not None:
-            key, order = keyed
+            nest, key, order, bases = keyed
             found = self.shared.get(key)
             if found is not None:
                 fn, _, where = found
@@ -304,26 +307,54 @@ class ModuleEmitter:
                 for j, buf in enumerate(order):
                     params[where[j]] = self.arg_index[buf.tensor]
                 self.params[k] = params + ([len(self.args)] if self.checks is not None else [])
+                self._offset(k, bases)
                 return fn
         fn = self._new_nest_function(k, nest)
         if keyed is not None:
+            self._offset(k, bases)
             position = {a: p for p, a in enumerate(self.params[k])}
             self.shared[key] = (fn, self.params[k], {j: position[self.arg_index[buf.tensor]]
                                                      for j, buf in enumerate(order)})
         return fn
 
-    def _nest_key(self, nest: Nest) -> tuple[tuple, list] | None:
-        """:func:`.loops.nest_key.nest_key` of ``nest``; a renamed nest's is its source's, taken once,
-        with the buffers mapped (its body is never renamed for a build)."""
+    def _offset(self, k: int, bases: dict[Buffer, int]) -> None:
+        """Step ``k``'s pointers advanced by ``bases`` (leading-axis constants) times leading strides."""
+        if bases:
+            moved = {self.arg_index[b.tensor]: c * b.strides[0] for b, c in bases.items()}
+            self.offsets[k] = [moved.get(a, 0) for a in self.params[k]]
+
+    def _advanced(self, b: ir.IRBuilder, k: int, own: list) -> list[ir.Value]:
+        """Step ``k``'s pointers ``own`` (at its positions) advanced by its offsets."""
+        offsets = self.offsets.get(k) or [0] * len(own)
+        return [b.gep(p, [I64(off)], inbounds=True, source_etype=MEMTYPE[self.args[a].dtype]) if off else p
+                for p, a, off in zip(own, self.params[k], offsets)]
+
+    def _nest_key(self, nest: Nest) -> tuple[Nest, tuple, list, dict] | None:
+        """``(the nest to emit, its key, its buffers in the key's order, their leading offsets)``: outside
+        checked mode the nest :func:`.loops.nest_key.shifted`, then keyed by
+        :func:`.loops.nest_key.nest_key`; a renamed nest's is its source's, taken once, with the buffers
+        mapped (its body is never renamed for a build but where it is emitted)."""
         if not isinstance(nest, RenamedNest):
-            return nest_key(nest, lambda t: self.args[self.arg_index[t]])
+            return self._shifted_key(nest, lambda t: self.args[self.arg_index[t]])
         found = self.source_keys.get(id(nest.source))
         if found is None:
-            found = self.source_keys[id(nest.source)] = (nest.source_key(), nest.source)
+            try:
+                keyed = self._shifted_key(nest.source, nest.source_buffer)
+            except KeyError:  # (a tensor read without a buffer: no key, the body is renamed)
+                keyed = None
+            found = self.source_keys[id(nest.source)] = (keyed, nest.source)
         if found[0] is None:
             return None
-        key, order = found[0]
-        return key, [nest.buffer(b) for b in order]
+        _, key, order, bases = found[0]
+        emitted = shifted(nest, lambda t: self.args[self.arg_index[t]])[0] if bases else nest
+        return emitted, key, [nest.buffer(b) for b in order], {nest.buffer(b): c for b, c in bases.items()}
+
+    def _shifted_key(self, nest: Nest, buffer_of) -> tuple[Nest, tuple, list, dict] | None:
+        moved, bases = shifted(nest, buffer_of) if self.checks is None else (nest, {})
+        keyed = nest_key(moved, buffer_of)
+        if keyed is None and bases:  # (not keyed: emitted as it is)
+            return None
+        return None if keyed is None else (moved, keyed[0], keyed[1], bases)
 
     def _new_nest_function(self, k: int, nest: Nest) -> ir.Function:
         spec = nest.attrs.gemm
@@ -505,7 +536,7 @@ class ModuleEmitter:
         shared = region_field(b, region, 1)
         # (a large program's parallel nest loads only its own pointers)
         ptrs = _LazyPointers(b, args) if self._large() else self._load_pointers(b, args)
-        own = [ptrs[p] for p in self.params[k]]
+        own = self._advanced(b, k, [ptrs[p] for p in self.params[k]])
         first, stop, step = nest.attrs.range
         if nest.attrs.gemm is not None:
             b.call(nest_fn, own + [I64(first), I64(stop), shared])
@@ -617,7 +648,7 @@ class ModuleEmitter:
         if omp is not None:
             return None
         return ("call", id(nest_fn), len(self.params[k]), tuple((step.attrs.range or (0, 0, 1))[:2]),
-                step.attrs.gemm is not None)
+                step.attrs.gemm is not None, tuple(self.offsets.get(k, ())))
 
     def _positions(self, step, by_step: dict) -> list[int]:
         """The pointer positions a step passes (its part of a table row)."""
@@ -668,7 +699,8 @@ class ModuleEmitter:
             if isinstance(step, Fill):
                 self.fill(b, ptrs[0], step)
                 continue
-            nest_fn = by_step[id(step)][0]
+            nest_fn, _, k = by_step[id(step)]
+            ptrs = self._advanced(b, k, ptrs)  # (the signature's offsets: every repetition's)
             lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
             b.call(nest_fn, ptrs + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None))
         nxt = b.add(r, I64(1))
@@ -696,7 +728,7 @@ class ModuleEmitter:
                         self.fill(b, ptr, step)
                 continue
             nest_fn, omp, k = by_step[id(step)]
-            own = [ptrs[p] for p in self.params[k]]
+            own = self._advanced(b, k, [ptrs[p] for p in self.params[k]])
             lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
             serial = own + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None)
             if omp is None:

@@ -15,5 +15,6 @@ and exact work counts.
 * ``coalesce``       an elementwise nest's two last axes scanned as one loop when rows are short
 * ``box_pieces``     an elementwise body's affine zero-guards decided per piece of its box
 * ``fills``          where a program's fills run: fused into a nest, or in parallel
-* ``nest_key``       a name-free key of a loop nest, so identical nests are emitted once
+* ``nest_key``       a name-free key of a loop nest, its leading constant offsets taken out: equal nests
+                     are emitted once
 * ``shared_nests``   groups lowered once per name-free key, the others renamed"""

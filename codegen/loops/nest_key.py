@@ -6,20 +6,24 @@ expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and
 accumulators' dtypes, whether it is parallel and how its rows run (:attr:`.program.NestAttrs.row_lanes`).
 Names, notes, work and owners are left out, and so is how index arithmetic is spelled: an integer sum is
 keyed by its linear form (``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one function).
+:func:`shifted` first moves a nest's accesses back along each buffer's leading axis by the constant of its
+first access there, so the steps of an unrolled recurrence (step ``t`` reading ``S[t, ...]``) have one key.
 :class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
-parameters (``order``); a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
+parameters (``order``), each pointer advanced by its nest's offset; a nest with an unknown payload or a
+micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import DataIndex, Expr, Op, const
-from tensorad.ir.rewrite import fold_along
+from tensorad.ir.rewrite import fold_along, operands, walk
 from tensorad.ir.spelling import Speller, Unkeyable, hashable
 from tensorad.poly.linear import Linear, to_linear
 
-from ..program import Assign, Buffer, If, Loop, Nest, Store
+from ..program import Assign, Buffer, If, Loop, Nest, Store, map_stmt, stmt_exprs, walk_stmts
 
 _LINEAR = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.NEG))
 # the operations a term ordered by its structure is made of
@@ -133,4 +137,54 @@ def nest_key(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[tuple, 
     return (nest.parallel, nest.attrs.row_lanes, accs, body, tuple(sp.lines), buffers), order
 
 
-__all__ = ["nest_key"]
+def shifted(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[Nest, dict[Buffer, int]]:
+    """``nest`` with every access of each buffer moved back along its leading axis by the constant part
+    of the buffer's first access there, and those constants by buffer (``buffer_of``: a tensor's buffer;
+    none where all are zero).  The nest run on pointers advanced by them (``constant * leading stride``
+    elements) computes what ``nest`` does: the steps of an unrolled recurrence, each reading its step's
+    slice ``S[t, ...]`` of a stacked tensor, become one nest reading ``S[0, ...]``, one key and one
+    function.  Only the leading axis moves: the other axes' indices, whose ranges a nest's rows and runs
+    are built on, are kept."""
+    firsts: dict[Buffer, int] = {}
+    forms: dict = {}
+
+    def first(t: object, index: tuple) -> None:
+        b = buffer_of(t)
+        if b not in firsts:
+            lead = index[0] if index else None
+            firsts[b] = to_linear(lead, forms).const if lead is not None and dt.is_int(lead.dtype) else 0
+
+    for st in walk_stmts(nest.body):
+        if isinstance(st, Store):
+            first(st.buffer.tensor, st.index)
+        for e in stmt_exprs(st):
+            for n in walk(e):
+                if n.op is Op.READ:
+                    first(n.arg, n.src)
+    bases = {b: c for b, c in firsts.items() if c}
+    if not bases:
+        return nest, {}
+
+    def moved(t: object, index: tuple) -> tuple:
+        c = bases.get(buffer_of(t))
+        if not c:
+            return index
+        return (Expr(Op.ADD, index[0].dtype, (index[0], const(-c, index[0].dtype))), *index[1:])
+
+    memo: dict[Expr, Expr] = {}
+
+    def rebuilt(node: Expr) -> Expr:
+        new = tuple(memo[x] for x in node.src)
+        if node.op is Op.READ:
+            new = moved(node.arg, new)
+        return node.replace(src=new) if any(a is not b for a, b in zip(new, node.src)) else node
+
+    def leaf(st):
+        return replace(st, index=moved(st.buffer.tensor, st.index)) if isinstance(st, Store) else st
+
+    body = tuple(map_stmt(st, lambda e: fold_along(e, operands, rebuilt, memo), leaf) for st in nest.body)
+    return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators,
+                nest.attrs, nest.temps), bases  # (a plain nest: a renamed one's body is made here)
+
+
+__all__ = ["nest_key", "shifted"]

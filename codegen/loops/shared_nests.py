@@ -238,6 +238,10 @@ class RenamedNest(Nest):
         """This nest's buffer in place of ``source``'s ``b``."""
         return self._buffers[id(b)]
 
+    def source_buffer(self, t: Tensor) -> Buffer:
+        """The buffer ``source`` was lowered with for its tensor ``t`` (``KeyError``: none)."""
+        return self._source_buffers[t]
+
     def source_key(self) -> tuple[tuple, list[Buffer]] | None:
         """:func:`.loops.nest_key.nest_key` of ``source`` over the buffers it was lowered with."""
         try:

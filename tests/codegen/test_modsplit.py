@@ -233,6 +233,35 @@ def test_identical_internal_functions_are_merged_into_one():
     assert modsplit.merge_duplicates(merged) == merged
 
 
+def test_a_product_run_in_batch_pieces_whose_epilogue_reads_no_batch_axis_has_one_finisher():
+    """A convolution whose padded input is made a few images at a time runs its product in batch
+    pieces, each with a finisher applying ReLU to its finished blocks.  The finishers bound every batch
+    digit, the second piece's as its offset plus the batch point: code nothing read, which made each
+    piece's finisher a text of its own, compiled once per piece.  Bound only where read, they are one
+    function; the kernel computes the NumPy convolution."""
+    from dataclasses import replace
+
+    from tensorad.codegen.llvm.emit import ModuleEmitter
+    from tensorad.codegen.llvm.ir_loops import finish_ir
+
+    X = ta.placeholder((4, 8, 64, 64), "float32", "X")
+    W = ta.placeholder((8, 8, 3, 3), "float32", "W")
+    Y = ta.topi.nn.relu(ta.topi.nn.conv2d(X, W, 1, 1))
+    pinned = replace(target.parse_target("llvm -mcpu=skylake-avx512"), l1d=32 << 10, l2=1 << 20, l3=32 << 20)
+    low = ta.lower([Y], [X, W], target=pinned)
+    text = finish_ir(str(ModuleEmitter(low.program, "p", target=pinned).emit()))
+    finishers = re.compile(r'^define[^@\n]*@"p_nest\d+_finish"', re.M)
+    assert len(finishers.findall(text)) == 2  # (two batch pieces, as the pinned target plans them)
+    assert len(finishers.findall(modsplit.merge_duplicates(text))) == 1
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # (n, c, y, x, ky, kx)
+    want = np.maximum(np.einsum("ncyxij,fcij->nfyx", windows, w.astype(np.float64)), 0.0)
+    np.testing.assert_allclose(ta.build([Y], [X, W], cache=False)(x, w), want, rtol=1e-4, atol=1e-4)
+
+
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -75,6 +75,50 @@ def test_shared_nest_functions_compute_the_chain():
         np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-14)
 
 
+def _recurrence(steps: int, size: int = 16, parallel: bool = False, period: int = 0):
+    """``h[t] = tanh(h[t-1] * 0.5 + X[t] - X[t-1] / 4)`` unrolled over ``steps`` (``h[0] = tanh(X[0])``),
+    each step stored: step ``t`` reads rows ``t`` and ``t - 1`` of ``X``, so its nest differs from the
+    others only in the rows it reads; ``parallel``: each nest a parallel loop; ``period``: the rows are
+    ``t % period`` (repeated steps reading the same rows)."""
+    X = ta.placeholder((steps, size), F, name="X")
+    h = ta.compute((size,), lambda i: ta.tanh(X[0, i]), name="h0")
+    hs = [h]
+    for t in range(1, steps):
+        r, q = (t % period, (t - 1) % period) if period else (t, t - 1)
+        h = ta.compute((size,), lambda i, r=r, q=q, h=h: ta.tanh(h[i] * 0.5 + X[r, i] - X[q, i] * 0.25),
+                       name=f"h{t}")
+        hs.append(h)
+    opts = dict(fuse=False, materialize=hs[:-1], **({"parallel_min_work": 0} if parallel else {}))
+    return X, h, opts
+
+
+def _recurrence_numpy(x: np.ndarray, period: int = 0) -> np.ndarray:
+    h = np.tanh(x[0])
+    for t in range(1, len(x)):
+        r, q = (t % period, (t - 1) % period) if period else (t, t - 1)
+        h = np.tanh(h * 0.5 + x[r] - x[q] * 0.25)
+    return h
+
+
+@pytest.mark.parametrize("steps,parallel,period",
+                         [(12, False, 0), (12, True, 0), (70, False, 0), (70, False, 2)])
+def test_the_steps_of_an_unrolled_recurrence_share_one_function(steps, parallel, period):
+    """Step ``t`` of an unrolled recurrence reads ``X[t]`` and ``X[t - 1]``: its nest's key spelled
+    the constant rows, so each step was a function of its own (the 12-step LSTM's forward compiled
+    11 copies of each gate's nest).  Each nest's reads are moved back by the constant of its first
+    read of each buffer's leading axis, and its pointers advanced by it: the steps after the first
+    are one function, whose serial calls, parallel wrappers and, past the glue's size limit, table
+    of repeated steps give the NumPy recurrence."""
+    X, Y, opts = _recurrence(steps, parallel=parallel, period=period)
+    low = ta.lower([Y], [X], **opts)
+    assert len([s for s in low.program.steps if isinstance(s, Nest)]) == steps
+    # (the first step reads no X[t - 1]; with a period of 2, the steps read rows (1, 0) or (0, 1))
+    assert _nest_functions(low, use_gomp=parallel) == (3 if period else 2)
+    x = np.random.default_rng(3).uniform(-2, 2, (steps, 16))
+    kernel = ta.build([Y], [X], num_threads=2 if parallel else 1, **opts)
+    np.testing.assert_allclose(np.asarray(kernel(x)), _recurrence_numpy(x, period), rtol=1e-12, atol=1e-14)
+
+
 def _gathered_chain(n: int, k: int, size: int = 16):
     """:func:`_chain` whose output also adds ``X`` gathered at the indices ``I`` (``mode="raise"``)."""
     X, Y, stored = _chain(n, k, size)
