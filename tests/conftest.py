@@ -161,7 +161,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 class CpuDurations:
     """The ``--cpu-durations`` table: each test's CPU seconds, from its teardown report (this process's
-    or, under pytest-xdist, a worker's), held for the session and printed at its end."""
+    or, under pytest-xdist, a worker's), printed when the run ends."""
 
     def __init__(self, n: int) -> None:
         self.n, self.spent = n, []
