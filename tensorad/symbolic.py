@@ -661,16 +661,10 @@ def over_one_size(size: Expr | None, outputs: list[Tensor], inputs: list[Tensor]
     ``(None, "")`` for any other."""
     if size is None and row_plan(outputs, inputs)[0] is None:
         size = row_plan(outputs, inputs, staged=True)[0]
-    why = other_sizes(size, outputs + inputs) if size is not None else ""
-    return (size, why) if why else (None, "")
-
-
-def other_sizes(size: Any, roots: list[Tensor]) -> str:
-    """Why a program of independent rows along ``size`` is not one generic kernel: its other sizes
-    (``""`` when it has none)."""
-    others = ", ".join(v.name for v in program_sizes(roots) if v is not size)
-    return others and (f"rows are independent along {size.name}, not along {others}: a generic kernel "
-                       f"over {size.name} for each value of {others}")
+    sizes = program_sizes(outputs + inputs) if size is not None else []
+    others = ", ".join(v.name for v in sizes if v is not size)
+    return (size, f"rows are independent along {size.name}, not along {others}: a generic kernel over "
+                  f"{size.name} for each value of {others}") if others else (None, "")
 
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
