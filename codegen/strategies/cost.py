@@ -37,15 +37,8 @@ from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
 
 from ..gemm.contraction import Contraction, computes, packed_elements
-from ..loops.schedule import (
-    HEAVY,
-    HEAVY_WEIGHT,
-    access_cost,
-    accumulator_access,
-    store_order,
-    strides,
-    strip_access_costs,
-)
+from ..loops import schedule
+from ..loops.schedule import HEAVY, HEAVY_WEIGHT, access_cost, accumulator_access, strides, strip_access_costs
 from ..target import Target
 from .registry import PlanContext
 from .scan import any_order
@@ -90,7 +83,7 @@ def strip_costs(op: ComputeOp, bodies: tuple) -> tuple[float, float] | None:
     :func:`.loops.schedule.store_order`, its reads contiguous or fixed along the strip: a strided read
     interleaves for every component's chain of selects, slower than scalar accumulators), else ``None``."""
     red = bodies[0]
-    if not op.is_reduction or store_order(red.arg.combiner) is None or not op.axes or not red.arg.axes:
+    if not (op.is_reduction and op.axes and red.arg.axes) or schedule.store_order(red.arg.combiner) is None:
         return None
     o, r = op.axes[-1], red.arg.axes[-1]
     reads = reads_in(red.src)
