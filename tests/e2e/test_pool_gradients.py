@@ -109,7 +109,7 @@ def test_pool_gradient_splits_ties_evenly(config, rng):
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c[0]}/{c[1]}/{c[2]}")
 def test_pool_backward_work_is_one_add_per_window(config):
     """One add at the winner and one test for ties per window, for any window and stride
-    (the gather form visited every window of every input element: 9x the windows at 3x3),
+    (a gather would visit every window of every input element: 9x the windows at 3x3),
     both in one pass over the windows; the routing of a tied window's share to each of its
     points runs under that test and counts as taken (the worst case): ``kh * kw`` per window."""
     kernel, stride, padding = config
