@@ -275,6 +275,3 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
                                    st.attrs, source=st, rename=stmts, buffers=bmap,
                                    source_buffers=entry.tensor_buffers))
     return out
-
-
-__all__ = ["RenamedNest", "SharedLowering", "group_key", "marked", "unmarked"]

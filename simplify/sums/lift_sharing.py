@@ -95,6 +95,3 @@ class LiftMemo:
         if found is None:
             self.table[key] = (out, variables, tensors)
         return out
-
-
-__all__ = ["LiftMemo"]

@@ -122,6 +122,3 @@ class Speller:
 
     def other(self, e: Expr) -> object:
         return hashable(e.arg)
-
-
-__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "renamed", "spell"]
