@@ -42,7 +42,7 @@ class _Speller(Speller):
     """Numbers tensors, ops, buffers, variables (named: a shared nest keeps the first group's) and nodes."""
 
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
-        super().__init__()
+        super().__init__(named=True)
         self.buffer_of = buffer_of
         self.tensors: dict[Tensor, int] = {}
         self.tensor_buffers: dict[Tensor, Buffer | None] = {}
@@ -79,9 +79,6 @@ class _Speller(Speller):
             n = self.buffers[b] = len(self.buffers)
             self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
         return n
-
-    def var_data(self, v: Expr) -> tuple:
-        return (v.arg.name, v.arg.lo, v.arg.hi)
 
     def read(self, e: Expr) -> object:
         return ("r", self.tensor(e.arg))
