@@ -122,7 +122,8 @@ class _Entry:
         self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
         self.ops = list(sp.ops)
         self.buffers = list(sp.buffers)
-        self.names = _marked_names(steps) if steps else set()
+        self.names = {m for st in steps or () if isinstance(st, Nest) for text in (st.name, st.note)
+                      for m in _MARKED.findall(text)}
         known = {o.name for o in sp.ops} | {b.name for b in sp.buffers}
         self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
                                                      {id(b) for b in sp.buffers}, self.names, known)
@@ -159,11 +160,6 @@ def _finished(step, names: dict[str, str]):
     if isinstance(step, Nest) and (_OPEN in step.name or _OPEN in step.note):
         return replace(step, name=unmarked(step.name, names), note=unmarked(step.note, names))
     return step
-
-
-def _marked_names(steps: list) -> set[str]:
-    return {m for st in steps if isinstance(st, Nest) for text in (st.name, st.note)
-            for m in _MARKED.findall(text)}
 
 
 def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
