@@ -374,7 +374,3 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-__all__ = ["Target", "parse_target", "host_target", "host_features", "needed_features",
-           "missing_features", "default_num_threads", "usable_cpus"]

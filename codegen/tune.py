@@ -150,6 +150,3 @@ def _time(kernel, data: list[np.ndarray]) -> float:
         took = time.perf_counter() - start
         best, spent, runs = min(best, took), spent + took, runs + 1
     return best
-
-
-__all__ = ["lower", "build", "tuned_choices", "worth_measuring", "MIN_CYCLES"]

@@ -8,10 +8,7 @@ pass fails, 2 for a bad command line."""
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.metadata
 import importlib.util
-import inspect
 import os
 import pathlib
 import runpy
@@ -161,44 +158,32 @@ def _show(target: str, as_main: bool, optimize: bool, lower: bool, build: bool) 
     return 0
 
 
-def _find_benchmarks() -> str:
-    """Where ``python -m benchmarks`` would find the package (the current folder first, the repository of
-    the installed ``tensorad`` last), else a :class:`UsageError`."""
+def _find_benchmarks() -> None:
+    """Makes ``python -m benchmarks`` findable (the current folder first, the repository of the installed
+    ``tensorad`` last), else a :class:`UsageError`."""
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
     root = str(pathlib.Path(__file__).resolve().parents[1])
     if root not in sys.path and (pathlib.Path(root) / "benchmarks").is_dir():
         sys.path.append(root)
-    for module in ("benchmarks.__main__", "benchmarks"):
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            continue
-        if module == "benchmarks.__main__":
-            return module
-        if callable(getattr(importlib.import_module("benchmarks"), "main", None)):
-            return "benchmarks"
+    try:
+        if importlib.util.find_spec("benchmarks.__main__") is not None:
+            return
+    except (ImportError, ValueError):
+        pass
     raise UsageError("the benchmarks are not available: no importable `benchmarks` package with "
-                     "a __main__ or a main() (run `tensorad bench` from the repository root, or "
-                     "`make bench`)")
+                     "a __main__ (run `tensorad bench` from the repository root, or `make bench`)")
 
 
 def run_bench(args: Sequence[str]) -> int:
-    """``tensorad bench ARGS``: exactly ``python -m benchmarks ARGS`` (or ``benchmarks.main(ARGS)``)."""
-    module = _find_benchmarks()
+    """``tensorad bench ARGS``: exactly ``python -m benchmarks ARGS``."""
+    _find_benchmarks()
     saved = sys.argv
     sys.argv = ["python -m benchmarks", *args]
     try:
-        if module == "benchmarks.__main__":
-            runpy.run_module("benchmarks", run_name="__main__", alter_sys=True)
-            return 0
-        bench_main = importlib.import_module("benchmarks").main
-        takes_args = bool(inspect.signature(bench_main).parameters)
-        result = bench_main(list(args)) if takes_args else bench_main()
-        return result if isinstance(result, int) else 0
+        runpy.run_module("benchmarks", run_name="__main__", alter_sys=True)
+        return 0
     except SystemExit as exc:  # `sys.exit(main())` or argparse inside the benchmarks
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

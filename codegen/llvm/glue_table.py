@@ -65,6 +65,3 @@ def runs(sigs: Sequence[tuple | None], least: int = MIN_RUN, longest: int = MAX_
         else:
             k += 1
     return out
-
-
-__all__ = ["MAX_PERIOD", "MIN_RUN", "fill_signature", "runs", "segments", "signature"]

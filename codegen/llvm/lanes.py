@@ -110,6 +110,3 @@ class _Lanes:
         if vectorizable(body, b.block, lane, slots.values()):  # (no trip count: never unrolled nor peeled)
             br.set_metadata("llvm.loop", loop_metadata(b.module, width=self.n, unroll=False))
         b.position_at_end(done)
-
-
-__all__ = ["emit_in_lanes"]

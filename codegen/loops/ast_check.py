@@ -117,6 +117,3 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
         out.append(PolyStmt(s.name, s.vars, hull, (If(cond, tuple(s.body), (), affine=True),),
                             s.schedule))
     return out
-
-
-__all__ = ["Instance", "has_divs", "scans_exactly", "guarded_hulls"]

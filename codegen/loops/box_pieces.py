@@ -55,6 +55,3 @@ def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.
                 decided[n] = n.src[2]
         out.append((p, substitute(body, decided) if decided else body))
     return out
-
-
-__all__ = ["GUARD_ATTR", "MAX_PIECES", "guard_pieces"]

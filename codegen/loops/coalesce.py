@@ -98,6 +98,3 @@ def unit_split(unit, bodies: tuple[Expr, ...], tau: tuple[Expr, ...], target: Ta
 def only_merged(split: AxisSplit | None) -> bool:
     """Whether ``split`` only scans pairs of axes as one (no digits): a variable per axis, in order."""
     return split is not None and bool(split.merged) and len(split.value) == 2 * len(split.merged)
-
-
-__all__ = ["coalesce_split", "unit_split", "only_merged", "short_rows", "vector_block", "SHORT_BLOCKS"]

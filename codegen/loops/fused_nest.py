@@ -327,6 +327,3 @@ def _partial_columns(loop: Loop, attrs: NestAttrs, columns: list, line: int) -> 
                              f"the {chunks} partial columns of {marked(out.name)} combined"))
     return chunked, replace(attrs, range=(0, chunks, 1)), tuple(partial[out.tensor] for out, _ in columns), \
         combined
-
-
-__all__ = ["lower_group"]

@@ -423,6 +423,3 @@ def build_loops(stmts: Sequence[PolyStmt], scans: dict | None = None) -> tuple:
             return body
     raise IslAstError("isl built loops that do not scan the statements' domains "
                       f"({', '.join(s.name for s in stmts)}): an internal error, please report it")
-
-
-__all__ = ["build_loops", "schedule_map", "subst_stmt"]

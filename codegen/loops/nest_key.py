@@ -185,6 +185,3 @@ def shifted(nest: Nest, buffer_of: Callable[[object], Buffer]) -> tuple[Nest, di
     body = tuple(map_stmt(st, lambda e: fold_along(e, operands, rebuilt, memo), leaf) for st in nest.body)
     return Nest(nest.name, body, nest.outputs, nest.work, nest.note, nest.parallel, nest.accumulators,
                 nest.attrs, nest.temps), bases  # (a plain nest: a renamed one's body is made here)
-
-
-__all__ = ["nest_key", "shifted"]

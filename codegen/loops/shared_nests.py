@@ -21,7 +21,6 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, stmt_exprs, walk_stmts
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
-from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _MARKED = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
@@ -43,7 +42,7 @@ class _Speller(Speller):
     """Numbers tensors, ops, buffers, variables (named: a shared nest keeps the first group's) and nodes."""
 
     def __init__(self, buffer_of: Callable[[Tensor], Buffer | None]) -> None:
-        super().__init__()
+        super().__init__(named=True)
         self.buffer_of = buffer_of
         self.tensors: dict[Tensor, int] = {}
         self.tensor_buffers: dict[Tensor, Buffer | None] = {}
@@ -80,9 +79,6 @@ class _Speller(Speller):
             n = self.buffers[b] = len(self.buffers)
             self.lines.append(("B", b.kind, tuple(b.shape), b.dtype, self.tensor(b.tensor)))
         return n
-
-    def var_data(self, v: Expr) -> tuple:
-        return (v.arg.name, v.arg.lo, v.arg.hi)
 
     def read(self, e: Expr) -> object:
         return ("r", self.tensor(e.arg))
@@ -126,7 +122,8 @@ class _Entry:
         self.tensor_buffers = {t: b for t, b in sp.tensor_buffers.items() if b is not None}
         self.ops = list(sp.ops)
         self.buffers = list(sp.buffers)
-        self.names = _marked_names(steps) if steps else set()
+        self.names = {m for st in steps or () if isinstance(st, Nest) for text in (st.name, st.note)
+                      for m in _MARKED.findall(text)}
         known = {o.name for o in sp.ops} | {b.name for b in sp.buffers}
         self.shareable = steps is None or _renamable(steps, set(sp.tensors), set(sp.ops),
                                                      {id(b) for b in sp.buffers}, self.names, known)
@@ -163,11 +160,6 @@ def _finished(step, names: dict[str, str]):
     if isinstance(step, Nest) and (_OPEN in step.name or _OPEN in step.note):
         return replace(step, name=unmarked(step.name, names), note=unmarked(step.note, names))
     return step
-
-
-def _marked_names(steps: list) -> set[str]:
-    return {m for st in steps if isinstance(st, Nest) for text in (st.name, st.note)
-            for m in _MARKED.findall(text)}
 
 
 def _renamable(steps: list, tensors: set, ops: set, buffers: set, names: set, known: set) -> bool:
@@ -242,13 +234,6 @@ class RenamedNest(Nest):
         """The buffer ``source`` was lowered with for its tensor ``t`` (``KeyError``: none)."""
         return self._source_buffers[t]
 
-    def source_key(self) -> tuple[tuple, list[Buffer]] | None:
-        """:func:`.loops.nest_key.nest_key` of ``source`` over the buffers it was lowered with."""
-        try:
-            return nest_key(self.source, self._source_buffers.__getitem__)
-        except KeyError:  # (a tensor read without a buffer: no key, the body is renamed)
-            return None
-
 
 def _renamed(entry: _Entry, sp: _Speller) -> list | None:
     """``entry``'s steps for the group ``sp`` spelled, or ``None`` when one name would map to two."""
@@ -283,6 +268,3 @@ def _renamed(entry: _Entry, sp: _Speller) -> list | None:
                                    st.attrs, source=st, rename=stmts, buffers=bmap,
                                    source_buffers=entry.tensor_buffers))
     return out
-
-
-__all__ = ["RenamedNest", "SharedLowering", "group_key", "marked", "unmarked"]

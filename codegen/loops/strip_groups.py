@@ -55,6 +55,3 @@ def lower_strips(group: Group, bodies: dict, outs_of, opts: Options,
     attrs = replace(attrs, note=note)
     nest = Nest("+".join(names), body, tuple(outputs), work, note, parallel, tuple(accs), attrs)
     return [*fills, nest]
-
-
-__all__ = ["lower_strips"]

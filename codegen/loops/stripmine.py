@@ -127,6 +127,3 @@ def plan_split(axes: tuple[Expr, ...], bodies: tuple[Expr, ...]) -> AxisSplit | 
         return None
     return AxisSplit(tuple(new_vars), value, tuple(constraints), digit_of, tuple(remainders),
                      tuple(tops))
-
-
-__all__ = ["AxisSplit", "plan_split", "simplify_index"]

@@ -53,6 +53,3 @@ def elide_copies(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> list
     for src in taken:
         del bodies[src]
     return result
-
-
-__all__ = ["elide_copies"]

@@ -224,6 +224,3 @@ def share_windowed_operands(ops: list[ComputeOp], bodies: dict,
         bodies[new] = (body,)
         new_ops.insert(at, new)
     return new_ops
-
-
-__all__ = ["share_windowed_operands", "expansion", "MIN_EXPANSION", "MIN_READS"]

@@ -47,6 +47,3 @@ def speculate(body: Expr) -> Expr:
     if not any(n.op is Op.IF_THEN_ELSE and data_dependent(n.src[0]) for n in walk(body)):
         return body  # (no choice to make eager: the rule's test reads the same atoms rebuilt)
     return rewrite(body, {Op.IF_THEN_ELSE: _rule})
-
-
-__all__ = ["speculate", "data_dependent", "cheap"]

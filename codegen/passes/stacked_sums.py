@@ -313,6 +313,3 @@ def stack_shared_sides(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
         bodies[side] = side.body
         ops = remaining[:place] + ([side] if new else []) + [whole] + remaining[place:]
     return ops
-
-
-__all__ = ["stack_sums", "stack", "stack_shared_sides"]

@@ -101,6 +101,3 @@ def split_digits(op: ComputeOp, bodies: tuple[Expr, ...], target: Target) -> tup
         src = tuple(split.apply(s) for s in b.src)
         out.append(Expr(Op.REDUCE, b.dtype, src, ReduceArg(b.arg.combiner, split.vars, b.arg.value_index)))
     return tuple(out)
-
-
-__all__ = ["split_digits", "unstride"]

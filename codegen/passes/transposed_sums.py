@@ -104,6 +104,3 @@ def merge_transposed(ops: list[ComputeOp], bodies: dict, outputs: frozenset) -> 
     for op in dropped:
         del bodies[op]
     return kept
-
-
-__all__ = ["merge_transposed"]

@@ -586,8 +586,3 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
                 bodies[op] = (body,)
         out.append(op)
     return out
-
-
-__all__ = ["CHOSEN", "MIN_TILES", "PAYS", "SMOOTH", "TRANSFORMS", "TRANSFORM_MAC", "Conv", "Window",
-           "choose_tile", "kinked", "macs", "match", "match_taps", "rewrite", "rewrite_taps", "tile_count",
-           "winograd"]

@@ -184,6 +184,3 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
-
-
-__all__ = ["ExportError", "LoadError", "export_kernel"]

@@ -159,6 +159,3 @@ def _check_specs(path: Path, side: Path, lib: ctypes.CDLL, meta: dict[str, Any])
 
 def _unavailable(path: Path) -> str:
     raise AttributeError(f"a kernel loaded from {path} has no LLVM IR (build it to see its IR)")
-
-
-__all__ = ["load_kernel"]

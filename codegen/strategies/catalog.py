@@ -18,6 +18,3 @@ REGISTRY = (Loops(), Strips(), CollapsedLoops(), pr.MicroKernel(), pr.PaddedMicr
 #: what ``microkernel=True`` forces, the first offered first: split-K (offered where threads share
 #: blocks unevenly), products where the plain micro-kernel takes none, the plain micro-kernel
 MICROKERNEL_FIRST = (pr.SplitK, pr.PaddedMicroKernel, pr.Parity, pr.GatheredRows, pr.MicroKernel)
-
-
-__all__ = ["REGISTRY", "MICROKERNEL_FIRST"]

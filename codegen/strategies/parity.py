@@ -168,6 +168,3 @@ def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int
         return value
 
     return ComputeOp(op.name, op.tag, out_axes, (pick(0, ()),))
-
-
-__all__ = ["residue_moduli", "decompose"]

@@ -227,7 +227,3 @@ def _resolved(alias: dict[ComputeOp, ComputeOp]) -> dict[ComputeOp, ComputeOp]:
             target = alias[target]
         out[op] = target
     return out
-
-
-__all__ = ["Step", "PointwiseNest", "ReductionNest", "ScanNest", "ScatterNest", "ProductCall",
-           "EpilogueStep", "Open", "Plan", "Candidate", "Strategy", "PlanContext", "pieces_then", "plan_ops"]

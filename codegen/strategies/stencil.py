@@ -437,7 +437,3 @@ class TapStencil(_Taps):
         steps = [Open(o, o.body) for pair in zip(form.copies, form.ops) for o in pair]
         alias = {u: cand.op for u in form.ops} | {c: form.copies[0] for c in form.copies[1:]}
         return Plan(steps, alias)
-
-
-__all__ = ["TapSplit", "Unrolled", "padded_chunks", "scalar_points", "split_taps", "tap_axes",
-           "unroll_taps"]

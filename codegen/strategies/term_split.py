@@ -79,6 +79,3 @@ def split_terms(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] 
     total = signed_sum([(sign, Expr(Op.READ, body.dtype, out_axes, Tensor(part, 0)))
                         for (sign, _), part in zip(found, parts)])
     return parts, ComputeOp(op.name, op.tag, out_axes, (total,))
-
-
-__all__ = ["split_terms", "shared_factor", "terms", "MAX_TERMS"]

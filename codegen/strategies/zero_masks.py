@@ -49,6 +49,3 @@ def peel_masks(e: Expr, negated: bool = False) -> tuple[list[Expr], Expr]:
             lazy += here
         e = inner
     return guards, e
-
-
-__all__ = ["may_fault", "peel_masks"]

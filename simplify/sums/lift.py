@@ -136,7 +136,8 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
     src = assume(src, nz_aff + eqs, ctx)
     residual = where_res + eqs
     equations = [c for c in residual if c.op is Op.EQ]
-    indices = _read_indices([src] + residual) if equations else []
+    indices = list(dict.fromkeys(i for e in [src] + residual for n in walk(e) if n.op is Op.READ
+                                 for i in n.src)) if equations else []
     plan = make_plan(axes, rvars, list(dict.fromkeys(where_aff + nz_aff)), equations, indices, ctx)
     if plan.empty:
         return const(0, red.dtype)
@@ -165,10 +166,6 @@ def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], c
     substituted = [c for e in apply_plan(plan, list(residual), ctx) for c in conjuncts(e)]
     affine, _ = split_affine(substituted, list(axes) + list(plan.rvars), ctx)
     return bool(affine)
-
-
-def _read_indices(exprs: Sequence[Expr]) -> list[Expr]:
-    return list(dict.fromkeys(i for e in exprs for n in walk(e) if n.op is Op.READ for i in n.src))
 
 
 def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:

@@ -31,12 +31,9 @@ class _BodySpeller(Speller):
     """Numbers variables, nodes and tensors by first appearance (see the module docstring)."""
 
     def __init__(self, guard_of: Callable[[Tensor], Expr]) -> None:
-        super().__init__()
+        super().__init__(named=True)
         self.guard_of = guard_of
         self.tensors: dict[Tensor, int] = {}
-
-    def var_data(self, v: Expr) -> tuple:
-        return (v.arg.name, v.arg.lo, v.arg.hi)
 
     def read(self, e: Expr) -> object:
         return ("r", self.tensor(e.arg))
@@ -95,6 +92,3 @@ class LiftMemo:
         if found is None:
             self.table[key] = (out, variables, tensors)
         return out
-
-
-__all__ = ["LiftMemo"]

@@ -2,8 +2,6 @@
 
 Modules: ``numpy_eval`` the evaluator; ``feed`` checks of the arrays it is fed."""
 
-from .feed import check_feed, convert_array
-from .numpy_eval import ARRAY_RULES, CONTEXT_OPS, ORDERS, evaluate, evaluate_in_order, evaluate_op
+from .numpy_eval import ARRAY_RULES, CONTEXT_OPS, ORDERS, evaluate, evaluate_in_order
 
-__all__ = ["ARRAY_RULES", "CONTEXT_OPS", "ORDERS", "check_feed", "convert_array", "evaluate",
-           "evaluate_in_order", "evaluate_op"]
+__all__ = ["ARRAY_RULES", "CONTEXT_OPS", "ORDERS", "evaluate", "evaluate_in_order"]

@@ -7,58 +7,28 @@ forms; ``spelling`` name-free spellings; ``intrange`` proofs that index arithmet
 ``collect`` fewer garbage collections while compiling; ``locks`` the process's locks, which a fork
 waits for; ``trace`` stage times and texts."""
 
-from .dtype import FLOAT_DTYPES, INT_DTYPES, check_dtype, is_float, is_int, max_value, min_value
-from .expr import (
-                   BINARY_ARITH,
-                   COMPARISONS,
-                   FALSE,
-                   LOGICAL,
-                   TRUE,
-                   UNARY_MATH,
-                   Expr,
-                   Op,
-                   ReduceArg,
-                   VarInfo,
-                   as_expr,
-                   binary,
-                   cast,
-                   choice,
-                   compare,
-                   const,
-                   logical,
-                   logical_not,
-                   unary,
-                   var,
-)
+from .dtype import FLOAT_DTYPES
+from .expr import FALSE, TRUE, Expr, Op, cast, const, var
 from .printer import expr_to_str, print_tensor_recursively, tensor_to_html, tensor_to_str
-from .reducer import BUILTIN_REDUCERS, CommReducer, Reducer, comm_reducer
+from .reducer import comm_reducer
 from .rewrite import (
-                   MissingRuleError,
-                   fold,
-                   free_vars,
-                   op_reads,
-                   placeholders,
-                   reads,
-                   replace_reads,
-                   rewrite,
-                   substitute,
-                   tensor_graph,
-                   walk,
+    MissingRuleError,
+    fold,
+    free_vars,
+    op_reads,
+    placeholders,
+    rewrite,
+    substitute,
+    tensor_graph,
+    walk,
 )
-from .tensor import TENSOR_OPERATORS, ComputeOp, PlaceholderOp, Provenance, Role, Tensor, read
+from .tensor import Tensor
 
 # The printer's text forms, attached once every module of the IR is loaded (imports stay acyclic).
 Expr.__repr__ = Expr.__str__ = expr_to_str
 Tensor.__str__ = tensor_to_str
 Tensor._repr_html_ = tensor_to_html
 
-__all__ = [
-    "FLOAT_DTYPES", "INT_DTYPES", "check_dtype", "is_float", "is_int", "max_value", "min_value",
-    "BINARY_ARITH", "COMPARISONS", "FALSE", "LOGICAL", "TRUE", "UNARY_MATH", "Expr", "Op",
-    "ReduceArg", "VarInfo", "as_expr", "binary", "cast", "choice", "compare", "const", "logical",
-    "logical_not", "unary", "var", "expr_to_str", "print_tensor_recursively", "tensor_to_html",
-    "tensor_to_str", "BUILTIN_REDUCERS", "CommReducer", "Reducer", "comm_reducer", "MissingRuleError", "fold",
-    "free_vars", "op_reads", "placeholders", "reads", "replace_reads", "rewrite", "substitute",
-    "tensor_graph", "walk", "TENSOR_OPERATORS", "ComputeOp", "PlaceholderOp", "Provenance", "Role",
-    "Tensor", "read",
-]
+__all__ = ["FLOAT_DTYPES", "FALSE", "TRUE", "Expr", "Op", "cast", "const", "var", "print_tensor_recursively",
+           "comm_reducer", "MissingRuleError", "fold", "free_vars", "op_reads", "placeholders", "rewrite",
+           "substitute", "tensor_graph", "walk", "Tensor"]

@@ -80,9 +80,10 @@ def renamed(root: Expr, tensors: Mapping, memo: dict[Expr, Expr],
 class Speller:
     """Numbers variables and nodes by first appearance into ``lines``.  Subclasses spell what a variable
     (:meth:`var_data`), a read (:meth:`read`) and other payloads (:meth:`other`) hold; by default a range,
-    a reduction's combiner and axes, :func:`hashable`."""
+    a reduction's combiner and axes, :func:`hashable`; ``named``: a variable's name is spelled too."""
 
-    def __init__(self) -> None:
+    def __init__(self, named: bool = False) -> None:
+        self.named = named
         self.vars: dict[Expr, int] = {}
         self.nodes: dict[Expr, int] = {}
         self.lines: list[tuple] = []
@@ -115,13 +116,10 @@ class Speller:
         return self.other(e)
 
     def var_data(self, v: Expr) -> tuple:
-        return (v.arg.lo, v.arg.hi)
+        return (v.arg.name, v.arg.lo, v.arg.hi) if self.named else (v.arg.lo, v.arg.hi)
 
     def read(self, e: Expr) -> object:
         raise Unkeyable("a read")
 
     def other(self, e: Expr) -> object:
         return hashable(e.arg)
-
-
-__all__ = ["Speller", "Unkeyable", "float_bits", "hashable", "renamed", "spell"]

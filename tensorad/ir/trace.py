@@ -138,7 +138,3 @@ def dump(stem: str, suffix: str, text: str | Callable[[], str]) -> Path | None:
 
 def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
-__all__ = ["Config", "LOGGER", "collect", "config", "current", "dump", "dumping", "record", "short_hash",
-           "stage"]

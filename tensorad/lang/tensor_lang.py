@@ -337,8 +337,3 @@ def min_value(dtype: str) -> Expr:
 def max_value(dtype: str) -> Expr:
     """The largest value of ``dtype`` as a constant (``+inf`` for floats)."""
     return const(dt.max_value(dtype), dt.check_dtype(dtype))
-
-
-__all__ = ["placeholder", "reduce_axis", "compute", "select", "if_then_else", "exp", "log",
-           "sqrt", "tanh", "sigmoid", "abs", "sin", "cos", "erf", "power", "maximum", "minimum",
-           "min_value", "max_value", "const", "cast", "make_compute"]

@@ -16,8 +16,6 @@ from tensorad.lang import tensor_lang as lang
 
 from ._util import check_tensor, new_compute, normalize_axis
 
-__all__ = ["take", "index_select", "embedding", "embedding_bag"]
-
 
 def _check(x: Tensor, indices: Tensor, mode: str, op: str) -> None:
     check_tensor(x, op, "input")

@@ -50,19 +50,16 @@ def cast(x: Tensor, dtype: str, name: str = "cast") -> Tensor:
     return elemwise(x, lambda v: lang.cast(dtype, v), name)
 
 
-def _fill_value(value: Any, dtype: str, op: str) -> Expr:
-    if isinstance(value, Expr) or not isinstance(value, (int, float)) and not hasattr(value, "item"):
-        raise TypeError(f"{op}: fill value must be a Python number, got {value!r}")
-    return const(value.item() if hasattr(value, "item") else value, dt.check_dtype(dtype))
-
-
 def full(shape: Sequence[int], fill_value: Any, dtype: str = "float32", name: str = "full") -> Tensor:
     """A tensor of ``shape`` whose every element is ``fill_value``."""
     if isinstance(shape, int):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not all(is_int(s) and s >= 0 for s in shape):
         raise TypeError(f"{name}: shape must be a sequence of non-negative ints, got {shape!r}")
-    value = _fill_value(fill_value, dtype, name)
+    v = fill_value
+    if isinstance(v, Expr) or not isinstance(v, (int, float)) and not hasattr(v, "item"):
+        raise TypeError(f"{name}: fill value must be a Python number, got {v!r}")
+    value = const(v.item() if hasattr(v, "item") else v, dt.check_dtype(dtype))
     return new_compute(tuple(shape), lambda ax: value, name, "elemwise")
 
 
