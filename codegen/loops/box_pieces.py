@@ -3,15 +3,17 @@
 A small stencil over a big output is a sum of guarded terms, each read only where its shifted index stays
 inside the input (``if_then_else(1 <= y && 1 <= x, H[n, c, y - 1, x - 1] * W[c, 0, 2, 2], 0) + ...``).
 The guards' sets cut the box into pieces (the interior, edges, corners), in each of which every guard is
-constant, so isl scans the pieces as separate unguarded loops.  Only ops that ask (:data:`GUARD_ATTR`)
-are cut, into at most :data:`MAX_PIECES` pieces."""
+constant, so isl scans the pieces as separate unguarded loops.  Ops that ask (:data:`GUARD_ATTR`) are cut,
+and elementwise ones whose guard holds a transcendental function (:func:`guards_math`: an LSTM's gate
+gradients ``if_then_else(u < 256, ... sigmoid(G[n, u]) ..., 0) + if_then_else(256 <= u < 512, ...)``, whose
+lazy branches keep one loop over ``u`` scalar), into at most :data:`MAX_PIECES` pieces."""
 
 from __future__ import annotations
 
 import islpy as isl
 from tensorad.simplify.algebra.rules import is_zero
 
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import UNARY_MATH, Expr, Op
 from tensorad.ir.rewrite import substitute, walk
 from tensorad.poly.affine import IndexSpace, NotAffine
 
@@ -23,6 +25,12 @@ def _guards(body: Expr) -> list[Expr]:
     """The choices of ``body`` with a zero branch, in order of first appearance."""
     return [n for n in walk(body) if n.op in (Op.IF_THEN_ELSE, Op.SELECT)
             and (is_zero(n.src[1]) or is_zero(n.src[2]))]
+
+
+def guards_math(body: Expr) -> bool:
+    """Whether a zero-guarded choice of ``body`` holds a transcendental function or a power in its branch."""
+    return any(m.op in UNARY_MATH or m.op is Op.POW
+               for n in _guards(body) for m in walk(n.src[1] if is_zero(n.src[2]) else n.src[2]))
 
 
 def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:

@@ -26,7 +26,7 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 
 from ..passes.footprint import count_points
 from ..program import Assign, Buffer, Fill, If, Store
-from .box_pieces import GUARD_ATTR, guard_pieces
+from .box_pieces import GUARD_ATTR, guard_pieces, guards_math
 from .shared_nests import marked
 from .stripmine import AxisSplit, plan_split
 
@@ -132,7 +132,7 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
             notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")
         cut = None
         # (each piece with its guards decided: :mod:`.loops.box_pieces`)
-        if op.attr(GUARD_ATTR) and len(pieces) == 1:
+        if (op.attr(GUARD_ATTR) or guards_math(value)) and len(pieces) == 1:
             cut = guard_pieces(space, box.intersect(dom), value)
         if cut is not None:
             for k, (piece, there) in enumerate(cut):

@@ -99,11 +99,11 @@ def _hand_batch_norm(n: int = 4, c: int = 3, h: int = 5, w: int = 6):
 @pytest.mark.parametrize("hand, topi", [
     (_hand_layer_norm, lambda X, g, b: ta.topi.nn.layer_norm(X, g, b)),
     (_hand_batch_norm, lambda X, g, b: ta.topi.nn.batch_norm(X, g, b))])
-def test_a_hand_written_norm_does_the_work_of_topis(hand, topi):
+def test_a_hand_written_norm_does_no_more_work_than_topis(hand, topi):
     X, g, b, Y = hand()
     work = []
     for out in (Y, topi(X, g, b)):
         H = ta.placeholder(out.shape, F, name="H")
         grads = ta.JacobianRecursive(out, [X, g, b], H)
         work.append(ta.lower(grads, [X, g, b, H], target="llvm -mcpu=skylake-avx512").work)
-    assert work[0] == work[1]
+    assert work[0] <= work[1]  # (topi's rstd is a nest of its own; the hand mean's / count is inlined)
