@@ -884,11 +884,12 @@ class AdjointBuilder:
         cond, s = body.src
         jv = axis_vars(op.shape)
         a: Expr | None = None
-        parts = [(cond, s)] if value in self.read else []
+        parts = []
         if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
             g = s.src[0]
             parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
-        elif not parts:
+        else:
+            self._saved(op)  # (none: the source recomputes exactly, so readers of Y may read the value)
             m = copy_vars(op.axes + body.arg.axes)
             kv = tuple(m[k] for k in body.arg.axes)
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * combiners.flat_index(kv, self.holds)
