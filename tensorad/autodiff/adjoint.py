@@ -14,8 +14,8 @@ Other combiners:
   every element tied with the result gets ``H / T``, ``T(i)`` the tie count (PyTorch's ``amax``), all three
   from one pass (:meth:`AdjointBuilder._winner`), or, for a source that recomputes exactly and whose reads
   walk memory along an output axis (:func:`_along_outputs`), ``T`` and the lone winner from one code
-  summed over the tied points: in the same pass as the maximum, or beside a maximum whose window is
-  padded (:meth:`AdjointBuilder._lone_winner`).  A gradient that reads ``Y``
+  summed over the tied points: in the same pass as the maximum, or beside a maximum that another op
+  reads or whose window is padded (:meth:`AdjointBuilder._lone_winner`).  A gradient that reads ``Y``
   reads the winner reduction's value when it compares ``Y``'s own source
   (:meth:`AdjointBuilder.reuse_winners`): no second pass for ``Y``.
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
@@ -310,8 +310,7 @@ def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr]) -> Exp
 
 
 def _one_point(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> bool:
-    """Whether ``cond`` holds at one point of the box of ``raxes`` at most, at each point of ``axes`` (isl
-    proves no two differ): a box of one point, ``where (i + k) % 3 == 1`` over ``k < 2``."""
+    """Whether ``cond`` holds at one point of ``raxes``' box at most per point of ``axes`` (isl proves it)."""
     other = copy_vars(raxes)
     space = IndexSpace(list(axes) + list(raxes) + [other[k] for k in raxes])
     both = space.box()
@@ -367,9 +366,11 @@ def _factor(cond: Expr, source: Expr) -> Expr:
 class AdjointBuilder:
     """Builds contributions for one reverse pass; caches per-op helper tensors (winners...)."""
 
-    def __init__(self, exact: bool = False, optimizer: Optimizer | None = None) -> None:
+    def __init__(self, exact: bool = False, optimizer: Optimizer | None = None,
+                 read: frozenset[Tensor] = frozenset()) -> None:
         self.exact = exact  # choices on sizes as at every static size, else raise (an optimized derivative)
         self.optimizer = optimizer  # (for the heads it sums: an adjoint's optimizer reads them only)
+        self.read = read  # the tensors the program's ops read (:meth:`_lone_winner`)
         self.holds = decide if exact else always  # a condition on sizes
         self._winners: dict[ComputeOp, tuple] = {}
         self._quotients: dict[ComputeOp, tuple[list[Expr], Expr]] = {}  # see _lone_winner
@@ -877,10 +878,10 @@ class AdjointBuilder:
         ``A(i) = sum over k of [s(i, k) == Y(i)] (1 + K k)``, ``K`` a power of two above the box's size,
         which holds the ties ``T = A % K`` and, when ``T == 1``, the lone winner ``A // K`` (else the
         sentinel).  The value and ``A`` come from one pass over the window
-        (:func:`combiners.tie_code_reducer`; the gradient's other reads of ``Y`` read that value,
-        :meth:`reuse_winners`), unless the source is ``if_then_else(g, e, c)`` whose guard reads no data (a
-        padded window): then the value is ``Y`` itself and ``A`` a sum beside it, of ``e`` where ``g`` holds
-        and ``c`` elsewhere, so that neither pass tests the guard.  ``None`` if ``A`` may pass int32."""
+        (:func:`combiners.tie_code_reducer`), unless another op of the program reads ``Y`` (the gradient
+        computes it anyway) or the source is ``if_then_else(g, e, c)`` whose guard reads no data (a padded
+        window): then the value is ``Y`` itself and ``A`` a sum beside it, of ``e`` where ``g`` holds and
+        ``c`` elsewhere, so that neither pass tests the guard.  ``None`` if ``A`` may pass int32."""
         body = op.body[0]
         size = combiners.box_size(body.arg.axes)
         if isinstance(size, Expr):  # (``K`` is a power of two above the size: a static choice)
@@ -894,11 +895,10 @@ class AdjointBuilder:
         cond, s = body.src
         jv = axis_vars(op.shape)
         a: Expr | None = None
-        parts = []
+        parts = [(cond, s)] if value in self.read else []
         if s.op is Op.IF_THEN_ELSE and not reads_data(g := s.src[0]):
             parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
-        else:
-            self._saved(op)  # (none: the source recomputes exactly, so readers of Y may read the value)
+        elif not parts:
             m = copy_vars(op.axes + body.arg.axes)
             kv = tuple(m[k] for k in body.arg.axes)
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * combiners.flat_index(kv, self.holds)

@@ -121,7 +121,7 @@ def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: 
         adj.done[output] = head
     ops = list(dict.fromkeys(t.op for t in graph))
     consumers = Counter(x for op in ops if isinstance(op, ComputeOp) for x in op_reads(op))
-    builder = AdjointBuilder(exact=optimizer is not None, optimizer=optimizer)
+    builder = AdjointBuilder(exact=optimizer is not None, optimizer=optimizer, read=frozenset(consumers))
     for op in reversed(ops):  # consumers first
         outs = [Tensor(op, v) for v in range(op.num_outputs)]
         heads = {v: a for v, t in enumerate(outs) if t in relevant and (a := adj.finish(t)) is not None}
