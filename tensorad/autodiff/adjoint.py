@@ -21,29 +21,28 @@ Other combiners:
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
   recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
-* ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
-  reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
-  ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
-  ``Z == 1``, else 0, one fused pass (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose
-  tangent is the zero factors' tangents, so the branches that are 0 keep their derivatives (second
-  order).  A ``where`` that reads an output
-  axis or data takes an exclusive prefix times an exclusive suffix product along the box's points
-  (:meth:`AdjointBuilder._others`): two scans, no division, finite where ``Y`` overflows or a factor
-  is infinite or NaN, with the derivatives of products (second order at zeros).  A running product
-  (a prefix ``k <= i`` or ``k < i``, a suffix) takes an exclusive running product and a recurrence of
-  the head, two scans (:meth:`AdjointBuilder._line_terms`).
+* ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where`` reading
+  only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors ``P`` (one
+  reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one
+  fused pass (:meth:`AdjointBuilder._box_others`); ``Z`` is a float whose tangent is the zero factors'
+  tangents, so the branches that are 0 keep their derivatives (second order).  A ``where`` that reads an
+  output axis or data takes an exclusive prefix times an exclusive suffix product along the box's points
+  (:meth:`AdjointBuilder._others`): two scans, no division, finite where ``Y`` overflows or a factor is
+  infinite or NaN, with the derivatives of products (second order at zeros).  A running product (a prefix
+  ``k <= i`` or ``k < i``, a suffix) takes an exclusive running product and a recurrence of the head, two
+  scans (:meth:`AdjointBuilder._line_terms`).
 * any other combiner: the generic ``(derivative, value)`` Jacobian contracted with the head, over the
   components of the tuple that the heads need only (:func:`combiners.needed_components`: a running sum
   or max inside a tuple is then a sum or a max).
 
-A reduction whose value is copied along output axes it never reads (an argmax too, and a sum whose read of
-an input is a gather or leaves several window points per element with differing terms), or a max, min or
-product whose terms repeat along reduction axes they never read, differentiates once per distinct value
-and term: each head summed over the copies first (and optimized), a product's scaled by the
-elementwise power ``n Y'^(n-1)`` (:meth:`AdjointBuilder._uncopied`, :func:`_several_points`).
-A built-in max, min or product over a one-point box is its source there, and a max or min of a source
-that no point of the window changes (isl proves each read index constant over it) is its source wherever
-the window has a point (the ``where`` projected onto the outputs): its contribution is elementwise."""
+A reduction whose value is copied along output axes it never reads (an argmax too, and a sum whose read of an
+input is a gather or leaves several window points per element with differing terms), or a max, min or product
+whose terms repeat along reduction axes they never read, differentiates once per distinct value and term: each
+head summed over the copies first (and optimized), a product's scaled by the elementwise power ``n Y'^(n-1)``
+(:meth:`AdjointBuilder._uncopied`, :func:`_several_points`).  A built-in max, min or product over one point at
+most per output (:func:`_one_point`) is a sum of that one term, and a max or min of a source no point of the
+window changes (isl proves each read index constant over it) is its source wherever the window has a point
+(the ``where`` projected onto the outputs), elementwise."""
 
 from __future__ import annotations
 
@@ -310,6 +309,19 @@ def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr]) -> Exp
                                                                for e in r.src)))
 
 
+def _one_point(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> bool:
+    """Whether ``cond`` holds at one point of ``raxes``' box at most per point of ``axes`` (isl proves it)."""
+    other = copy_vars(raxes)
+    space = IndexSpace(list(axes) + list(raxes) + [other[k] for k in raxes])
+    both = space.box()
+    for c in conjuncts(cond):  # (one that reads data or is not affine left out: a superset of the points)
+        try:
+            both = both.intersect(space.cond(c)).intersect(space.cond(rename(c, other)))
+        except NotAffine:
+            continue
+    return all(both.intersect(space.cond(compare(Op.NE, k, other[k]))).is_empty() for k in raxes)
+
+
 def _where_linked(op: ComputeOp) -> bool:
     """Whether a reduction's condition ties its box to the outputs or to data: a conjunct reading an
     output axis or a tensor (a prefix ``k < j``, ``k != j``, a data mask).  A product that is not
@@ -410,11 +422,10 @@ class AdjointBuilder:
         cond = body.src[0]
         point = {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
-        if ra.combiner.kind in ("max", "min", "prod") and combiners.box_size(ra.axes) == 1:
-            # one point: the value is its source there (the identity where ``cond`` fails; a built-in
-            # identity is neutral, a custom one may win against the source)
-            return self._site_terms(op.axes, (), rename(cond, point), rename(body.src[1], point),
-                                    heads[0], x, p, j)
+        if ra.combiner.kind in ("max", "min", "prod") and _one_point(op.axes, ra.axes, cond):
+            # one point at most per output: the value is its source there, a sum of one term (the identity
+            # where ``cond`` fails; a built-in identity is neutral, a custom one may win against the source)
+            return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         fixed = _read_at(body.src[1], op.axes, point) if ra.combiner.kind in ("max", "min") else None
         met = None if fixed is None or set(free_vars(fixed)) & set(ra.axes) else \
             _window_met(op.axes, ra.axes, rename(cond, single))
@@ -885,8 +896,7 @@ class AdjointBuilder:
         jv = axis_vars(op.shape)
         a: Expr | None = None
         parts = [(cond, s)] if value in self.read else []
-        if s.op is Op.IF_THEN_ELSE and not reads_data(s.src[0]):
-            g = s.src[0]
+        if s.op is Op.IF_THEN_ELSE and not reads_data(g := s.src[0]):
             parts = [(all_of([cond, Expr(Op.NOT, dt.BOOL, (g,))]), s.src[2]), (all_of([cond, g]), s.src[1])]
         elif not parts:
             m = copy_vars(op.axes + body.arg.axes)

@@ -2,7 +2,10 @@
 variance over a middle axis, L2 normalization, cosine similarity, grouped and
 depthwise-separable convolutions, a ceil-mode average pool, GLU, RMSNorm, swish, a batched
 product with a broadcast weight, an embedding bag, triplet and Huber losses, a causal 1-D
-convolution and a pixel shuffle.  Each gradient's work, counted term by term on a pinned
+convolution, a pixel shuffle, log-sum-exp over a middle axis, a 1-D convolution of stride 3 and
+dilation 2, a step of forward substitution, a banded matrix-vector product, Euclidean distances,
+attention with an additive mask given as data, an einsum with a bias on its summed index and a
+ReLU after a max.  Each gradient's work, counted term by term on a pinned
 target (``fuzz.cheap.plain_work``: a convolution's unrolled taps count one each, as the hand
 formulas do), is at most 1.25x an expert's backward stated beside the workload, and its values
 match float64 central differences."""

@@ -552,8 +552,105 @@ def pixel_shuffle() -> Workload:
     return Workload("holdout_pixel_shuffle", Y, [X], "dX: |X|", n * c * s * s * h * w)
 
 
+def middle_logsumexp() -> Workload:
+    b, n, d = 3, 7, 5
+    X = ta.placeholder((b, n, d), name="X")
+    k, k2 = ta.reduce_axis((0, n), "k"), ta.reduce_axis((0, n), "k2")
+    m = ta.compute((b, d), lambda i, j: ta.max(X[i, k, j], k), name="m")
+    s = ta.compute((b, d), lambda i, j: ta.sum(ta.exp(X[i, k2, j] - m[i, j]), k2), name="s")
+    Y = ta.compute((b, d), lambda i, j: ta.log(s[i, j]) + m[i, j], name="Y")
+    # m, s (forward), dX = H exp(X - m) / s
+    return Workload("holdout_logsumexp_middle", Y, [X], "m, s, dX: 3*B*N*D", 3 * b * n * d)
+
+
+def strided_dilated_conv1d() -> Workload:
+    b, c, length, f, kk = 2, 3, 23, 4, 3
+    X, Wt = ta.placeholder((b, c, length), name="X"), ta.placeholder((f, c, kk), name="W")
+    ot = (length - 2 * (kk - 1) - 1) // 3 + 1
+    rc, rk = ta.reduce_axis((0, c), "rc"), ta.reduce_axis((0, kk), "rk")
+    Y = ta.compute((b, f, ot), lambda p, o, t: ta.sum(X[p, rc, 3 * t + 2 * rk] * Wt[o, rc, rk], [rc, rk]),
+                   name="Y")
+    # stride 3, dilation 2, no padding: dX, dW over every (output, channel, tap)
+    return Workload("holdout_conv1d_stride3_dilation2", Y, [X, Wt], "dX, dW: 2*B*F*C*OT*K",
+                    2 * b * f * c * ot * kk)
+
+
+def triangular_step() -> Workload:
+    r, n = 3, 9
+    Bv, L, Dinv, X = (ta.placeholder(s, name=nm) for s, nm in (((r, n), "B"), ((n, n), "L"), ((n,), "Dinv"),
+                                                                ((r, n), "X")))
+    j = ta.reduce_axis((0, n), "j")
+    S = ta.compute((r, n), lambda p, i: ta.sum(L[i, j] * X[p, j], j, where=j < i), name="S")
+    Y = ta.compute((r, n), lambda p, i: (Bv[p, i] - S[p, i]) * Dinv[i], name="Y")
+    # one step of forward substitution: dX, dL over the strict lower triangle (T pairs per row)
+    return Workload("holdout_triangular_step", Y, [L, X], "dX, dL: 2*R*T", r * n * (n - 1))
+
+
+def banded_matvec() -> Workload:
+    r, n, bw = 3, 10, 2
+    A, X = ta.placeholder((n, 2 * bw + 1), name="A"), ta.placeholder((r, n), name="X")
+    k = ta.reduce_axis((0, 2 * bw + 1), "k")
+    Y = ta.compute((r, n), lambda p, i: ta.sum(ta.if_then_else(
+        (i + k - bw >= 0) & (i + k - bw < n), A[i, k] * X[p, i + k - bw], 0.0), k), name="Y")
+    # dA, dX over the band's (row, offset) pairs inside X
+    return Workload("holdout_banded_matvec", Y, [A, X], "dA, dX: 2*R*pairs",
+                    2 * r * _pairs(n, n, 2 * bw + 1, 1, bw))
+
+
+def euclidean_distances() -> Workload:
+    n, m, d = 5, 6, 4
+    X, Z = ta.placeholder((n, d), name="X"), ta.placeholder((m, d), name="Z")
+    k = ta.reduce_axis((0, d), "k")
+    S = ta.compute((n, m), lambda i, j: ta.sum((X[i, k] - Z[j, k]) ** 2, k), name="S")
+    D = ta.compute((n, m), lambda i, j: ta.sqrt(S[i, j] + 1e-6), name="D")
+    # S again (NMD), G = H / D (NM), dX, dZ over (X_i - Z_j) G (2 NMD)
+    return Workload("holdout_euclidean_distances", D, [X, Z], "S, G, dX, dZ: 3*N*M*D + N*M",
+                    3 * n * m * d + n * m)
+
+
+def attention_with_additive_mask() -> Workload:
+    n, d = 6, 4
+    Q, K, V, Mb = (ta.placeholder(s, name=nm) for s, nm in (((n, d), "Q"), ((n, d), "K"), ((n, d), "V"),
+                                                            ((n, n), "Mb")))
+    r, s1, s2, s3 = (ta.reduce_axis((0, e), nm) for e, nm in ((d, "r"), (n, "s1"), (n, "s2"), (n, "s3")))
+    S = ta.compute((n, n), lambda i, j: ta.sum(Q[i, r] * K[j, r], r) * 0.5 + Mb[i, j], name="S")
+    mx = ta.compute((n,), lambda i: ta.max(S[i, s1], s1), name="mx")
+    E = ta.compute((n, n), lambda i, j: ta.exp(S[i, j] - mx[i]), name="E")
+    den = ta.compute((n,), lambda i: ta.sum(E[i, s2], s2), name="den")
+    Out = ta.compute((n, d), lambda i, e: ta.sum(E[i, s3] * V[s3, e], s3) / den[i], name="O")
+    t = n * n
+    # as causal_attention on the whole square (the mask is data)
+    return Workload("holdout_attention_additive_mask", Out, [Q, K, V],
+                    "S, max, sum, P, dV, dP, r, dS, dQ, dK: 5*T*D + 5*T", 5 * t * d + 5 * t)
+
+
+def einsum_bias_inner() -> Workload:
+    b, i_, j_, k_ = 2, 4, 5, 6
+    A, B, c = ta.placeholder((b, i_, j_), name="A"), ta.placeholder((b, j_, k_), name="B"), \
+        ta.placeholder((j_,), name="c")
+    j = ta.reduce_axis((0, j_), "j")
+    Y = ta.compute((b, i_, k_), lambda p, i, q: ta.sum((A[p, i, j] + c[j]) * B[p, j, q], j), name="Y")
+    # dA = H B^T (BIJK), dB = (A + c)^T H (BIJK, its side BIJ), dc = sum_{b,i} dA (BIJ)
+    return Workload("holdout_einsum_bias_inner", Y, [A, B, c], "dA, dB, dc: 2*B*I*J*K + 2*B*I*J",
+                    2 * b * i_ * j_ * k_ + 2 * b * i_ * j_)
+
+
+def relu_of_max() -> Workload:
+    b, n, d = 3, 7, 5
+    X = ta.placeholder((b, n, d), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    M = ta.compute((b, d), lambda p, j: ta.max(X[p, k, j], k), name="M")
+    Y = ta.compute((b, d), lambda p, j: ta.maximum(M[p, j], 0.0), name="Y")
+    # as a max pool: the max and its tie count (two passes), the lone winner's scatter, the ties'
+    # routing (counted as taken)
+    return Workload("holdout_relu_of_max", Y, [X], "max, ties, scatter, routing: 3*B*N*D + B*D",
+                    3 * b * n * d + b * d)
+
+
 def holdout_workloads() -> list[Workload]:
     return [middle_variance(), l2_normalize(), cosine_similarity(), grouped_conv(),
             depthwise_separable_conv(), avg_pool_ceil(), glu(), rms_norm(), swish(),
             batched_matmul_broadcast(), embedding_bag_sum(), triplet_loss(), huber_loss(),
-            causal_conv1d(), pixel_shuffle()]
+            causal_conv1d(), pixel_shuffle(), middle_logsumexp(), strided_dilated_conv1d(),
+            triangular_step(), banded_matvec(), euclidean_distances(), attention_with_additive_mask(),
+            einsum_bias_inner(), relu_of_max()]
