@@ -419,18 +419,15 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
 
 def _transpose_mode(b, t, es, width, block, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                     checks, kstride: int = 1) -> None:
-    """Register transposes per run of ``k``, in blocks of ``block = (bs, depth)``: ``bs`` rows by ``depth``
-    positions (a panel narrower than a vector: whole vectors of its rows, its panel rows contiguous).  With
-    range-checked indices each panel row is valid on an interval of the run: blocks inside every row's
-    interval are plain loads, the others masked loads (zeros outside, nothing read there).  Without them
-    every row is valid on every run, so the rows' offsets and intervals are set once per panel, not per
-    run.  A run shorter than a block is one masked block whose columns past the run are not stored.
-    ``kstride`` 2: a row of a block is the even lanes of two loads, ``[0, depth)`` and ``[depth - 1,
-    2 depth - 1)``.  The plain blocks of a row are unrolled once (a run's last block is one more trip of
-    the block loop); the masked block is emitted once as a function of its first row when a panel has
-    several blocks, to bound the routine's size."""
-    side, ochk, kchk, nchk = checks
-    bs, depth = block
+    """Register transposes per run of ``k`` in blocks of ``bs`` rows by ``depth`` positions (``block``; a
+    panel of one block's rows: whole vectors).  With range-checked indices each panel row is valid on an
+    interval of the run: blocks inside every row's interval are plain loads, the others masked loads
+    (zeros outside, nothing read there).  Without them the rows' offsets and intervals are set once per
+    panel, not per run.  A run shorter than a block is one masked block whose columns past the run are not
+    stored.  ``kstride`` 2: a row of a block is the even lanes of two loads, ``[0, depth)`` and ``[depth -
+    1, 2 depth - 1)``.  The plain blocks of a row are unrolled once (a run's last block is one more trip of
+    the block loop); the masked block is a function of its own where a panel has several, to bound size."""
+    (side, ochk, kchk, nchk), (bs, depth) = checks, block
     ngroups = width // bs
     ksteps = _ksteps(b, side)
     checked = b.icmp_signed(">", nchk, I64(0))
@@ -560,11 +557,8 @@ def _transpose_block(b, t, es, width, block, kstride, src, ooff, row_lo, row_hi,
     ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
     run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])`` and
     before ``limit`` (the run's end), and only the positions before ``limit`` stored."""
-    bs, depth = block
-    vt = ir.VectorType(t, depth)
-    i32 = ir.IntType(32)
-    mt = ir.VectorType(I1, depth)
-    v32 = ir.VectorType(i32, depth)
+    (bs, depth), i32 = block, ir.IntType(32)
+    vt, mt, v32 = (ir.VectorType(x, depth) for x in (t, I1, i32))
     zero_v = ir.Constant(vt, None)
 
     def lanes_of(x):

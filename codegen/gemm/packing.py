@@ -83,18 +83,17 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     and upper halves of each group of ``2 s`` elements, or of a 16-byte lane where that is longer,
     interleaved block by block: shuffles within x86's lanes while they can be (unpack, shufps, then
     vperm2f128: 24 for 8 x 8 floats, 12 for 4 x 8).  What each vector holds is followed in ``cells``."""
-    bs, n = len(rows), rows[0].type.count
-    lane = 16 // (8 if isinstance(rows[0].type.element, ir.DoubleType) else 4)
-    rows, cells = list(rows), [[(r, c) for c in range(n)] for r in range(bs)]
+    (bs, n), rows = (len(rows), rows[0].type.count), list(rows)
+    lane, cells = 16 // (8 if isinstance(rows[0].type.element, ir.DoubleType) else 4), [
+        [(r, c) for c in range(n)] for r in range(bs)]
     s = 1
     while s < n:
         g = min(n, max(lane, 2 * s))
         masks = [[q // s % 2 * n + q // g * g + q % g // (2 * s) * s + q % s + half for q in range(n)]
                  for half in (0, g // 2)]
         first = {cells[i][0][1]: i for i in range(bs)}
-        pairs = ([(i, i + s) for i in range(bs) if not i & s] if s < bs else
-                 [(first[c], first[c + s // bs]) for c in sorted(first) if not c & s // bs])
-        for i, j in pairs:
+        for i, j in ([(i, i + s) for i in range(bs) if not i & s] if s < bs else
+                     [(first[c], first[c + s // bs]) for c in sorted(first) if not c & s // bs]):
             both = cells[i] + cells[j]
             rows[i], rows[j] = (b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), m))
                                 for m in masks)
