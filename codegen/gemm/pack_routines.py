@@ -5,7 +5,7 @@
 k)`` (``W`` the panel width), zero-padding the last panel, from tables of the side's address along the
 two groups (``ooff[o]``, ``koff[k]``) and ``run[i]``, the length of the unit-stride stretch at ``i``.
 Modes: ``TRANSPOSE`` (contiguous along ``k``: register transposes of ``bs`` rows, an overlapping or masked
-last block, each row asking for its line :data:`PACK_AHEAD` bytes on into L2); ``COPY`` (contiguous along
+last block, each row asking for the line of the row one panel on into L2); ``COPY`` (contiguous along
 the outer axes: run-wise copies, a range-checked index ``x0 + step*i`` as zeros, a copy, zeros, checks of
 ``k`` alone tested once per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads);
 ``GATHER`` (element by element through the tables)."""
@@ -52,10 +52,6 @@ loop = partial(for_range, vectorize=False)
 
 K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
-# how far along its row a transposing packer's plain block asks for the line it will read, in bytes: the
-# panel's rows are read side by side, more streams than the hardware's prefetchers follow (a weight
-# read from memory by a skinny product packs 1.2x faster)
-PACK_AHEAD = 2048
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
@@ -420,10 +416,12 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
 def _transpose_mode(b, t, es, width, block, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                     checks, kstride: int = 1) -> None:
     """Register transposes per run of ``k`` in blocks of ``bs`` rows by ``depth`` positions (``block``; a
-    panel of one block's rows: whole vectors).  With range-checked indices each panel row is valid on an
-    interval of the run: blocks inside every row's interval are plain loads, the others masked loads
-    (zeros outside, nothing read there).  Without them the rows' offsets and intervals are set once per
-    panel, not per run.  A run shorter than a block is one masked block whose columns past the run are not
+    panel of one block's rows: whole vectors).  A plain block's rows ask for their lines in the next
+    panel's rows into L2: a panel's rows are read side by side, more streams than the hardware's
+    prefetchers follow, and the next panel is read a panel later.  With range-checked indices each panel
+    row is valid on an interval of the run: blocks inside every row's interval are plain loads, the others
+    masked loads (zeros outside, nothing read there); without them the rows' offsets and intervals are set
+    once per panel.  A run shorter than a block is one masked block whose columns past the run are not
     stored.  ``kstride`` 2: a row of a block is the even lanes of two loads, ``[0, depth)`` and ``[depth -
     1, 2 depth - 1)``.  The plain blocks of a row are unrolled once (a run's last block is one more trip of
     the block loop); the masked block is a function of its own where a panel has several, to bound size."""
@@ -433,7 +431,7 @@ def _transpose_mode(b, t, es, width, block, src, dst, ooff, koff, krun, olen, kl
     checked = b.icmp_signed(">", nchk, I64(0))
     row_lo = entry_alloca(b, I64, "row_lo", width)
     row_hi = entry_alloca(b, I64, "row_hi", width)
-    row_off = entry_alloca(b, I64, "row_off", width)  # each panel row's offset (``ooff``)
+    row_off = entry_alloca(b, I64, "row_off", 2 * width)  # each panel row's offset (``ooff``), the next's
     row_chk = entry_alloca(b, I64, "row_chk", gd.MAXCHK * width)  # and its checked indices (``ochk``)
     grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
     grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
@@ -449,6 +447,8 @@ def _transpose_mode(b, t, es, width, block, src, dst, ooff, koff, krun, olen, kl
         with loop(b, 0, width, name="po") as w:
             o = smin(b, b.add(first, w), b.sub(olen, I64(1)))
             st(b, row_off, w, ld(b, ooff, o))
+            nxt = smin(b, b.add(o, I64(width)), b.sub(olen, I64(1)))  # (the row one panel on)
+            st(b, row_off, b.add(w, I64(width)), ld(b, ooff, nxt))
             with loop(b, 0, nchk, name="pc") as d:
                 st(b, row_chk, b.add(b.mul(d, I64(width)), w), ld(b, ochk, b.add(b.mul(d, olen), o)))
             st(b, row_lo, w, I64(0))
@@ -569,8 +569,9 @@ def _transpose_block(b, t, es, width, block, kstride, src, ooff, row_lo, row_hi,
         the run position ``kb + pos[l]`` is in row ``r``'s interval."""
         if not checked:
             ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
-            if shift == 0:  # (the row's line PACK_AHEAD bytes on, into L2: a row read from memory streams)
-                ahead = b.gep(ptr, [I64(PACK_AHEAD // es)], inbounds=False, source_etype=t)
+            if shift == 0:  # (the same line of the row one panel on, into L2: see _transpose_mode)
+                nxt = ld(b, ooff, b.add(b.add(first, r), I64(width)))
+                ahead = b.gep(src, [b.add(nxt, b.add(at, I64(shift)))], inbounds=False, source_etype=t)
                 b.call(declare(b.module, "llvm.prefetch.p0", VOID, [PTR, i32, i32, i32]),
                        [ahead, i32(0), i32(2), i32(1)])
             return b.load(ptr, typ=vt, align=es)
