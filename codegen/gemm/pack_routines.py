@@ -4,8 +4,8 @@
 ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills ``dst[p][k][w] = value(o0 + p*W + w, k0 +
 k)`` (``W`` the panel width), zero-padding the last panel, from tables of the side's address along the
 two groups (``ooff[o]``, ``koff[k]``) and ``run[i]``, the length of the unit-stride stretch at ``i``.
-Modes: ``TRANSPOSE`` (contiguous along ``k``: ``bs x bs`` register transposes, an overlapping or masked
-last block, each row asking for its line :data:`PACK_AHEAD` bytes on into L2); ``COPY`` (contiguous along
+Modes: ``TRANSPOSE`` (contiguous along ``k``: register transposes of ``bs`` rows, an overlapping or masked
+last block, each row asking for the line of the row one panel on into L2); ``COPY`` (contiguous along
 the outer axes: run-wise copies, a range-checked index ``x0 + step*i`` as zeros, a copy, zeros, checks of
 ``k`` alone tested once per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads);
 ``GATHER`` (element by element through the tables)."""
@@ -52,10 +52,6 @@ loop = partial(for_range, vectorize=False)
 
 K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
-# how far along its row a transposing packer's plain block asks for the line it will read, in bytes: the
-# panel's rows are read side by side, more streams than the hardware's prefetchers follow (a weight
-# read from memory by a skinny product packs 1.2x faster)
-PACK_AHEAD = 2048
 
 
 def copy(b: ir.IRBuilder, t: ir.Type, dst, src, a, e, vw: int, spill: bool = False,
@@ -367,8 +363,8 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     if mode in (gd.TRANSPOSE, gd.TRANSPOSE2):
         bs = gd.block_size(width, vw)
         checks = (side, ochk, kchk, ld(b, side, gd.S_NCHK))
-        _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
-                        checks, 2 if mode == gd.TRANSPOSE2 else 1)
+        _transpose_mode(b, t, es, width, (bs, vw if width == bs else bs), src, dst, ooff, koff, krun, olen,
+                        klen, npanel, slot, checks, 2 if mode == gd.TRANSPOSE2 else 1)
     elif mode == gd.COPY2:
         with loop(b, 0, npanel, name="sp") as p:
             first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
@@ -417,30 +413,32 @@ def _interval(b, side, nchk, x0_of, step_of, n) -> tuple[ir.Value, ir.Value]:
     return smin(b, b.load(lo_slot), e), e
 
 
-def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
+def _transpose_mode(b, t, es, width, block, src, dst, ooff, koff, krun, olen, klen, npanel, slot,
                     checks, kstride: int = 1) -> None:
-    """Register transposes per run of ``k``.  With range-checked indices each panel row is valid on an
-    interval of the run: blocks inside every row's interval are plain loads, the others masked loads
-    (zeros outside, nothing read there).  Without them every row is valid on every run, so the rows'
-    offsets and intervals are set once per panel, not per run.  A run shorter than a block is one masked
-    block whose columns past the run are not stored.  ``kstride`` 2: a row of a block is the even lanes
-    of two loads, ``[0, bs)`` and ``[bs - 1, 2 bs - 1)``.  The plain blocks of a row are unrolled once (a
-    run's last block is one more trip of the block loop); the masked block is emitted once as a function
-    of its first row when a panel has several blocks, to bound the routine's size."""
-    side, ochk, kchk, nchk = checks
+    """Register transposes per run of ``k`` in blocks of ``bs`` rows by ``depth`` positions (``block``; a
+    panel of one block's rows: whole vectors).  A plain block's rows ask for their lines in the next
+    panel's rows into L2: a panel's rows are read side by side, more streams than the hardware's
+    prefetchers follow, and the next panel is read a panel later.  With range-checked indices each panel
+    row is valid on an interval of the run: blocks inside every row's interval are plain loads, the others
+    masked loads (zeros outside, nothing read there); without them the rows' offsets and intervals are set
+    once per panel.  A run shorter than a block is one masked block whose columns past the run are not
+    stored.  ``kstride`` 2: a row of a block is the even lanes of two loads, ``[0, depth)`` and ``[depth -
+    1, 2 depth - 1)``.  The plain blocks of a row are unrolled once (a run's last block is one more trip of
+    the block loop); the masked block is a function of its own where a panel has several, to bound size."""
+    (side, ochk, kchk, nchk), (bs, depth) = checks, block
     ngroups = width // bs
     ksteps = _ksteps(b, side)
     checked = b.icmp_signed(">", nchk, I64(0))
     row_lo = entry_alloca(b, I64, "row_lo", width)
     row_hi = entry_alloca(b, I64, "row_hi", width)
-    row_off = entry_alloca(b, I64, "row_off", width)  # each panel row's offset (``ooff``)
+    row_off = entry_alloca(b, I64, "row_off", 2 * width)  # each panel row's offset (``ooff``), the next's
     row_chk = entry_alloca(b, I64, "row_chk", gd.MAXCHK * width)  # and its checked indices (``ochk``)
     grp_lo = entry_alloca(b, I64, "grp_lo", ngroups)
     grp_hi = entry_alloca(b, I64, "grp_hi", ngroups)
     masked_fn = None
     if ngroups > 1:
         masked_fn, mb = new_function(b.module, b.function.name + "_masked", [PTR] * 5 + [I64] * 6)
-        _transpose_block(mb, t, es, width, bs, kstride, *masked_fn.args, checked=True)
+        _transpose_block(mb, t, es, width, block, kstride, *masked_fn.args, checked=True)
         mb.ret_void()
 
     with loop(b, 0, npanel, name="tp") as p:
@@ -449,6 +447,8 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
         with loop(b, 0, width, name="po") as w:
             o = smin(b, b.add(first, w), b.sub(olen, I64(1)))
             st(b, row_off, w, ld(b, ooff, o))
+            nxt = smin(b, b.add(o, I64(width)), b.sub(olen, I64(1)))  # (the row one panel on)
+            st(b, row_off, b.add(w, I64(width)), ld(b, ooff, nxt))
             with loop(b, 0, nchk, name="pc") as d:
                 st(b, row_chk, b.add(b.mul(d, I64(width)), w), ld(b, ochk, b.add(b.mul(d, olen), o)))
             st(b, row_lo, w, I64(0))
@@ -458,33 +458,33 @@ def _transpose_mode(b, t, es, width, bs, src, dst, ooff, koff, krun, olen, klen,
             st(b, grp_hi, g, b.select(b.icmp_signed(">=", valid, I64((g + 1) * bs)), klen, I64(0)))
         with advancing(b, 0, klen, "kr") as (kk, nxt):
             run = ld(b, krun, kk)
-            nblk = b.mul(b.sdiv(run, I64(bs)), I64(bs))
+            nblk = b.mul(b.sdiv(run, I64(depth)), I64(depth))
             kbase = ld(b, koff, kk)
             with b.if_then(checked):
                 _row_intervals(b, side, kchk, nchk, ksteps, klen, kk, run, valid, width, bs,
                                (row_chk, row_lo, row_hi, grp_lo, grp_hi))
 
-            def block(kb, limit, kk=kk, kbase=kbase, pdst=pdst):
+            def blocks(kb, limit, kk=kk, kbase=kbase, pdst=pdst):
                 at = b.add(kbase, b.mul(kb, I64(kstride)))
                 args = (src, row_off, row_lo, row_hi, pdst, I64(0), None, at, kb, kk, limit)
                 for g in range(0, width, bs):  # unrolled: independent blocks (12% on a dense layer)
                     inside = b.and_(b.icmp_signed("<=", ld(b, grp_lo, g // bs), kb),
-                                    b.icmp_signed("<=", b.add(kb, I64(bs)), ld(b, grp_hi, g // bs)))
-                    inside = b.and_(inside, b.icmp_signed("<=", b.add(kb, I64(bs)), limit))
+                                    b.icmp_signed("<=", b.add(kb, I64(depth)), ld(b, grp_hi, g // bs)))
+                    inside = b.and_(inside, b.icmp_signed("<=", b.add(kb, I64(depth)), limit))
                     here = args[:6] + (I64(g),) + args[7:]
                     with b.if_else(inside) as (plain, masked):
                         with plain:
-                            _transpose_block(b, t, es, width, bs, kstride, *here, checked=False)
+                            _transpose_block(b, t, es, width, block, kstride, *here, checked=False)
                         with masked:
                             if masked_fn is None:
-                                _transpose_block(b, t, es, width, bs, kstride, *here, checked=True)
+                                _transpose_block(b, t, es, width, block, kstride, *here, checked=True)
                             else:
                                 b.call(masked_fn, list(here))
 
-            # a run's rest of at least bs: its last bs positions again; a shorter run: one masked block
+            # a run's rest of at least depth: its last depth positions again; a shorter run: a masked block
             tail = b.icmp_signed(">", run, nblk)
-            with loop(b, 0, b.select(tail, b.add(nblk, I64(bs)), nblk), bs, name="tk") as kb:
-                block(imax(b, smin(b, kb, b.sub(run, I64(bs))), I64(0)), run)
+            with loop(b, 0, b.select(tail, b.add(nblk, I64(depth)), nblk), depth, name="tk") as kb:
+                blocks(imax(b, smin(b, kb, b.sub(run, I64(depth))), I64(0)), run)
             nxt[0] = b.add(kk, run)
 
 
@@ -550,33 +550,32 @@ def _interval_of(b, a, e, x0, size, step) -> tuple[ir.Value, ir.Value]:
             b.select(up, e1, b.select(down, e2, b.select(up2, e3, b.select(inb, e, const(0))))))
 
 
-def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
+def _transpose_block(b, t, es, width, block, kstride, src, ooff, row_lo, row_hi, pdst, first, g, at, kb, kk,
                      limit, checked: bool) -> None:
-    """One ``bs x bs`` block: rows ``g .. g + bs`` of the panel starting at row ``first``, run
-    positions ``kb .. kb + bs`` (``at`` the first one's offset), transposed into ``pdst`` at
+    """One ``bs x depth`` block (``block``): rows ``g .. g + bs`` of the panel starting at row ``first``, run
+    positions ``kb .. kb + depth`` (``at`` the first one's offset), transposed into ``pdst`` at
     ``k = kk + kb``.  ``checked``: masked loads, lane ``l`` of row ``r`` read only where the
     run position ``kb + pos[l]`` is in the row's interval ``[row_lo[r], row_hi[r])`` and
     before ``limit`` (the run's end), and only the positions before ``limit`` stored."""
-    vt = ir.VectorType(t, bs)
-    i32 = ir.IntType(32)
-    mt = ir.VectorType(I1, bs)
-    v32 = ir.VectorType(i32, bs)
+    (bs, depth), i32 = block, ir.IntType(32)
+    vt, mt, v32 = (ir.VectorType(x, depth) for x in (t, I1, i32))
     zero_v = ir.Constant(vt, None)
 
     def lanes_of(x):
-        return splat(b, b.trunc(x, i32), bs)
+        return splat(b, b.trunc(x, i32), depth)
 
     def load_part(o, shift, pos, use, r):
-        """``bs`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
+        """``depth`` elements from ``o + at + shift``; masked: lane ``l`` only where ``use[l]`` and
         the run position ``kb + pos[l]`` is in row ``r``'s interval."""
         if not checked:
             ptr = b.gep(src, [b.add(o, b.add(at, I64(shift)))], inbounds=True, source_etype=t)
-            if shift == 0:  # (the row's line PACK_AHEAD bytes on, into L2: a row read from memory streams)
-                ahead = b.gep(ptr, [I64(PACK_AHEAD // es)], inbounds=False, source_etype=t)
+            if shift == 0:  # (the same line of the row one panel on, into L2: see _transpose_mode)
+                nxt = ld(b, ooff, b.add(b.add(first, r), I64(width)))
+                ahead = b.gep(src, [b.add(nxt, b.add(at, I64(shift)))], inbounds=False, source_etype=t)
                 b.call(declare(b.module, "llvm.prefetch.p0", VOID, [PTR, i32, i32, i32]),
                        [ahead, i32(0), i32(2), i32(1)])
             return b.load(ptr, typ=vt, align=es)
-        mload = declare(b.module, f"llvm.masked.load.v{bs}{'f32' if es == 4 else 'f64'}.p0", vt,
+        mload = declare(b.module, f"llvm.masked.load.v{depth}{'f32' if es == 4 else 'f64'}.p0", vt,
                         [PTR, i32, mt, vt])
         lanes = b.add(ir.Constant(v32, pos), lanes_of(kb))
         hi = smin(b, ld(b, row_hi, r), limit)
@@ -591,22 +590,26 @@ def _transpose_block(b, t, es, width, bs, kstride, src, ooff, row_lo, row_hi, pd
         """Row ``r`` of a block: a vector load, or a masked one (lanes in the row's interval)."""
         o = ld(b, ooff, b.add(first, r))
         if kstride == 1:
-            return load_part(o, 0, list(range(bs)), [True] * bs, r)
-        lo_half = load_part(o, 0, [n // 2 for n in range(bs)], [n % 2 == 0 for n in range(bs)], r)
-        hi_half = load_part(o, bs - 1, [(bs - 1 + n) // 2 for n in range(bs)],
-                            [(bs - 1 + n) % 2 == 0 for n in range(bs)], r)
-        pick = [2 * n for n in range(bs // 2)] + [bs + 2 * n + 1 for n in range(bs // 2)]
+            return load_part(o, 0, list(range(depth)), [True] * depth, r)
+        d = depth
+        lo_half, hi_half = (load_part(o, sh, [(sh + n) // 2 for n in range(d)],
+                                      [(sh + n) % 2 == 0 for n in range(d)], r) for sh in (0, d - 1))
+        pick = [2 * n for n in range(d // 2)] + [d + 2 * n + 1 for n in range(d // 2)]
         return b.shuffle_vector(lo_half, hi_half, ir.Constant(v32, pick))
 
     rows = [load_row(b.add(g, I64(r)) if not isinstance(g, ir.Constant) else I64(g.constant + r))
             for r in range(bs)]
     spare = b.bitcast(entry_alloca(b, vt, "spare"), PTR) if checked else None  # (a position past the run)
-    for c, col in enumerate(transpose(b, rows)):
-        kpos = b.add(b.add(kk, kb), I64(c))
-        ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
-        if checked:
-            ptr = b.select(b.icmp_signed("<", b.add(kb, I64(c)), limit), ptr, spare)
-        b.store(col, ptr, align=es)
+    per = depth // bs  # (the columns a vector holds: one by one where some may lie past the run)
+    for m, vec in enumerate(transpose(b, rows)):
+        for j in range(0, per, 1 if checked else per):
+            part = vec if per == 1 or not checked else b.shuffle_vector(
+                vec, vec, ir.Constant(ir.VectorType(i32, bs), list(range(j * bs, j * bs + bs))))
+            kpos = b.add(b.add(kk, kb), I64(m * per + j))
+            ptr = b.gep(pdst, [b.add(b.mul(kpos, I64(width)), g)], inbounds=True, source_etype=t)
+            if checked:
+                ptr = b.select(b.icmp_signed("<", b.add(kb, I64(m * per + j)), limit), ptr, spare)
+            b.store(part, ptr, align=es)
 
 
 def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, klen, nchk, npanel,

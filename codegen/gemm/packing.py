@@ -77,23 +77,29 @@ def pushed(em: ExprEmitter):
 
 
 def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The columns of the square block whose rows are ``rows`` (Eklundh's algorithm)."""
-    n = len(rows)
-    rows = list(rows)
-    d = n // 2
-    while d:
-        new = list(rows)
-        for i in range(n):
-            if i & d:
-                continue
-            j = i + d
-            lo = [c if not c & d else n + c - d for c in range(n)]
-            hi = [c + d if not c & d else n + c for c in range(n)]
-            new[i] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), lo))
-            new[j] = b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), hi))
-        rows = new
-        d //= 2
-    return rows
+    """The columns of the block whose ``bs`` rows are ``rows`` of ``n >= bs`` elements, as ``bs`` vectors of
+    ``n`` that hold them one after another (a square block: its columns).  For blocks of ``s`` = 1, 2, 4
+    ... elements, pairs of vectors (rows ``s`` apart, then whole columns ``s / bs`` apart) give the lower
+    and upper halves of each group of ``2 s`` elements, or of a 16-byte lane where that is longer,
+    interleaved block by block: shuffles within x86's lanes while they can be (unpack, shufps, then
+    vperm2f128: 24 for 8 x 8 floats, 12 for 4 x 8).  What each vector holds is followed in ``cells``."""
+    (bs, n), rows = (len(rows), rows[0].type.count), list(rows)
+    lane, cells = 16 // (8 if isinstance(rows[0].type.element, ir.DoubleType) else 4), [
+        [(r, c) for c in range(n)] for r in range(bs)]
+    s = 1
+    while s < n:
+        g = min(n, max(lane, 2 * s))
+        masks = [[q // s % 2 * n + q // g * g + q % g // (2 * s) * s + q % s + half for q in range(n)]
+                 for half in (0, g // 2)]
+        first = {cells[i][0][1]: i for i in range(bs)}
+        for i, j in ([(i, i + s) for i in range(bs) if not i & s] if s < bs else
+                     [(first[c], first[c + s // bs]) for c in sorted(first) if not c & s // bs]):
+            both = cells[i] + cells[j]
+            rows[i], rows[j] = (b.shuffle_vector(rows[i], rows[j], ir.Constant(ir.VectorType(I32, n), m))
+                                for m in masks)
+            cells[i], cells[j] = ([both[x] for x in m] for m in masks)
+        s *= 2
+    return [rows[i] for i in sorted(range(bs), key=lambda i: cells[i][0][1])]
 
 
 class Packer:
