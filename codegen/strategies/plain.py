@@ -15,7 +15,7 @@ from ..loops.stripmine import plan_split
 from .cost import heavy_count, loop_cycles, reads_in, short_loop_factor, strip_costs, vector_lanes
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import carried, find_scan, rows_in_registers, update_cycles
+from .scan import find_scan, rows_in_registers, update_cycles
 
 
 class Loops:
@@ -125,15 +125,13 @@ def _carries_every_value(op, bodies) -> bool:
         and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
 
 
-def _keeps_carried_values(op, bodies, ctx) -> bool:
-    """Whether ``op`` keeps a value -- an output of the program, or read by an op of some
-    elements -- and each value that a scan carries to compute the kept ones
-    (:func:`.strategies.scan.carried`) gets a buffer, which a scan carries it in (an unread
-    value of a multi-output op has none).  (An op read only by empty ops computes nothing.)"""
+def _keeps_a_value(op, ctx) -> bool:
+    """Whether ``op`` keeps a value: an output of the program, or read by an op of some elements.  (An op
+    read only by empty ops computes nothing.)  The values a scan carries to compute the kept ones get
+    buffers of their own where nothing reads them (:func:`.strategies.scan.carried`)."""
     read = {n.arg.value_index for r in ctx.readers.get(op, ()) if math.prod(r.shape)
             for b in ctx.bodies[r] for n in walk(b) if n.op is Op.READ and n.arg.op is op}
-    kept = {v for v in range(op.num_outputs) if v in read or Tensor(op, v) in ctx.outputs}
-    return bool(kept) and carried(bodies[0].arg.combiner, kept) <= kept
+    return bool(read) or any(Tensor(op, v) in ctx.outputs for v in range(op.num_outputs))
 
 
 class Scan:
@@ -143,8 +141,7 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) \
-                or not _keeps_carried_values(op, bodies, ctx):
+        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_a_value(op, ctx):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:
