@@ -26,7 +26,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, conjuncts, logical
 from tensorad.ir.rewrite import free_vars
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
-from tensorad.poly.nesting import scan_axes
+from tensorad.poly.nesting import classes_apart, scan_axes
 
 from ..strategies.scan import any_order
 
@@ -122,7 +122,7 @@ def _nested_scans(axes: Sequence[Expr], red: Expr, made: _Intermediates, reassoc
         return red
     (cond, src), raxes = red.src, red.arg.axes
     terms = [t for t in conjuncts(cond) if t is not TRUE]
-    for inner in _apart(raxes, terms):
+    for inner in classes_apart(raxes, terms):
         rest = tuple(r for r in raxes if r not in inner)
         if not rest:
             continue
@@ -138,17 +138,6 @@ def _nested_scans(axes: Sequence[Expr], red: Expr, made: _Intermediates, reassoc
         outer = Expr(Op.REDUCE, red.dtype, (c_out, read), ReduceArg(red.arg.combiner, rest, 0))
         return _nested_scans(axes, outer, made, reassociate)
     return red
-
-
-def _apart(raxes: Sequence[Expr], terms: Sequence[Expr]) -> list[set[Expr]]:
-    """The classes of ``raxes`` that the conjuncts ``terms`` link (two axes one conjunct reads)."""
-    classes = [{r} for r in raxes]
-    for t in terms:
-        read = set(free_vars(t))
-        linked = [c for c in classes if c & read]
-        if len(linked) > 1:
-            classes = [c for c in classes if not c & read] + [set().union(*linked)]
-    return classes if len(classes) > 1 else []
 
 
 __all__ = ["contract_sums", "split_scans"]

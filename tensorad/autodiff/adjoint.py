@@ -78,7 +78,7 @@ from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
 from ..poly.domain import IndexSet
-from ..poly.nesting import interval_count, plain_prefix, running_order
+from ..poly.nesting import classes_apart, interval_count, plain_prefix, running_order, scan_axes
 from . import combiners
 from .build import (
     Optimizer,
@@ -94,7 +94,7 @@ from .build import (
 from .gathers import unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
-from .zero import ZERO, materialize, mul
+from .zero import ZERO, materialize, mul, sum_all
 
 EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_ELSE, Op.NEG, Op.ABS,
                              Op.MAXIMUM, Op.MINIMUM})
@@ -372,6 +372,7 @@ class AdjointBuilder:
         self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
         self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
+        self._nests: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                       p: Sequence[Expr], j: Sequence[Expr], sole: bool = False) -> list[Expr]:
@@ -451,6 +452,9 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
+        nested = self._nested(op, heads) if ra.combiner.kind == "prod" else None
+        if nested is not None:
+            return self.contributions(*nested, x, p, j, sole)
         if kind == "prod":
             others = self._others(op) if _where_linked(op) else self._box_others(op)
             if others is not None:
@@ -533,6 +537,46 @@ class AdjointBuilder:
                 narrowed[v] = h
             found = sub, narrowed
         self._narrowed[key] = found
+        return found
+
+    def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
+        """A product over reduction axes that its ``where`` bounds apart, each class running along an
+        output axis, as its inner product with that product's head (``None`` where it does not nest):
+        ``Y[i, j] = prod_{a <= i, b <= j} X[a, b]`` is ``prod_{a <= i} T[a, j]`` with ``T[a, j] =
+        prod_{b <= j} X[a, b]``, so ``adj_T`` is a running product's adjoint (suffix scans) and ``adj_X``
+        ``T``'s: linear, where the box's points in order per output take the box once per output.
+        Exact in exact arithmetic, zeros included (no division)."""
+        key = (op, heads[0])
+        if key in self._nests:
+            return self._nests[key]
+        body = op.body[0]
+        (cond, src), raxes, found = body.src, body.arg.axes, None
+        terms = [t for t in conjuncts(cond) if t is not TRUE]
+        for inner in classes_apart(raxes, terms):
+            rest = [r for r in raxes if r not in inner]
+            c_in = all_of([t for t in terms if set(free_vars(t)) & inner])
+            c_out = all_of([t for t in terms if not set(free_vars(t)) & inner])
+            used = {v for e in (src, c_in) for v in free_vars(e)}
+            free = [v for v in (*op.axes, *rest) if v in used]
+            nested = tuple(r for r in raxes if r in inner)
+            if any(v.lo != 0 for v in free) or not scan_axes(free, nested, c_in, [src]) \
+                    or not scan_axes(op.axes, rest, c_out, free):
+                continue
+            comb, m, o = body.arg.combiner, copy_vars([*free, *inner]), copy_vars([*op.axes, *rest])
+            t_red = Expr(Op.REDUCE, body.dtype, (c_in, src), ReduceArg(comb, nested, 0))
+            t = compute(f"{op.name}.inner", [m[v] for v in free], [rename(t_red, m)], op.provenance)[0]
+            y_red = Expr(Op.REDUCE, body.dtype, (c_out, t[tuple(free)]), ReduceArg(comb, tuple(rest), 0))
+            outer = compute(op.name, [o[a] for a in op.axes], [rename(y_red, o)], op.provenance)[0].op
+            pv = axis_vars(heads[0].shape[:heads[0].ndim - len(op.axes)])
+            tv = axis_vars(t.shape, start=len(pv))
+            total = sum_all(self.contributions(outer, heads, t, pv, tv))
+            if total is ZERO:
+                continue
+            head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)],
+                           Provenance(Role.ADJOINT, source=t))[0]
+            found = t.op, {0: head if self.optimizer is None else self.optimizer(head)}
+            break
+        self._nests[key] = found
         return found
 
     # ---- one term per read site ---------------------------------------------------------
