@@ -346,6 +346,14 @@ def _lifted_at_first(op: ComputeOp, n: Expr) -> Expr | None:
     return None if index == tuple(n.src) else n.arg[index]
 
 
+def _tie_codes(name: str, axes: Sequence[Expr], red: Expr, code: Expr) -> Tensor:
+    """The sum of ``code`` over the points of the max/min ``red`` (over ``axes``) that tie its result
+    (:func:`combiners.tie_code_reducer`), beside the result: a scan carries both."""
+    tc = combiners.tie_code_reducer(red.arg.combiner)
+    return compute(name, axes, [Expr(Op.REDUCE, lhs.dtype, (*red.src, code), ReduceArg(tc, red.arg.axes, v))
+                                for v, lhs in enumerate(tc.lhs)])[1]
+
+
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -425,6 +433,9 @@ class AdjointBuilder:
             return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        nested = self._nested(op, heads) if ra.combiner.kind in ("prod", "max", "min") else None
+        if nested is not None:
+            return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
             bare = self._unpadded(op) if kind in ("max", "min") else None
             line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
@@ -452,9 +463,6 @@ class AdjointBuilder:
             return [t for v, h in heads.items()
                     for t in self._site_terms(op.axes, ra.axes, cond, body.src[1 + v], h, x, p, j,
                                               lambda m, iv, kv, v=v: at_winner(m, iv, kv, v))]
-        nested = self._nested(op, heads) if ra.combiner.kind == "prod" else None
-        if nested is not None:
-            return self.contributions(*nested, x, p, j, sole)
         if kind == "prod":
             others = self._others(op) if _where_linked(op) else self._box_others(op)
             if others is not None:
@@ -540,19 +548,24 @@ class AdjointBuilder:
         return found
 
     def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
-        """A product over reduction axes that its ``where`` bounds apart, each class running along an
-        output axis, as its inner product with that product's head (``None`` where it does not nest):
-        ``Y[i, j] = prod_{a <= i, b <= j} X[a, b]`` is ``prod_{a <= i} T[a, j]`` with ``T[a, j] =
-        prod_{b <= j} X[a, b]``, so ``adj_T`` is a running product's adjoint (suffix scans) and ``adj_X``
-        ``T``'s: linear, where the box's points in order per output take the box once per output.
-        Exact in exact arithmetic, zeros included (no division)."""
+        """A product, max or min over reduction axes that its ``where`` bounds apart, each class running
+        along an output axis, as its inner reduction with that one's head (``None`` where it does not
+        nest): ``Y[i, j] = prod_{a <= i, b <= j} X[a, b]`` is ``prod_{a <= i} T[a, j]`` with ``T[a, j] =
+        prod_{b <= j} X[a, b]``, so ``adj_T`` is a running reduction's adjoint (suffix scans) and
+        ``adj_X`` ``T``'s: linear, where the box's points in order per output take the box once per
+        output.  A product is exact in exact arithmetic, zeros included (no division).
+
+        A max or min splits each head evenly among the tied points of its whole window: with ``C1`` the
+        ties of ``T`` in its row, ``C2`` those of ``Y`` among the ``T`` of its window and ``W = sum C1``
+        over the tied ``T`` (the ties of the whole window), the outer adjoint of the head ``H C2 / W``
+        scaled by ``C1`` is the inner head: a tied point of row ``a`` gets ``H / W``."""
         key = (op, heads[0])
         if key in self._nests:
             return self._nests[key]
         body = op.body[0]
         (cond, src), raxes, found = body.src, body.arg.axes, None
         terms = [t for t in conjuncts(cond) if t is not TRUE]
-        for inner in classes_apart(raxes, terms):
+        for inner in classes_apart(raxes, terms) if len(heads) == 1 else ():
             rest = [r for r in raxes if r not in inner]
             c_in = all_of([t for t in terms if set(free_vars(t)) & inner])
             c_out = all_of([t for t in terms if not set(free_vars(t)) & inner])
@@ -567,11 +580,27 @@ class AdjointBuilder:
             t = compute(f"{op.name}.inner", [m[v] for v in free], [rename(t_red, m)], op.provenance)[0]
             y_red = Expr(Op.REDUCE, body.dtype, (c_out, t[tuple(free)]), ReduceArg(comb, tuple(rest), 0))
             outer = compute(op.name, [o[a] for a in op.axes], [rename(y_red, o)], op.provenance)[0].op
-            pv = axis_vars(heads[0].shape[:heads[0].ndim - len(op.axes)])
+            (h,) = heads.values()
+            pv = axis_vars(h.shape[:h.ndim - len(op.axes)])
             tv = axis_vars(t.shape, start=len(pv))
-            total = sum_all(self.contributions(outer, heads, t, pv, tv))
+            scale = None
+            if comb.kind in ("max", "min"):
+                one = const(1, dt.INDEX)
+                c1 = _tie_codes(f"{t.name}.ties", [m[v] for v in free], rename(t_red, m), one)
+                c2 = _tie_codes(f"{op.name}.ties", [o[a] for a in op.axes], rename(y_red, o), one)
+                w = _tie_codes(f"{op.name}.window_ties", [o[a] for a in op.axes], rename(y_red, o),
+                               c1[tuple(o[v] for v in free)])
+                yv = axis_vars(op.shape, start=len(pv))
+                d = dt.compute_dtype(h.dtype)
+                share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
+                split = choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], one * 0), share, const(0, d))
+                h = compute(f"{h.name}.shares", pv + yv, [split],
+                            Provenance(Role.ADJOINT, source=Tensor(outer, 0)))[0]
+                scale = cast(d, c1[tuple(tv[len(pv):])])
+            total = sum_all(self.contributions(outer, {0: h}, t, pv, tv))
             if total is ZERO:
                 continue
+            total = total if scale is None else materialize(total, t.dtype) * scale
             head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)],
                            Provenance(Role.ADJOINT, source=t))[0]
             found = t.op, {0: head if self.optimizer is None else self.optimizer(head)}
