@@ -20,7 +20,9 @@ Other combiners:
   (:meth:`AdjointBuilder.reuse_winners`): no second pass for ``Y``.
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
-  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
+  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).  One
+  over several axes that its ``where`` bounds apart nests into running ones, its head scaled by tie
+  counts so that it still splits over the whole window (:meth:`AdjointBuilder._nested`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
   ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
@@ -433,7 +435,7 @@ class AdjointBuilder:
             return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
-        nested = self._nested(op, heads) if ra.combiner.kind in ("prod", "max", "min") else None
+        nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
         if nested is not None:
             return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
@@ -548,17 +550,17 @@ class AdjointBuilder:
         return found
 
     def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
-        """A product, max or min over reduction axes that its ``where`` bounds apart, each class running
-        along an output axis, as its inner reduction with that one's head (``None`` where it does not
-        nest): ``Y[i, j] = prod_{a <= i, b <= j} X[a, b]`` is ``prod_{a <= i} T[a, j]`` with ``T[a, j] =
-        prod_{b <= j} X[a, b]``, so ``adj_T`` is a running reduction's adjoint (suffix scans) and
-        ``adj_X`` ``T``'s: linear, where the box's points in order per output take the box once per
-        output.  A product is exact in exact arithmetic, zeros included (no division).
-
-        A max or min splits each head evenly among the tied points of its whole window: with ``C1`` the
-        ties of ``T`` in its row, ``C2`` those of ``Y`` among the ``T`` of its window and ``W = sum C1``
-        over the tied ``T`` (the ties of the whole window), the outer adjoint of the head ``H C2 / W``
-        scaled by ``C1`` is the inner head: a tied point of row ``a`` gets ``H / W``."""
+        """A max or min over reduction axes that its ``where`` bounds apart, each class running along an
+        output axis, as its inner reduction with that one's head (``None`` where it does not nest):
+        ``Y[i, j] = max_{a <= i, b <= j} X[a, b]`` is ``max_{a <= i} T[a, j]`` with ``T[a, j] =
+        max_{b <= j} X[a, b]``, so ``adj_T`` is a running max's adjoint (suffix scans) and ``adj_X``
+        ``T``'s: linear, where a winner over each output's window and its ties' routing took the window
+        once per output.  Each head splits evenly among the tied points of the whole window: with ``C1``
+        the ties of ``T`` in its row, ``C2`` those of ``Y`` among the ``T`` of its window and ``W = sum
+        C1`` over the tied ``T`` (the ties of the whole window), the outer adjoint of the head
+        ``H C2 / W`` scaled by ``C1`` is the inner head, and a tied point of row ``a`` gets ``H / W``.
+        (A product nests alike but would turn a zero factor of another row, a zero of calculus, into a
+        zero adjoint, NaN against an infinite factor.)"""
         key = (op, heads[0])
         if key in self._nests:
             return self._nests[key]
@@ -583,24 +585,22 @@ class AdjointBuilder:
             (h,) = heads.values()
             pv = axis_vars(h.shape[:h.ndim - len(op.axes)])
             tv = axis_vars(t.shape, start=len(pv))
-            scale = None
-            if comb.kind in ("max", "min"):
-                one = const(1, dt.INDEX)
-                c1 = _tie_codes(f"{t.name}.ties", [m[v] for v in free], rename(t_red, m), one)
-                c2 = _tie_codes(f"{op.name}.ties", [o[a] for a in op.axes], rename(y_red, o), one)
-                w = _tie_codes(f"{op.name}.window_ties", [o[a] for a in op.axes], rename(y_red, o),
-                               c1[tuple(o[v] for v in free)])
-                yv = axis_vars(op.shape, start=len(pv))
-                d = dt.compute_dtype(h.dtype)
-                share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
-                split = choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], one * 0), share, const(0, d))
-                h = compute(f"{h.name}.shares", pv + yv, [split],
-                            Provenance(Role.ADJOINT, source=Tensor(outer, 0)))[0]
-                scale = cast(d, c1[tuple(tv[len(pv):])])
+            one, none = const(1, dt.INDEX), const(0, dt.INDEX)
+            d, yv = dt.compute_dtype(h.dtype), axis_vars(op.shape, start=len(pv))
+            c1 = _tie_codes(f"{t.name}.ties", [m[v] for v in free], rename(t_red, m), one)
+            c2 = _tie_codes(f"{op.name}.ties", [o[a] for a in op.axes], rename(y_red, o), one)
+            w = _tie_codes(f"{op.name}.window_ties", [o[a] for a in op.axes], rename(y_red, o),
+                           c1[tuple(o[v] for v in free)])
+            share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
+            split = choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], none), share, const(0, d))
+            h = compute(f"{h.name}.shares", pv + yv, [split],
+                        Provenance(Role.ADJOINT, source=Tensor(outer, 0)))[0]
+            ties = c1[tuple(tv[len(pv):])]
             total = sum_all(self.contributions(outer, {0: h}, t, pv, tv))
             if total is ZERO:
                 continue
-            total = total if scale is None else materialize(total, t.dtype) * scale
+            total = choice(Op.SELECT, compare(Op.GT, ties, none), materialize(total, d) * cast(d, ties),
+                           const(0, d))  # (a row whose window is empty has no point to route to)
             head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)],
                            Provenance(Role.ADJOINT, source=t))[0]
             found = t.op, {0: head if self.optimizer is None else self.optimizer(head)}

@@ -8,6 +8,7 @@ one combine per element; a sum's gradient: one scan of the head; a max's or min'
 the scan of the head's shares and the routing; a product's: three scans).  Values and gradients are
 checked in float64 against PyTorch's autograd of the formula written here."""
 
+import itertools
 import math
 
 import numpy as np
@@ -273,3 +274,88 @@ def test_a_prefix_reductions_gradient_equals_its_formula_with_ties_and_zeros(kin
     yt.backward(torch.from_numpy(h))
     np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-11, atol=1e-12)
+
+
+# ---- a prefix over several axes: nested running reductions backwards too --------------------------
+# Gradient passes per element, by hand: a max's or min's inner and outer winner scans, the inner ties,
+# the outer ties and the whole window's, the head's shares, the outer's suffix recurrence and routing,
+# the inner's suffix recurrence and routing (10).
+BOX_PASSES = {"max": 10, "min": 10}
+SIDES = {"le": lambda r, i: r <= i, "lt": lambda r, i: r < i, "ge": lambda r, i: r >= i}
+
+
+def _box_form(kind, shape, scanned, sides, dtype="float64"):
+    """``Y[..] = kind`` over the box of ``scanned`` axes, each bounded by its output index as ``sides``."""
+    X = ta.placeholder(shape, dtype, "X")
+    rs = [ta.reduce_axis((0, shape[a]), f"r{a}") for a in scanned]
+    reduce = ta.max if kind == "max" else ta.min
+
+    def body(*ix):
+        read, cond = list(ix), None
+        for a, r, side in zip(scanned, rs, sides):
+            read[a] = r
+            cond = SIDES[side](r, ix[a]) if cond is None else cond & SIDES[side](r, ix[a])
+        return reduce(X[tuple(read)], rs, where=cond)
+
+    Y = ta.compute(shape, body, "box")
+    H = ta.placeholder(shape, dtype, "H")
+    return X, Y, H, ta.JacobianRecursive(Y, [X], H)[0]
+
+
+@pytest.mark.parametrize("kind", list(BOX_PASSES))
+def test_a_prefix_over_two_axes_has_a_gradient_linear_in_its_area(kind):
+    """``Y[i, j] = max_{a <= i, b <= j} X[a, b]`` nests into a running max of running maxes; so does its
+    adjoint, suffix scans of suffix scans, where a winner over each output's window and a routing of its
+    ties over the window took ``n^4 / 4``."""
+    works = []
+    for m in (12, 24):
+        X, _, H, dX = _box_form(kind, (12, m), (0, 1), ("le", "le"), "float32")
+        works.append(ta.lower([dX], [X, H], target=AVX512).work)
+    assert works[1] == 2 * works[0] and works[0] <= BOX_PASSES[kind] * 12 * 12, works
+
+
+def _window_oracle(kind, x, h, scanned, sides):
+    """PyTorch's ``max``/``min`` of each output's window and its autograd: the head split evenly among
+    the window's ties, its NaNs tying."""
+    xt = torch.tensor(x, requires_grad=True)
+    total, y = torch.zeros((), dtype=torch.float64), np.zeros(x.shape)
+    for ix in np.ndindex(x.shape):
+        ranges = [[k for k in range(x.shape[a]) if {"le": k <= ix[a], "lt": k < ix[a], "ge": k >= ix[a]}[s]]
+                  for a, s in zip(scanned, sides)]
+        points = []
+        for combo in itertools.product(*ranges):
+            p = list(ix)
+            for a, k in zip(scanned, combo):
+                p[a] = k
+            points.append(xt[tuple(p)])
+        if not points:
+            y[ix] = -INF if kind == "max" else INF
+            continue
+        v = torch.stack(points)
+        out = (torch.max if kind == "max" else torch.min)(v)
+        y[ix] = out.item()
+        total = total + float(h[ix]) * out
+    total.backward()
+    return y, xt.grad.numpy()
+
+
+@pytest.mark.parametrize("kind,shape,scanned,sides", [
+    ("max", (5, 6), (0, 1), ("le", "le")), ("min", (5, 6), (0, 1), ("le", "ge")),
+    ("max", (3, 5, 4), (1, 2), ("le", "le")), ("max", (5, 2, 4), (0, 2), ("ge", "le")),
+    ("min", (5, 6), (0, 1), ("lt", "le")), ("max", (3, 4, 5), (0, 1, 2), ("le", "le", "le"))])
+@pytest.mark.parametrize("data", ["ties", "distinct", "nan", "inf"])
+def test_a_prefix_over_several_axes_has_pytorchs_gradient(kind, shape, scanned, sides, data):
+    """Ties split the head over the whole window, not per nested row; NaN and infinities as PyTorch."""
+    X, Y, H, dX = _box_form(kind, shape, scanned, sides)
+    x = RNG.integers(-2, 3, shape).astype(np.float64)
+    if data == "nan":
+        x.flat[RNG.integers(0, x.size, 3)] = np.nan
+    elif data == "inf":
+        x.flat[RNG.integers(0, x.size, 4)] = [INF, -INF, INF, -INF]
+    elif data == "distinct":
+        x = RNG.permutation(x.size).reshape(shape) / 4.0
+    h = RNG.standard_normal(shape)
+    want_y, want_g = _window_oracle(kind, x, h, scanned, sides)
+    y, g = ta.build([Y, dX], [X, H])(x, h)
+    np.testing.assert_allclose(y, want_y, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(g, want_g, rtol=1e-12, atol=1e-12)
