@@ -348,14 +348,6 @@ def _lifted_at_first(op: ComputeOp, n: Expr) -> Expr | None:
     return None if index == tuple(n.src) else n.arg[index]
 
 
-def _tie_codes(name: str, axes: Sequence[Expr], red: Expr, code: Expr) -> Tensor:
-    """The sum of ``code`` over the points of the max/min ``red`` (over ``axes``) that tie its result
-    (:func:`combiners.tie_code_reducer`), beside the result: a scan carries both."""
-    tc = combiners.tie_code_reducer(red.arg.combiner)
-    return compute(name, axes, [Expr(Op.REDUCE, lhs.dtype, (*red.src, code), ReduceArg(tc, red.arg.axes, v))
-                                for v, lhs in enumerate(tc.lhs)])[1]
-
-
 def _factor(cond: Expr, source: Expr) -> Expr:
     """``source`` where ``cond`` holds, 1 elsewhere (a product's term that the condition drops)."""
     return source if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, source, const(1, source.dtype))
@@ -550,63 +542,50 @@ class AdjointBuilder:
         return found
 
     def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
-        """A max or min over reduction axes that its ``where`` bounds apart, each class running along an
-        output axis, as its inner reduction with that one's head (``None`` where it does not nest):
-        ``Y[i, j] = max_{a <= i, b <= j} X[a, b]`` is ``max_{a <= i} T[a, j]`` with ``T[a, j] =
-        max_{b <= j} X[a, b]``, so ``adj_T`` is a running max's adjoint (suffix scans) and ``adj_X``
-        ``T``'s: linear, where a winner over each output's window and its ties' routing took the window
-        once per output.  Each head splits evenly among the tied points of the whole window: with ``C1``
-        the ties of ``T`` in its row, ``C2`` those of ``Y`` among the ``T`` of its window and ``W = sum
-        C1`` over the tied ``T`` (the ties of the whole window), the outer adjoint of the head
-        ``H C2 / W`` scaled by ``C1`` is the inner head, and a tied point of row ``a`` gets ``H / W``.
-        (A product nests alike but would turn a zero factor of another row, a zero of calculus, into a
-        zero adjoint, NaN against an infinite factor.)"""
-        key = (op, heads[0])
-        if key in self._nests:
-            return self._nests[key]
+        """A max/min over axes its ``where`` bounds apart, each running along an output axis, as its inner
+        running max with that one's head (else ``None``): ``Y[i, j] = max_{a <= i} T[a, j]``, ``T[a, j] =
+        max_{b <= j} X[a, b]``, suffix scans of suffix scans.  Each head splits over the ties of the whole
+        window: the outer adjoint of ``H C2 / W``, times ``C1``, is ``T``'s head (``C1``, ``C2``: the
+        winners' tie counts of ``T`` and ``Y``; ``W``: the sum of ``C1`` over the tied ``T``).  (A product
+        nests alike but a zero factor of another row would be a zero adjoint: NaN by an infinite one.)"""
+        key, body = (op, heads[0]), op.body[0]
+        if key not in self._nests:
+            self._nests[key] = next((n for inner in classes_apart(body.arg.axes, conjuncts(body.src[0]))
+                                     if (n := self._nest(op, heads[0], inner)) is not None), None)
+        return self._nests[key]
+
+    def _nest(self, op: ComputeOp, h: Tensor, inner: set) -> tuple[ComputeOp, dict[int, Tensor]] | None:
         body = op.body[0]
-        (cond, src), raxes, found = body.src, body.arg.axes, None
-        terms = [t for t in conjuncts(cond) if t is not TRUE]
-        for inner in classes_apart(raxes, terms) if len(heads) == 1 else ():
-            rest = [r for r in raxes if r not in inner]
-            c_in = all_of([t for t in terms if set(free_vars(t)) & inner])
-            c_out = all_of([t for t in terms if not set(free_vars(t)) & inner])
-            used = {v for e in (src, c_in) for v in free_vars(e)}
-            free = [v for v in (*op.axes, *rest) if v in used]
-            nested = tuple(r for r in raxes if r in inner)
-            if any(v.lo != 0 for v in free) or not scan_axes(free, nested, c_in, [src]) \
-                    or not scan_axes(op.axes, rest, c_out, free):
-                continue
-            comb, m, o = body.arg.combiner, copy_vars([*free, *inner]), copy_vars([*op.axes, *rest])
-            t_red = Expr(Op.REDUCE, body.dtype, (c_in, src), ReduceArg(comb, nested, 0))
-            t = compute(f"{op.name}.inner", [m[v] for v in free], [rename(t_red, m)], op.provenance)[0]
-            y_red = Expr(Op.REDUCE, body.dtype, (c_out, t[tuple(free)]), ReduceArg(comb, tuple(rest), 0))
-            outer = compute(op.name, [o[a] for a in op.axes], [rename(y_red, o)], op.provenance)[0].op
-            (h,) = heads.values()
-            pv = axis_vars(h.shape[:h.ndim - len(op.axes)])
-            tv = axis_vars(t.shape, start=len(pv))
-            one, none = const(1, dt.INDEX), const(0, dt.INDEX)
-            d, yv = dt.compute_dtype(h.dtype), axis_vars(op.shape, start=len(pv))
-            c1 = _tie_codes(f"{t.name}.ties", [m[v] for v in free], rename(t_red, m), one)
-            c2 = _tie_codes(f"{op.name}.ties", [o[a] for a in op.axes], rename(y_red, o), one)
-            w = _tie_codes(f"{op.name}.window_ties", [o[a] for a in op.axes], rename(y_red, o),
-                           c1[tuple(o[v] for v in free)])
-            share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
-            split = choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], none), share, const(0, d))
-            h = compute(f"{h.name}.shares", pv + yv, [split],
-                        Provenance(Role.ADJOINT, source=Tensor(outer, 0)))[0]
-            ties = c1[tuple(tv[len(pv):])]
-            total = sum_all(self.contributions(outer, {0: h}, t, pv, tv))
-            if total is ZERO:
-                continue
-            total = choice(Op.SELECT, compare(Op.GT, ties, none), materialize(total, d) * cast(d, ties),
-                           const(0, d))  # (a row whose window is empty has no point to route to)
-            head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)],
-                           Provenance(Role.ADJOINT, source=t))[0]
-            found = t.op, {0: head if self.optimizer is None else self.optimizer(head)}
-            break
-        self._nests[key] = found
-        return found
+        (cond, src), raxes, comb = body.src, body.arg.axes, body.arg.combiner
+        nested, rest = tuple(r for r in raxes if r in inner), tuple(r for r in raxes if r not in inner)
+        c_in = all_of([t for t in conjuncts(cond) if set(free_vars(t)) & inner])
+        c_out = all_of([t for t in conjuncts(cond) if not set(free_vars(t)) & inner])
+        free = [v for v in (*op.axes, *rest) if v in {*free_vars(src), *free_vars(c_in)}]
+        if any(v.lo != 0 for v in free) or not scan_axes(free, nested, c_in, [src]) \
+                or not scan_axes(op.axes, rest, c_out, free):
+            return None
+        m, o = copy_vars([*free, *inner]), copy_vars([*op.axes, *rest])
+        t_red = Expr(Op.REDUCE, body.dtype, (c_in, src), ReduceArg(comb, nested, 0))
+        t = compute(f"{op.name}.inner", [m[v] for v in free], [rename(t_red, m)], op.provenance)[0]
+        y_red = rename(Expr(Op.REDUCE, body.dtype, (c_out, t[tuple(free)]), ReduceArg(comb, rest, 0)), o)
+        outer = compute(op.name, [o[a] for a in op.axes], [y_red], op.provenance)[0].op
+        (c1, c2), none = (self._winner(t.op)[2], self._winner(outer)[2]), const(0, dt.INDEX)
+        tc = combiners.tie_code_reducer(comb)  # (the sum of C1 over the tied points, beside the max)
+        src, ya = (*y_red.src, c1[tuple(o[v] for v in free)]), y_red.arg.axes
+        w = compute(f"{op.name}.window_ties", [o[a] for a in op.axes],
+                    [Expr(Op.REDUCE, x.dtype, src, ReduceArg(tc, ya, v)) for v, x in enumerate(tc.lhs)])[1]
+        pv = axis_vars(h.shape[:h.ndim - len(op.axes)])
+        d, yv, tv = dt.compute_dtype(h.dtype), axis_vars(op.shape, start=len(pv)), axis_vars(t.shape, len(pv))
+        share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
+        h = compute(f"{h.name}.shares", pv + yv, [choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], none), share,
+                                                         const(0, d))], Provenance(Role.ADJOINT, source=t))[0]
+        total, ties = sum_all(self.contributions(outer, {0: h}, t, pv, tv)), c1[tuple(tv[len(pv):])]
+        if total is ZERO:
+            return None
+        total = choice(Op.SELECT, compare(Op.GT, ties, none), materialize(total, d) * cast(d, ties),
+                       const(0, d))  # (a row of an empty window has no point to route to)
+        head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)], Provenance(Role.ADJOINT, source=t))
+        return t.op, {0: head[0] if self.optimizer is None else self.optimizer(head[0])}
 
     # ---- one term per read site ---------------------------------------------------------
     def _site_terms(self, axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, source: Expr,
