@@ -21,7 +21,6 @@ from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, stmt_exprs, walk_stmts
 from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
-from .nest_key import nest_key
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _MARKED = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
@@ -241,13 +240,6 @@ class RenamedNest(Nest):
     def source_buffer(self, t: Tensor) -> Buffer:
         """The buffer ``source`` was lowered with for its tensor ``t`` (``KeyError``: none)."""
         return self._source_buffers[t]
-
-    def source_key(self) -> tuple[tuple, list[Buffer]] | None:
-        """:func:`.loops.nest_key.nest_key` of ``source`` over the buffers it was lowered with."""
-        try:
-            return nest_key(self.source, self._source_buffers.__getitem__)
-        except KeyError:  # (a tensor read without a buffer: no key, the body is renamed)
-            return None
 
 
 def _renamed(entry: _Entry, sp: _Speller) -> list | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute
 from tensorad.ir.tensor import Tensor
 
 from ..loops.domain import reduction_domain
@@ -117,23 +117,6 @@ class CollapsedLoops:
         return Plan([ReductionNest(cand.op, cand.bodies)])
 
 
-def _carries_every_value(op, bodies) -> bool:
-    """Whether ``op`` computes each value of its combiner as an output of its own, in order
-    (one value: one body), so that a scan can carry them all (:func:`.strategies.scan.scan_buffers`)."""
-    comb = bodies[0].arg.combiner
-    return len(bodies) == comb.arity == op.num_outputs \
-        and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
-
-
-def _keeps_a_value(op, ctx) -> bool:
-    """Whether ``op`` keeps a value: an output of the program, or read by an op of some elements.  (An op
-    read only by empty ops computes nothing.)  The values a scan carries to compute the kept ones get
-    buffers of their own where nothing reads them (:func:`.strategies.scan.carried`)."""
-    read = {n.arg.value_index for r in ctx.readers.get(op, ()) if math.prod(r.shape)
-            for b in ctx.bodies[r] for n in walk(b) if n.op is Op.READ and n.arg.op is op}
-    return bool(read) or any(Tensor(op, v) in ctx.outputs for v in range(op.num_outputs))
-
-
 class Scan:
     """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
     as a running value carried along that axis (:mod:`.strategies.scan`): one update per new term."""
@@ -141,7 +124,13 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) or not _keeps_a_value(op, ctx):
+        # each value of the combiner an output of its own, in order (a value a scan carries and nothing
+        # reads gets a buffer, lower's ``carried``), one read (not by empty ops only) or an output
+        comb = bodies[0].arg.combiner if op.is_reduction else None
+        if comb is None or not len(bodies) == comb.arity == op.num_outputs or any(
+                b.arg.value_index != v or b.dtype != d for v, (b, d) in enumerate(zip(bodies, comb.dtypes))) \
+                or not any(math.prod(r.shape) for r in ctx.readers.get(op, ())) \
+                and not any(Tensor(op, v) in ctx.outputs for v in range(op.num_outputs)):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:

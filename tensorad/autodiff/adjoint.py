@@ -20,9 +20,8 @@ Other combiners:
   (:meth:`AdjointBuilder.reuse_winners`): no second pass for ``Y``.
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
-  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).  One
-  over several axes that its ``where`` bounds apart nests into running ones, its head scaled by tie
-  counts so that it still splits over the whole window (:meth:`AdjointBuilder._nested`).
+  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`), nested
+  where its ``where`` bounds several axes apart (:meth:`AdjointBuilder._nested`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where``
   reading only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors
   ``P`` (one reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when
@@ -51,6 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial, reduce
 
 from ..ir import dtype as dt
 from ..ir.expr import (
@@ -173,7 +173,7 @@ def _several_points(op: ComputeOp, x: Tensor) -> bool:
     other = copy_vars(raxes)
     space = IndexSpace([v for v in read if v not in raxes] + raxes + list(other.values()))
     cond = [c for c in conjuncts(body.src[0]) if space.is_affine(c)]
-    apart = space.cond(_any_of([compare(Op.NE, k, other[k]) for k in raxes]))
+    apart = space.cond(reduce(partial(logical, Op.OR), [compare(Op.NE, k, other[k]) for k in raxes]))
     for site in read_sites(body.src[1], x):
         d = partial_by_read(body.src[1], site)
         if d is ZERO:
@@ -272,14 +272,6 @@ def _running(op: ComputeOp) -> int | None:
     if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):
         return None
     return order
-
-
-def _any_of(conds: Sequence[Expr]) -> Expr:
-    """The disjunction of ``conds`` (at least one)."""
-    out = conds[0]
-    for c in conds[1:]:
-        out = logical(Op.OR, out, c)
-    return out
 
 
 def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr | None:
@@ -543,11 +535,10 @@ class AdjointBuilder:
 
     def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
         """A max/min over axes its ``where`` bounds apart, each running along an output axis, as its inner
-        running max with that one's head (else ``None``): ``Y[i, j] = max_{a <= i} T[a, j]``, ``T[a, j] =
-        max_{b <= j} X[a, b]``, suffix scans of suffix scans.  Each head splits over the ties of the whole
-        window: the outer adjoint of ``H C2 / W``, times ``C1``, is ``T``'s head (``C1``, ``C2``: the
-        winners' tie counts of ``T`` and ``Y``; ``W``: the sum of ``C1`` over the tied ``T``).  (A product
-        nests alike but a zero factor of another row would be a zero adjoint: NaN by an infinite one.)"""
+        running max with its head (else ``None``): ``Y[i, j] = max_{a <= i} T[a, j]``, ``T[a, j] = max_{b <=
+        j} X[a, b]``.  ``T``'s head is ``C1`` times the outer adjoint of ``H C2 / W`` (``C1``, ``C2``: ``T``'s
+        and ``Y``'s tie counts, ``W``: ``C1`` summed over the tied ``T``): ties split over the whole window.
+        (A product's zero factor of another row would be a zero adjoint there: NaN by an infinite one.)"""
         key, body = (op, heads[0]), op.body[0]
         if key not in self._nests:
             self._nests[key] = next((n for inner in classes_apart(body.arg.axes, conjuncts(body.src[0]))

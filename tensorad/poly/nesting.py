@@ -129,8 +129,7 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
 
 
 def classes_apart(raxes: Sequence[Expr], terms: Sequence[Expr]) -> list[set[Expr]]:
-    """The classes of ``raxes`` that the conjuncts ``terms`` link (two axes one conjunct reads), or ``[]``
-    where they are one class: ``a <= i``, ``b <= j`` over ``(a, b)`` give ``[{a}, {b}]``."""
+    """The classes of ``raxes`` the conjuncts ``terms`` link (``a <= i``, ``b <= j``: ``[{a}, {b}]``)."""
     classes = [{r} for r in raxes]
     for t in terms:
         read = set(free_vars(t))
