@@ -401,8 +401,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     temps = []
     for g in groups:
         for u in g.units:
-            kept = {v for v in range(u.op.num_outputs) if needs_buffer(tensor_of(u.op, v))}  # (and what a scan
-            kept = carried(u.plan.bodies[0].arg.combiner, kept) if isinstance(u.plan, ScanNest) else kept  # carries)
+            kept = {v for v in range(u.op.num_outputs) if needs_buffer(tensor_of(u.op, v))}
+            kept = carried(u.plan.bodies[0].arg.combiner, kept) if isinstance(u.plan, ScanNest) else kept
             for t in (tensor_of(u.op, v) for v in sorted(kept)):
                 if t not in buffers:
                     buffers[t] = memo.buffer(namer.tensor(t), t, "temp")
