@@ -54,6 +54,7 @@ from .passes.winograd import winograd
 from .program import Buffer, Fill, Nest, NestAttrs, Program, program_text, stores
 from .strategies.catalog import MICROKERNEL_FIRST, REGISTRY
 from .strategies.registry import EpilogueStep, PlanContext, ProductCall, ScanNest, ScatterNest, Step, plan_ops
+from .strategies.scan import carried
 from .strategies.scatter import lower_scatter
 from .target import Target, parse_target
 
@@ -400,8 +401,10 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
     temps = []
     for g in groups:
         for u in g.units:
-            for t in (tensor_of(u.op, v) for v in range(u.op.num_outputs)):
-                if t not in buffers and needs_buffer(t):
+            kept = {v for v in range(u.op.num_outputs) if needs_buffer(tensor_of(u.op, v))}
+            kept = carried(u.plan.bodies[0].arg.combiner, kept) if isinstance(u.plan, ScanNest) else kept
+            for t in (tensor_of(u.op, v) for v in sorted(kept)):
+                if t not in buffers:
                     buffers[t] = memo.buffer(namer.tensor(t), t, "temp")
                     temps.append(buffers[t])
     for op, target in alias.items():  # (reads of a chunk's padded copy name the shared buffer)

@@ -19,14 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tensorad.simplify.algebra.bracket import canonical
+from tensorad.simplify.algebra.logic import all_of
 from tensorad.simplify.cse import OpTable
 from tensorad.simplify.sums.chains import contract_chain
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, conjuncts, logical
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, conjuncts
 from tensorad.ir.rewrite import free_vars
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
-from tensorad.poly.nesting import scan_axes
+from tensorad.poly.nesting import classes_apart, scan_axes
 
 from ..strategies.scan import any_order
 
@@ -105,13 +106,6 @@ def split_scans(ops: list[ComputeOp], bodies: dict, reassociate: bool) -> list[C
     return _rewrite_each(ops, bodies, nest)
 
 
-def _all(conds: Sequence[Expr]) -> Expr:
-    out = TRUE
-    for c in conds:
-        out = c if out is TRUE else logical(Op.AND, out, c)
-    return out
-
-
 def _nested_scans(axes: Sequence[Expr], red: Expr, made: _Intermediates, reassociate: bool) -> Expr:
     """``red`` over ``axes`` as ``reduce_{R1 where C1} T[..]``, ``T = reduce_{R2 where C2} src`` when the
     conjuncts of its ``where`` split its axes into ``R1`` and ``R2`` (none reads both) and both reductions
@@ -122,33 +116,22 @@ def _nested_scans(axes: Sequence[Expr], red: Expr, made: _Intermediates, reassoc
         return red
     (cond, src), raxes = red.src, red.arg.axes
     terms = [t for t in conjuncts(cond) if t is not TRUE]
-    for inner in _apart(raxes, terms):
+    for inner in classes_apart(raxes, terms):
         rest = tuple(r for r in raxes if r not in inner)
         if not rest:
             continue
         c_in = [t for t in terms if set(free_vars(t)) & inner]
         used = {v for e in (src, *c_in) for v in free_vars(e)}
         free = [v for v in (*axes, *rest) if v in used]
-        body = Expr(Op.REDUCE, red.dtype, (_all(c_in), src),
+        body = Expr(Op.REDUCE, red.dtype, (all_of(c_in), src),
                     ReduceArg(red.arg.combiner, tuple(r for r in raxes if r in inner), 0))
-        c_out = _all([t for t in terms if not set(free_vars(t)) & inner])
+        c_out = all_of([t for t in terms if not set(free_vars(t)) & inner])
         if not scan_axes(free, body.arg.axes, body.src[0], [src]) or not scan_axes(axes, rest, c_out, free):
             continue
         read = made.lookup(free, body) or made.make(free, body, True, True)
         outer = Expr(Op.REDUCE, red.dtype, (c_out, read), ReduceArg(red.arg.combiner, rest, 0))
         return _nested_scans(axes, outer, made, reassociate)
     return red
-
-
-def _apart(raxes: Sequence[Expr], terms: Sequence[Expr]) -> list[set[Expr]]:
-    """The classes of ``raxes`` that the conjuncts ``terms`` link (two axes one conjunct reads)."""
-    classes = [{r} for r in raxes]
-    for t in terms:
-        read = set(free_vars(t))
-        linked = [c for c in classes if c & read]
-        if len(linked) > 1:
-            classes = [c for c in classes if not c & read] + [set().union(*linked)]
-    return classes if len(classes) > 1 else []
 
 
 __all__ = ["contract_sums", "split_scans"]

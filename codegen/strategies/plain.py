@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import free_vars, replace_reads, substitute, walk
+from tensorad.ir.rewrite import free_vars, replace_reads, substitute
 from tensorad.ir.tensor import Tensor
 
 from ..loops.domain import reduction_domain
@@ -15,7 +15,7 @@ from ..loops.stripmine import plan_split
 from .cost import heavy_count, loop_cycles, reads_in, short_loop_factor, strip_costs, vector_lanes
 from .products import default_spec
 from .registry import Candidate, Plan, PointwiseNest, ReductionNest, ScanNest
-from .scan import carried, find_scan, rows_in_registers, update_cycles
+from .scan import find_scan, rows_in_registers, update_cycles
 
 
 class Loops:
@@ -117,25 +117,6 @@ class CollapsedLoops:
         return Plan([ReductionNest(cand.op, cand.bodies)])
 
 
-def _carries_every_value(op, bodies) -> bool:
-    """Whether ``op`` computes each value of its combiner as an output of its own, in order
-    (one value: one body), so that a scan can carry them all (:func:`.strategies.scan.scan_buffers`)."""
-    comb = bodies[0].arg.combiner
-    return len(bodies) == comb.arity == op.num_outputs \
-        and all(b.arg.value_index == v and b.dtype == d for v, (b, d) in enumerate(zip(bodies, comb.dtypes)))
-
-
-def _keeps_carried_values(op, bodies, ctx) -> bool:
-    """Whether ``op`` keeps a value -- an output of the program, or read by an op of some
-    elements -- and each value that a scan carries to compute the kept ones
-    (:func:`.strategies.scan.carried`) gets a buffer, which a scan carries it in (an unread
-    value of a multi-output op has none).  (An op read only by empty ops computes nothing.)"""
-    read = {n.arg.value_index for r in ctx.readers.get(op, ()) if math.prod(r.shape)
-            for b in ctx.bodies[r] for n in walk(b) if n.op is Op.READ and n.arg.op is op}
-    kept = {v for v in range(op.num_outputs) if v in read or Tensor(op, v) in ctx.outputs}
-    return bool(kept) and carried(bodies[0].arg.combiner, kept) <= kept
-
-
 class Scan:
     """A reduction whose terms nest along an output axis (a prefix or suffix sum, ``k <= j``)
     as a running value carried along that axis (:mod:`.strategies.scan`): one update per new term."""
@@ -143,8 +124,13 @@ class Scan:
     name = "scan"
 
     def match(self, op, bodies, ctx):
-        if not op.is_reduction or not _carries_every_value(op, bodies) \
-                or not _keeps_carried_values(op, bodies, ctx):
+        # each value of the combiner an output of its own, in order (a value a scan carries and nothing
+        # reads gets a buffer, lower's ``carried``), one read (not by empty ops only) or an output
+        comb = bodies[0].arg.combiner if op.is_reduction else None
+        if comb is None or not len(bodies) == comb.arity == op.num_outputs or any(
+                b.arg.value_index != v or b.dtype != d for v, (b, d) in enumerate(zip(bodies, comb.dtypes))) \
+                or not any(math.prod(r.shape) for r in ctx.readers.get(op, ())) \
+                and not any(Tensor(op, v) in ctx.outputs for v in range(op.num_outputs)):
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:

@@ -21,8 +21,8 @@ Order: a prefix sum adds in the plain loop's order; a suffix sum in reversed ord
 Other combiners (several values, a custom kind) are scanned, in either direction, only in the plain loop's
 order, a left fold cut where each point ends, so every value is the plain loop's, bit for bit (a suffix
 ``k >= j`` over the reversed axis ``k' = n - 1 - k``, as reverse mode writes a suffix's winner).  Each
-value is carried in its own output: an op keeping fewer outputs than its combiner has values stays plain,
-unless the values it drops are dead (:func:`carried`)."""
+value is carried in its own output, one that nothing reads in a buffer of its own (a running argmax whose
+index alone is read), unless no carried value's combine reads it (:func:`carried`)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
     for pos, j in enumerate(info.outer):
         if j in used or j.extent < 2:
             continue
-        stride = _stride(proj, pos)
+        stride = proj.get_stride(pos)  # (2 where only even points reduce: carried from one stride back)
+        stride = int(stride.to_python()) if stride.is_int() and stride.is_pos() else 1
         for step in (stride, -stride):
             if stride == 1:
                 nested = nest.nesting(dom, proj, pos, step)
@@ -90,13 +91,6 @@ def find_scan(info: ReductionInfo, ordered: bool = False) -> ScanSpec | None:
                 if not ordered or nest.ordered(fresh, prev, len(info.outer)):
                     best = ScanSpec(pos, step, carry, fresh, updates)
     return best
-
-
-def _stride(proj: isl.Set, pos: int) -> int:
-    """The stride of the outputs ``proj`` along dimension ``pos`` (2 where only even points reduce): a scan
-    carries from the point one stride back."""
-    stride = proj.get_stride(pos)
-    return int(stride.to_python()) if stride.is_int() and stride.is_pos() else 1
 
 
 def carried(combiner, kept: set[int]) -> set[int]:
@@ -114,15 +108,13 @@ def carried(combiner, kept: set[int]) -> set[int]:
 
 
 def scan_buffers(info: ReductionInfo, outputs: Sequence[Buffer | None]) -> tuple[Buffer | None, ...] | None:
-    """The buffers a scan of ``info`` carries its values in, one per combiner value (``outputs`` by value
-    index; ``None`` for a dead value, :func:`carried`) of its accumulator's dtype; else ``None``."""
-    dtypes = info.combiner.dtypes
-    if len(outputs) != len(dtypes):
-        return None
-    need = carried(info.combiner, {v for v, b in enumerate(outputs) if b is not None})
-    if any(outputs[v] is None or outputs[v].dtype != dtypes[v] for v in need):
-        return None
-    return tuple(outputs)
+    """``outputs`` by value index when each value a scan of ``info`` carries (:func:`carried`) has one of its
+    accumulator's dtype, else ``None``; ``None`` in it: a dead value."""
+    comb = info.combiner
+    need = carried(comb, {v for v, b in enumerate(outputs) if b is not None})
+    fits = len(outputs) == comb.arity and all(outputs[v] is not None and outputs[v].dtype == comb.dtypes[v]
+                                             for v in need)
+    return tuple(outputs) if fits else None
 
 
 def _update(info: ReductionInfo, outs: tuple[Buffer | None, ...], accs: Sequence[Expr],

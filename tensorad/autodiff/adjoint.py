@@ -20,7 +20,8 @@ Other combiners:
   (:meth:`AdjointBuilder.reuse_winners`): no second pass for ``Y``.
   A running max/min, ``k <= i`` or ``k >= i`` (:func:`_running`), scans its winner reduction instead (a
   suffix's over the reversed axis); over a plain prefix or suffix its ties are routed in linear work, by a
-  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`).
+  recurrence of the head's shares over runs of equal values (:meth:`AdjointBuilder._tie_adjoint`), nested
+  where its ``where`` bounds several axes apart (:meth:`AdjointBuilder._nested`).
 * ``prod``: ``dY/dg`` at a point is the product of the other factors.  Over a plain box (a ``where`` reading
   only the reduction axes), from a zero count ``Z`` and the product of the nonzero factors ``P`` (one
   reduction of two outputs): ``P / g`` when ``Z == 0``, ``P`` at the single zero when ``Z == 1``, else 0, one
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial, reduce
 
 from ..ir import dtype as dt
 from ..ir.expr import (
@@ -77,7 +79,7 @@ from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
 from ..poly.domain import IndexSet
-from ..poly.nesting import interval_count, plain_prefix, running_order
+from ..poly.nesting import classes_apart, interval_count, plain_prefix, running_order, scan_axes
 from . import combiners
 from .build import (
     Optimizer,
@@ -93,7 +95,7 @@ from .build import (
 from .gathers import unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
-from .zero import ZERO, materialize, mul
+from .zero import ZERO, materialize, mul, sum_all
 
 EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_ELSE, Op.NEG, Op.ABS,
                              Op.MAXIMUM, Op.MINIMUM})
@@ -170,7 +172,7 @@ def _several_points(op: ComputeOp, x: Tensor) -> bool:
     other = copy_vars(raxes)
     space = IndexSpace([v for v in read if v not in raxes] + raxes + list(other.values()))
     cond = [c for c in conjuncts(body.src[0]) if space.is_affine(c)]
-    apart = space.cond(_any_of([compare(Op.NE, k, other[k]) for k in raxes]))
+    apart = space.cond(reduce(partial(logical, Op.OR), [compare(Op.NE, k, other[k]) for k in raxes]))
     for site in read_sites(body.src[1], x):
         d = partial_by_read(body.src[1], site)
         if d is ZERO:
@@ -269,14 +271,6 @@ def _running(op: ComputeOp) -> int | None:
     if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):
         return None
     return order
-
-
-def _any_of(conds: Sequence[Expr]) -> Expr:
-    """The disjunction of ``conds`` (at least one)."""
-    out = conds[0]
-    for c in conds[1:]:
-        out = logical(Op.OR, out, c)
-    return out
 
 
 def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr | None:
@@ -384,6 +378,7 @@ class AdjointBuilder:
         self._copies: dict[Tensor, Tensor] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
         self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
+        self._nests: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
 
     def contributions(self, op: ComputeOp, heads: dict[int, Tensor], x: Tensor,
                       p: Sequence[Expr], j: Sequence[Expr], sole: bool = False) -> list[Expr]:
@@ -435,6 +430,9 @@ class AdjointBuilder:
             return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
+        if nested is not None:
+            return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
             bare = self._unpadded(op) if kind in ("max", "min") else None
             line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
@@ -545,6 +543,51 @@ class AdjointBuilder:
             found = sub, narrowed
         self._narrowed[key] = found
         return found
+
+    def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
+        """A max/min over axes its ``where`` bounds apart, each running along an output axis, as its inner
+        running max with its head (else ``None``): ``Y[i, j] = max_{a <= i} T[a, j]``, ``T[a, j] = max_{b <=
+        j} X[a, b]``.  ``T``'s head is ``C1`` times the outer adjoint of ``H C2 / W`` (``C1``, ``C2``: ``T``'s
+        and ``Y``'s tie counts, ``W``: ``C1`` summed over the tied ``T``): ties split over the whole window.
+        (A product's zero factor of another row would be a zero adjoint there: NaN by an infinite one.)"""
+        key, body = (op, heads[0]), op.body[0]
+        if key not in self._nests:
+            self._nests[key] = next((n for inner in classes_apart(body.arg.axes, conjuncts(body.src[0]))
+                                     if (n := self._nest(op, heads[0], inner)) is not None), None)
+        return self._nests[key]
+
+    def _nest(self, op: ComputeOp, h: Tensor, inner: set) -> tuple[ComputeOp, dict[int, Tensor]] | None:
+        body = op.body[0]
+        (cond, src), raxes, comb = body.src, body.arg.axes, body.arg.combiner
+        nested, rest = tuple(r for r in raxes if r in inner), tuple(r for r in raxes if r not in inner)
+        c_in = all_of([t for t in conjuncts(cond) if set(free_vars(t)) & inner])
+        c_out = all_of([t for t in conjuncts(cond) if not set(free_vars(t)) & inner])
+        free = [v for v in (*op.axes, *rest) if v in {*free_vars(src), *free_vars(c_in)}]
+        if any(v.lo != 0 for v in free) or not scan_axes(free, nested, c_in, [src]) \
+                or not scan_axes(op.axes, rest, c_out, free):
+            return None
+        m, o = copy_vars([*free, *inner]), copy_vars([*op.axes, *rest])
+        t_red = Expr(Op.REDUCE, body.dtype, (c_in, src), ReduceArg(comb, nested, 0))
+        t = compute(f"{op.name}.inner", [m[v] for v in free], [rename(t_red, m)], op.provenance)[0]
+        y_red = rename(Expr(Op.REDUCE, body.dtype, (c_out, t[tuple(free)]), ReduceArg(comb, rest, 0)), o)
+        outer = compute(op.name, [o[a] for a in op.axes], [y_red], op.provenance)[0].op
+        (c1, c2), none = (self._winner(t.op)[2], self._winner(outer)[2]), const(0, dt.INDEX)
+        tc = combiners.tie_code_reducer(comb)  # (the sum of C1 over the tied points, beside the max)
+        src, ya = (*y_red.src, c1[tuple(o[v] for v in free)]), y_red.arg.axes
+        w = compute(f"{op.name}.window_ties", [o[a] for a in op.axes],
+                    [Expr(Op.REDUCE, x.dtype, src, ReduceArg(tc, ya, v)) for v, x in enumerate(tc.lhs)])[1]
+        pv = axis_vars(h.shape[:h.ndim - len(op.axes)])
+        d, yv, tv = dt.compute_dtype(h.dtype), axis_vars(op.shape, start=len(pv)), axis_vars(t.shape, len(pv))
+        share = cast(d, h[tuple(pv + yv)]) * cast(d, c2[tuple(yv)]) / cast(d, w[tuple(yv)])
+        h = compute(f"{h.name}.shares", pv + yv, [choice(Op.SELECT, compare(Op.GT, w[tuple(yv)], none), share,
+                                                         const(0, d))], Provenance(Role.ADJOINT, source=t))[0]
+        total, ties = sum_all(self.contributions(outer, {0: h}, t, pv, tv)), c1[tuple(tv[len(pv):])]
+        if total is ZERO:
+            return None
+        total = choice(Op.SELECT, compare(Op.GT, ties, none), materialize(total, d) * cast(d, ties),
+                       const(0, d))  # (a row of an empty window has no point to route to)
+        head = compute(f"{t.name}.grad", pv + tv, [cast(t.dtype, total)], Provenance(Role.ADJOINT, source=t))
+        return t.op, {0: head[0] if self.optimizer is None else self.optimizer(head[0])}
 
     # ---- one term per read site ---------------------------------------------------------
     def _site_terms(self, axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, source: Expr,

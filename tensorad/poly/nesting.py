@@ -128,6 +128,17 @@ def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             and any(nesting(dom, proj, pos, step) is not None for step in (1, -1))]
 
 
+def classes_apart(raxes: Sequence[Expr], terms: Sequence[Expr]) -> list[set[Expr]]:
+    """The classes of ``raxes`` the conjuncts ``terms`` link (``a <= i``, ``b <= j``: ``[{a}, {b}]``)."""
+    classes = [{r} for r in raxes]
+    for t in terms:
+        read = set(free_vars(t))
+        linked = [c for c in classes if c & read]
+        if len(linked) > 1:
+            classes = [c for c in classes if not c & read] + [set().union(*linked)]
+    return classes if len(classes) > 1 else []
+
+
 def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
                  reads: Sequence[Expr]) -> tuple[int, int, list[Expr], int] | None:
     """``(pos, step, rest, shift)`` when ``reduce_{k where cond}`` over ``axes`` is a plain prefix

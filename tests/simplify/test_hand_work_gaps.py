@@ -223,3 +223,14 @@ def test_max_minus_min_gradient_with_ties_and_nans_vs_numpy(threads):
             tied = np.isnan(row) if np.isnan(best) else row == best
             want[i] += sign * h[i] * tied / tied.sum()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", [TARGET, "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("name", ["cummax_middle", "running_argmax", "box_max"])
+def test_a_running_winners_gradient_reaches_hand_work(name, target):
+    """A running max along a middle axis, a running argmax (a winner of a custom combiner, its value
+    carried beside its index) and a max over a 2-d prefix (running maxes nested): linear passes."""
+    (wl,) = [w for w in W.gap_workloads() if w.name == name]
+    H = ta.placeholder(wl.output.shape, name="H")
+    grads = ta.JacobianRecursive(wl.output, wl.inputs, H)
+    assert ta.lower(list(grads), list(wl.inputs) + [H], target=target).work <= wl.hand_work

@@ -370,10 +370,46 @@ def strided_prefix() -> Workload:
     return Workload("strided_prefix", Y, [X], "suffix scan of the head onto the even points: N", n)
 
 
+def cummax_middle() -> Workload:
+    b, n, c = 3, 16, 5
+    X = ta.placeholder((b, n, c), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    Y = ta.compute((b, n, c), lambda p, i, q: ta.max(X[p, k, q], k, where=k <= i), name="cummax_middle")
+    # along a middle axis as along the last: the winner's scan with its tie count, the suffix scan of
+    # the head's shares, the routing: B*N*C each
+    return Workload("cummax_middle", Y, [X], "winner scan, shares' suffix scan, routing: 3*B*N*C",
+                    3 * b * n * c)
+
+
+ARGMAX = ta.comm_reducer(
+    lambda x, y: (ta.select(x[0] >= y[0], x[0], y[0]), ta.select(x[0] >= y[0], x[1], y[1])),
+    lambda v, i: (ta.min_value(v), ta.const(-1, i)), name="argmax")
+
+
+def running_argmax() -> Workload:
+    r, n = 4, 16
+    X = ta.placeholder((r, n), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    V, _ = ta.compute((r, n), lambda i, j: ARGMAX((X[i, k], k), axis=k, where=k <= j), name="running_argmax")
+    # the winner's scan (its value carried beside its index), the head scattered to each winner: R*N each
+    return Workload("running_argmax", V, [X], "winner scan, scatter of the head: 2*R*N", 2 * r * n)
+
+
+def box_max() -> Workload:
+    n = 12
+    X = ta.placeholder((n, n), name="X")
+    a, b = ta.reduce_axis((0, n), "a"), ta.reduce_axis((0, n), "b")
+    Y = ta.compute((n, n), lambda i, j: ta.max(X[a, b], [a, b], where=(a <= i) & (b <= j)), name="box_max")
+    # a running max of running maxes: both winner scans with their tie counts, the whole window's ties,
+    # the head's shares, each running max's suffix recurrence and routing: N*N each
+    return Workload("box_max", Y, [X], "nested running maxes, ties over the window: 8*N*N", 8 * n * n)
+
+
 def gap_workloads() -> list[Workload]:
     return [min_middle_axis(), gram(), causal_attention_where(), softmax_channels(),
             avg_pool_excluding_padding(), log_softmax_nll_onehot(), max_pool_1x1(1), max_pool_1x1(2),
-            _prefix("sum"), _prefix("max"), _prefix("prod"), summed_area(), cummax_padded(), strided_prefix()]
+            _prefix("sum"), _prefix("max"), _prefix("prod"), summed_area(), cummax_padded(), strided_prefix(),
+            cummax_middle(), running_argmax(), box_max()]
 
 
 # ---- a holdout: operators as a user writes them, each with an expert's backward -------------
