@@ -43,7 +43,9 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
-ONE_BLOCKS = (8, BLOCK)  # its one-block kernels' rows: each chosen for counts of rows near its own
+ONE_BLOCKS = (8, 16, 32, BLOCK)  # its one-block kernels' rows, each chosen for counts of rows near its own:
+BLOCK_GAIN = 0.9  # one between the least and the most is built where the cost model prices its code per row
+# below this share of the next larger one's (buffers and strategies chosen for fewer rows)
 # set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
 _MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
@@ -325,7 +327,8 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                              roots, ins, "ta.build", why=others, free=free)
     if size is None:
         stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
-                        lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
+                        lambda o, i, opts: _build(o, i, *args, **{**options, **opts}),
+                        lambda o, i, opts: _lowering(o, i, *args, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
@@ -335,16 +338,22 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                       [t.name for t in ins], bounded, why)
 
 
+def _lowering(outputs: Any, inputs: Any, target: Any = "llvm", name: str = "kernel", cache: bool = True,
+              **options: Any) -> LoweredFunc:
+    """``lower`` of what ``ta.build`` with these arguments compiles."""
+    return _lower(outputs, inputs, name, target=target, **options)
+
+
 def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
-           part: Callable[[Any, Any, dict], Any] | None = None
+           part: Callable[[Any, Any, dict], Any] | None = None, price: Callable[[Any, Any, dict], Any] | None = None
            ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
     stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
     (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
-    :func:`row_parts`), the counts of rows of a case up to :data:`BLOCK` run the whole program as one
-    block (:func:`_one_block`), a case of their own, and one row its static program (whose passes fuse
+    :func:`row_parts`; ``price``: its lowering), the counts of rows of a case up to :data:`BLOCK` run the
+    whole program as one block (:func:`_one_blocks`), a case of their own, and one row its static program (whose passes fuse
     over the row's other axes, as a block's cannot).  Else why a stage is not generic, or ``""`` where
     the program is not such stages."""
     size, _, _ = row_plan(outputs, inputs, staged=True)
@@ -368,8 +377,8 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
         if isinstance(stages, str):
             return stages
         # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
-        made = (_one_block(images, outputs, inputs, size, count, part, most) for most in ONE_BLOCKS)
-        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else [o for o in made if o]
+        ones = [] if part is None or price is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
+            _one_blocks(images, outputs, inputs, size, count, part, price)
         if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
@@ -386,16 +395,32 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
     return size, cases, count
 
 
+def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
+                part: Callable[[Any, Any, dict], Any], price: Callable[[Any, Any, dict], Any]) -> list:
+    """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: of the
+    least and the most rows, and between them each whose code (lowered by ``price``) the cost model's
+    estimate puts per row below :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at
+    64 rows that its buffer holds at 16)."""
+    kept: list = []
+    for most in reversed(ONE_BLOCKS):
+        cost = _one_block(outputs, named, inputs, size, count, price, most, priced=True)
+        if cost and (not kept or most == ONE_BLOCKS[0] or cost[1] < BLOCK_GAIN * kept[-1][1]) and \
+                (not kept or cost[0] < kept[-1][0]) and (one := _one_block(outputs, named, inputs, size,
+                                                                           count, part, most)):
+            kept.append((*cost, one))
+    return [one for _, _, one in reversed(kept)]
+
+
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Callable[[Any, Any, dict], Any], most: int = BLOCK
-               ) -> tuple[int, tuple[Any, list, list]] | None:
+               part: Callable[[Any, Any, dict], Any], most: int = BLOCK, priced: bool = False) -> Any:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
     whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
     to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
     the block and read there (each one an output too, so that its terms are proved added under the loops
     over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
     lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
-    of its terms would run the block's rows)."""
+    of its terms would run the block's rows); ``priced``: ``(rows, the estimate of cycles per row)`` of
+    the program ``part`` lowers instead."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
@@ -411,8 +436,8 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
     ins = [t for t in [*inputs, count] if t in reads]
     kinds = {**{new.get(t, t): k for t, k in kinds.items()}, count: RowKind.WHOLE}
     parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, whole_blocks=False)
-    if not parts:
-        return None
+    if not parts or priced:
+        return parts and (rows, sum(parts[0][1].estimates.values()) / rows)
     kernel = RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins], [kinds[t] for t in images],
                         [t.name for t in ins], bounded)
     key = dict(zip(outputs, named))
