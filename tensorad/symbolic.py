@@ -345,17 +345,17 @@ def _lowering(outputs: Any, inputs: Any, target: Any = "llvm", name: str = "kern
 
 
 def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
-           part: Callable[[Any, Any, dict], Any] | None = None, price: Callable[[Any, Any, dict], Any] | None = None
-           ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
+           part: Callable[[Any, Any, dict], Any] | None = None, price: Callable[[Any, Any, dict], Any] | None
+           = None) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
     stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
     (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
     :func:`row_parts`; ``price``: its lowering), the counts of rows of a case up to :data:`BLOCK` run the
-    whole program as one block (:func:`_one_blocks`), a case of their own, and one row its static program (whose passes fuse
-    over the row's other axes, as a block's cannot).  Else why a stage is not generic, or ``""`` where
-    the program is not such stages."""
+    whole program as one block (:func:`_one_blocks`), a case of their own, and one row its static
+    program (whose passes fuse over the row's other axes, as a block's cannot).  Else why a stage is not
+    generic, or ``""`` where the program is not such stages."""
     size, _, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     calls = {t.op.provenance.source[0] for t in graph
@@ -377,7 +377,7 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
         if isinstance(stages, str):
             return stages
         # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
-        ones = [] if part is None or price is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
+        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
             _one_blocks(images, outputs, inputs, size, count, part, price)
         if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
@@ -396,18 +396,20 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
 
 
 def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-                part: Callable[[Any, Any, dict], Any], price: Callable[[Any, Any, dict], Any]) -> list:
+                part: Callable[[Any, Any, dict], Any], price: Callable[[Any, Any, dict], Any] | None) -> list:
     """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: of the
-    least and the most rows, and between them each whose code (lowered by ``price``) the cost model's
-    estimate puts per row below :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at
-    64 rows that its buffer holds at 16)."""
-    kept: list = []
+    least and the most rows, and of each between whose code (lowered by ``price``) the cost model prices
+    per row below :data:`BLOCK_GAIN` of the next larger one's kept (a tensor inlined at 64 rows that a
+    buffer holds at 16)."""
+    kept: list = []  # (rows, estimated cycles per row, the block), most rows first
     for most in reversed(ONE_BLOCKS):
-        cost = _one_block(outputs, named, inputs, size, count, price, most, priced=True)
-        if cost and (not kept or most == ONE_BLOCKS[0] or cost[1] < BLOCK_GAIN * kept[-1][1]) and \
-                (not kept or cost[0] < kept[-1][0]) and (one := _one_block(outputs, named, inputs, size,
-                                                                           count, part, most)):
-            kept.append((*cost, one))
+        cost = (0, 0.0) if kept and most == ONE_BLOCKS[0] else \
+            _one_block(outputs, named, inputs, size, count, price, most, priced=True)
+        if not cost or kept and most != ONE_BLOCKS[0] and cost[1] >= BLOCK_GAIN * kept[-1][1]:
+            continue
+        one = _one_block(outputs, named, inputs, size, count, part, most)
+        if one and (not kept or one[0] < kept[-1][0]):
+            kept.append((one[0], cost[1], one))
     return [one for _, _, one in reversed(kept)]
 
 
