@@ -43,9 +43,9 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
-ONE_BLOCKS = (8, 16, 32, BLOCK)  # its one-block kernels' rows, each chosen for counts of rows near its own:
-BLOCK_GAIN = 0.9  # one between the least and the most is built where the cost model prices its code per row
-# below this share of the next larger one's (buffers and strategies chosen for fewer rows)
+ONE_BLOCKS = (8, 16, 32, BLOCK)  # its one-block kernels' rows; one between the least and the most is built
+BLOCK_GAIN = 0.9  # where the cost model prices its code per row below this share of the next larger one's
+Part = Callable[[Any, Any, dict], Any]  # ``make(outputs, inputs, options)`` of a block (:func:`row_parts`)
 # set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
 _MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
@@ -315,38 +315,34 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     outputs_not_inputs(outputs, inputs, "build")
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
+    options = {**dict(zip(("target", "name", "cache"), args)), **options}
     roots, ins = listed(outputs) + listed(inputs), listed(inputs)
 
     def make(new: dict[Tensor, Tensor]) -> Any:
-        return _build(_like(outputs, new), _like(inputs, new), *args, **options)
+        return _build(_like(outputs, new), _like(inputs, new), **options)
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     free, others = over_one_size(size, listed(outputs), ins)
     if free is not None:
-        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
+        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), **options),
                              roots, ins, "ta.build", why=others, free=free)
     if size is None:
-        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
-                        lambda o, i, opts: _build(o, i, *args, **{**options, **opts}),
-                        lambda o, i, opts: _lowering(o, i, *args, **{**options, **opts}))
+        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, **options),
+                        lambda o, i, opts: _build(o, i, **{**options, **opts}),
+                        lambda o, i, opts: _lower(o, i, **{k: v for k, v in {**options, **opts}.items()
+                                                           if k != "cache"}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     parts, bounded, why = row_parts(outputs, inputs, size, kinds, blocks,
-                                    lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
+                                    lambda o, i, opts: _build(o, i, **{**options, **opts}))
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
                       [t.name for t in ins], bounded, why)
 
 
-def _lowering(outputs: Any, inputs: Any, target: Any = "llvm", name: str = "kernel", cache: bool = True,
-              **options: Any) -> LoweredFunc:
-    """``lower`` of what ``ta.build`` with these arguments compiles."""
-    return _lower(outputs, inputs, name, target=target, **options)
-
-
 def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
-           part: Callable[[Any, Any, dict], Any] | None = None, price: Callable[[Any, Any, dict], Any] | None
-           = None) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
+           part: Part | None = None, price: Part | None = None
+           ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
@@ -396,33 +392,29 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
 
 
 def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-                part: Callable[[Any, Any, dict], Any], price: Callable[[Any, Any, dict], Any] | None) -> list:
-    """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: of the
-    least and the most rows, and of each between whose code (lowered by ``price``) the cost model prices
-    per row below :data:`BLOCK_GAIN` of the next larger one's kept (a tensor inlined at 64 rows that a
-    buffer holds at 16)."""
+                part: Part, price: Part) -> list:
+    """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: the
+    least and the most, and each between whose code (lowered by ``price``) the cost model prices per row
+    below :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16)."""
     kept: list = []  # (rows, estimated cycles per row, the block), most rows first
     for most in reversed(ONE_BLOCKS):
-        cost = (0, 0.0) if kept and most == ONE_BLOCKS[0] else \
-            _one_block(outputs, named, inputs, size, count, price, most, priced=True)
-        if not cost or kept and most != ONE_BLOCKS[0] and cost[1] >= BLOCK_GAIN * kept[-1][1]:
-            continue
-        one = _one_block(outputs, named, inputs, size, count, part, most)
-        if one and (not kept or one[0] < kept[-1][0]):
-            kept.append((one[0], cost[1], one))
+        cost = _one_block(outputs, named, inputs, size, count, price, most, priced=True)
+        cheaper = cost and (not kept or most == ONE_BLOCKS[0] or cost[1] < BLOCK_GAIN * kept[-1][1])
+        if cheaper and (not kept or cost[0] < kept[-1][0]) and \
+                (one := _one_block(outputs, named, inputs, size, count, part, most)):
+            kept.append((*cost, one))
     return [one for _, _, one in reversed(kept)]
 
 
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Callable[[Any, Any, dict], Any], most: int = BLOCK, priced: bool = False) -> Any:
+               part: Part, most: int = BLOCK, priced: bool = False) -> Any:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
     whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
     to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
     the block and read there (each one an output too, so that its terms are proved added under the loops
     over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
     lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
-    of its terms would run the block's rows); ``priced``: ``(rows, the estimate of cycles per row)`` of
-    the program ``part`` lowers instead."""
+    of its terms would run the block's rows); ``priced``: ``(rows, estimated cycles per row)`` instead."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
@@ -525,8 +517,7 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows: a loop
-        # repeats its sizes)
+        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows, repeated)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
@@ -561,13 +552,12 @@ class StagedKernel:
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked:
-        its stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
+        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
+        stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
         program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
-        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where
-        that kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`):
-        the kernel checks every array's shape, so a call whose first array of rows has ``n`` rows calls
-        it as it is."""
+        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where that
+        kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`): the kernel
+        checks every array's shape, so a call whose first array of rows has ``n`` rows calls it as it is."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
@@ -630,8 +620,7 @@ class StagedKernel:
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],
-              make: Callable[[Any, Any, dict], Any], whole_blocks: bool = True
-              ) -> tuple[list[tuple[int, Any]], list[bool], str]:
+              make: Part, whole_blocks: bool = True) -> tuple[list[tuple[int, Any]], list[bool], str]:
     """The parts of a generic kernel over ``size`` (:class:`RowsKernel`), each made by ``make(outputs,
     inputs, options)`` at a block of ``blocks`` rows, its last input the count of rows: ``(parts,
     bounded, why)``.  A part runs any count of rows up to its block (``bounded``) where lowering with
@@ -696,10 +685,9 @@ def over_one_size(size: Expr | None, outputs: list[Tensor], inputs: list[Tensor]
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
                ) -> tuple[Any, dict[Tensor, RowKind], tuple[int, ...], str]:
-    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input,
-    each tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the
-    rows of each block of a generic kernel, largest first, the last the size's unit; else
-    ``(None, {}, (), why)``."""
+    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input, each
+    tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the rows of
+    each block of a generic kernel, largest first, the last the size's unit; else ``(None, {}, (), why)``."""
     size, kinds, why = row_plan(outputs, inputs)
     if size is None:
         return None, {}, (), why
