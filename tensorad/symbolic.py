@@ -43,7 +43,9 @@ from .training.function import Function, ValueAndGrad
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
 BLOCK = 64  # the most rows (rounded as a block's) a staged program runs as one block (:func:`_one_block`)
-ONE_BLOCKS = (8, BLOCK)  # its one-block kernels' rows: each chosen for counts of rows near its own
+ONE_BLOCKS = (8, 16, 32, BLOCK)  # its one-block kernels' rows; one between the least and the most is built
+BLOCK_GAIN = 0.9  # where the cost model prices its code per row below this share of the next larger one's
+Part = Callable[[Any, Any, dict], Any]  # ``make(outputs, inputs, options)`` of a block (:func:`row_parts`)
 # set by :func:`_cases` while it makes a case: a derivative that a case defers again is given up at once
 _MAKING_CASE: ContextVar[bool] = ContextVar("making_case", default=False)
 
@@ -313,40 +315,43 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
     outputs_not_inputs(outputs, inputs, "build")
     if not symbolic(outputs, inputs):
         return _build(outputs, inputs, *args, **options)
+    options = {**dict(zip(("target", "name", "cache"), args)), **options}
     roots, ins = listed(outputs) + listed(inputs), listed(inputs)
 
     def make(new: dict[Tensor, Tensor]) -> Any:
-        return _build(_like(outputs, new), _like(inputs, new), *args, **options)
+        return _build(_like(outputs, new), _like(inputs, new), **options)
 
     size, kinds, blocks, why = row_blocks(listed(outputs), ins, options)
     free, others = over_one_size(size, listed(outputs), ins)
     if free is not None:
-        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), *args, **options),
+        return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), **options),
                              roots, ins, "ta.build", why=others, free=free)
     if size is None:
-        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, *args, **options),
-                        lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
+        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, **options),
+                        lambda o, i, opts: _build(o, i, **{**options, **opts}),
+                        lambda o, i, opts: _lower(o, i, **{k: v for k, v in {**options, **opts}.items()
+                                                           if k != "cache"}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
     parts, bounded, why = row_parts(outputs, inputs, size, kinds, blocks,
-                                    lambda o, i, opts: _build(o, i, *args, **{**options, **opts}))
+                                    lambda o, i, opts: _build(o, i, **{**options, **opts}))
     return RowsKernel(size, parts, carried[:len(ins)], [kinds[t] for t in listed(outputs)],
                       [t.name for t in ins], bounded, why)
 
 
 def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
-           part: Callable[[Any, Any, dict], Any] | None = None
+           part: Part | None = None, price: Part | None = None
            ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
     stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
     (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
-    :func:`row_parts`), the counts of rows of a case up to :data:`BLOCK` run the whole program as one
-    block (:func:`_one_block`), a case of their own, and one row its static program (whose passes fuse
-    over the row's other axes, as a block's cannot).  Else why a stage is not generic, or ``""`` where
-    the program is not such stages."""
+    :func:`row_parts`; ``price``: its lowering), the counts of rows of a case up to :data:`BLOCK` run the
+    whole program as one block (:func:`_one_blocks`), a case of their own, and one row its static
+    program (whose passes fuse over the row's other axes, as a block's cannot).  Else why a stage is not
+    generic, or ``""`` where the program is not such stages."""
     size, _, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     calls = {t.op.provenance.source[0] for t in graph
@@ -368,8 +373,8 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
         if isinstance(stages, str):
             return stages
         # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
-        made = (_one_block(images, outputs, inputs, size, count, part, most) for most in ONE_BLOCKS)
-        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else [o for o in made if o]
+        ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
+            _one_blocks(images, outputs, inputs, size, count, part, price)
         if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
@@ -386,16 +391,30 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
     return size, cases, count
 
 
+def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
+                part: Part, price: Part) -> list:
+    """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: the
+    least and the most, and each between whose code (lowered by ``price``) the cost model prices per row
+    below :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16)."""
+    kept: list = []  # (rows, estimated cycles per row, the block), most rows first
+    for most in reversed(ONE_BLOCKS):
+        cost = _one_block(outputs, named, inputs, size, count, price, most, priced=True)
+        cheaper = cost and (not kept or most == ONE_BLOCKS[0] or cost[1] < BLOCK_GAIN * kept[-1][1])
+        if cheaper and (not kept or cost[0] < kept[-1][0]) and \
+                (one := _one_block(outputs, named, inputs, size, count, part, most)):
+            kept.append((*cost, one))
+    return [one for _, _, one in reversed(kept)]
+
+
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Callable[[Any, Any, dict], Any], most: int = BLOCK
-               ) -> tuple[int, tuple[Any, list, list]] | None:
+               part: Part, most: int = BLOCK, priced: bool = False) -> Any:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
     whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
     to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
     the block and read there (each one an output too, so that its terms are proved added under the loops
     over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
     lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
-    of its terms would run the block's rows)."""
+    of its terms would run the block's rows); ``priced``: ``(rows, estimated cycles per row)`` instead."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
@@ -411,8 +430,8 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
     ins = [t for t in [*inputs, count] if t in reads]
     kinds = {**{new.get(t, t): k for t, k in kinds.items()}, count: RowKind.WHOLE}
     parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, whole_blocks=False)
-    if not parts:
-        return None
+    if not parts or priced:
+        return parts and (rows, sum(parts[0][1].estimates.values()) / rows)
     kernel = RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins], [kinds[t] for t in images],
                         [t.name for t in ins], bounded)
     key = dict(zip(outputs, named))
@@ -498,8 +517,7 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows: a loop
-        # repeats its sizes)
+        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows, repeated)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
         self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
@@ -534,13 +552,12 @@ class StagedKernel:
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked:
-        its stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
+        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
+        stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
         program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
-        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where
-        that kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`):
-        the kernel checks every array's shape, so a call whose first array of rows has ``n`` rows calls
-        it as it is."""
+        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where that
+        kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`): the kernel
+        checks every array's shape, so a call whose first array of rows has ``n`` rows calls it as it is."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
@@ -603,8 +620,7 @@ class StagedKernel:
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],
-              make: Callable[[Any, Any, dict], Any], whole_blocks: bool = True
-              ) -> tuple[list[tuple[int, Any]], list[bool], str]:
+              make: Part, whole_blocks: bool = True) -> tuple[list[tuple[int, Any]], list[bool], str]:
     """The parts of a generic kernel over ``size`` (:class:`RowsKernel`), each made by ``make(outputs,
     inputs, options)`` at a block of ``blocks`` rows, its last input the count of rows: ``(parts,
     bounded, why)``.  A part runs any count of rows up to its block (``bounded``) where lowering with
@@ -669,10 +685,9 @@ def over_one_size(size: Expr | None, outputs: list[Tensor], inputs: list[Tensor]
 
 def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
                ) -> tuple[Any, dict[Tensor, RowKind], tuple[int, ...], str]:
-    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input,
-    each tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the
-    rows of each block of a generic kernel, largest first, the last the size's unit; else
-    ``(None, {}, (), why)``."""
+    """``(size, kinds, blocks, "")``: for a program of independent rows of ``size`` read from an input, each
+    tensor's :class:`~tensorad.lang.sizes.RowKind` (:func:`~tensorad.lang.sizes.row_plan`) and the rows of
+    each block of a generic kernel, largest first, the last the size's unit; else ``(None, {}, (), why)``."""
     size, kinds, why = row_plan(outputs, inputs)
     if size is None:
         return None, {}, (), why

@@ -125,9 +125,8 @@ def _filled(fill: Fill, axis: int) -> Nest:
 
 
 def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
-    """Marks the loops over rows of ``nest`` and the buffers it stores along them; an index along rows
-    of another form guards the body of the innermost loop it reads; raises where rows are reached
-    otherwise."""
+    """Marks the loops over rows of ``nest`` and the buffers it stores along them; an index along rows of
+    another form guards the body of the innermost loop it reads; raises where rows are reached otherwise."""
     depth = {s.var: d for s, d in _loops(nest.body, 0)}
     bounds = {s.var: (s.lo.arg, s.hi.arg) if s.lo.op is Op.CONST and s.hi.op is Op.CONST else None
               for s, _ in _loops(nest.body, 0)}
@@ -219,12 +218,11 @@ def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
 
 def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor,
                      partial: set[Tensor] = frozenset()) -> bool:
-    """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows
-    or stores a value that each of its terms takes from accumulators only such loops add to, from
-    ``partial`` sums (:func:`_partial_sums`), or from the ``count`` of rows as a factor (a constant, an
-    initial value, aside), and the count is read nowhere else: a term without one (``H * 8`` of
-    ``sum_i H * (X[i] + 1)``, its count factored out at the block's rows) counts the block's rows, not
-    the call's."""
+    """Whether every store of ``body`` to a sum over the rows (``summed``) runs under a loop over rows or
+    stores a value that each of its terms takes from accumulators only such loops add to, from ``partial``
+    sums (:func:`_partial_sums`), or from the ``count`` of rows as a factor (a constant, an initial value,
+    aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its
+    count factored out at the block's rows) counts the block's rows, not the call's."""
     flagged: list = []  # (statement, under a loop over rows)
 
     def visit(stmts: tuple, under: bool) -> None:

@@ -123,18 +123,16 @@ set:
 call:
   call void %main(ptr %local, i32 %threads)
   %checks = icmp ne ptr %record, null
-  br i1 %checks, label %check, label %called
+  br i1 %checks, label %check, label %acc_test
 check:
   %code = load i64, ptr %record
   %bad = icmp ne i64 %code, 0
-  br i1 %bad, label %fail, label %called
+  br i1 %bad, label %fail, label %acc_test
 fail:
   store i64 %r, ptr %frame.11
   ret void
-called:
-  br label %acc_test
 acc_test:
-  %e = phi i64 [0, %called], [%en, %acc_next]
+  %e = phi i64 [0, %call], [0, %check], [%en, %acc_next]
   %ein = icmp slt i64 %e, %nsums
   %eany = and i1 %ein, %later
   br i1 %eany, label %acc_one, label %test

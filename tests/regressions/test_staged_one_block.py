@@ -6,11 +6,17 @@ writes the given rows only (NaN past the inputs, a sentinel past the outputs), a
 formula; a sum of terms that read no row, read in the block, keeps the stages (its loop would run the
 block's rows, not the call's)."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import tensorad as ta
 from tensorad.symbolic import BLOCK
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from fuzz.cheap import pinned  # noqa: E402
 
 SIZES = (1, 2, 7, 17, BLOCK, BLOCK + 1, 200)
 
@@ -102,3 +108,34 @@ def test_a_call_of_a_few_rows_runs_a_block_made_for_a_few_rows():
     for size in (2, 7, 8):
         assert kernel.work_at(size) <= 2 * ta.lower([Y, S], [X], sizes={"n": 8}).work
     assert kernel.work_at(9) > 4 * ta.lower([Y, S], [X], sizes={"n": 8}).work  # (the 64-row block)
+
+
+def _classifier(n):
+    """The gradient of a mean cross-entropy over ``n`` rows with respect to a linear layer's weights:
+    its logits' gradient, ``n x 256``, is larger than the weights past 16 rows."""
+    X, W = ta.placeholder((n, 8), name="X"), ta.placeholder((8, 256), name="W")
+    labels, H = ta.placeholder((n,), "int32", name="labels"), ta.placeholder((), name="H")
+    loss = ta.topi.nn.cross_entropy(ta.topi.matmul(X, W), labels)
+    return ta.JacobianRecursive(ta.topi.sum(loss * H), [W]), [X, W, labels, H]
+
+
+def test_a_call_of_a_few_rows_runs_code_lowered_for_a_few_rows():
+    """A staged program whose buffers depend on its rows (a logits gradient inlined into the weights'
+    gradient at 64 rows, where it is larger than the weights, stored at 16) runs a call of 9-16 rows as
+    a block lowered for 16 rows, which the cost model prices below the 64-row block's code per row: at 16
+    rows its work is the static program's.  Each size equals NumPy's formula."""
+    target = pinned("llvm -mcpu=haswell")
+    grads, inputs = _classifier(ta.size_var("n"))
+    kernel = ta.build(grads, inputs, target=target)
+    static = _classifier(16)
+    assert kernel.work_at(16) == ta.lower(*static, target=target).work
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 256)).astype(np.float32)
+    for size in (7, 16, 40):
+        x = rng.standard_normal((size, 8)).astype(np.float32)
+        labels = rng.integers(0, 256, size).astype(np.int32)
+        logits = x.astype(np.float64) @ w
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        p[np.arange(size), labels] -= 1
+        np.testing.assert_allclose(kernel(x, w, labels, np.float32(0.5)), x.T @ p * 0.5 / size, atol=1e-5)
