@@ -8,7 +8,9 @@ wrapping :func:`tensorad.codegen.jit.engine.compile_object`) is compiled again, 
 function -- each alone in a module that declares the others, with the pipeline the build
 used -- and timed (CPU seconds of LLVM's passes, then of code generation), with the number of
 machine instructions it became.  A function alone pays a module's fixed cost (~2-4 ms), so
-the rows add up to more than the module; ``optnone`` glue is listed too.
+the rows add up to more than the module; ``optnone`` glue is listed too.  Last, the functions
+compiled more than once (:func:`repeats`: a forward's nests that the gradient's kernel compiles
+again), with what the repeats cost.
 
 Each workload runs in this process with an empty disk cache of its own (cold: the library's
 pieces are compiled, unless an earlier workload of the same run linked them already).  Timing
@@ -160,6 +162,24 @@ def profile(compiled: list[Compilation], target=None) -> list[FunctionCost]:
     return rows
 
 
+_BODY = re.compile(r'^define[^\n]*?@"?([\w.$]+)"?\(.*?^}', re.M | re.S)
+_OWN_NAMES = re.compile(r"k[0-9a-f]{16}_(?:nest|fill|omp|glue)\d+|!\d+")
+
+
+def repeats(compiled: list[Compilation], rows: list[FunctionCost]) -> list[list[FunctionCost]]:
+    """The kernel functions a build compiled more than once: sets of two or more whose text is the same
+    but for kernel and nest names and metadata numbers (a forward's nest that the gradient's kernel
+    compiles again), the costliest set first."""
+    cost = {(r.module, r.name): r for r in rows}
+    same: dict[str, list[FunctionCost]] = {}
+    for k, c in enumerate(compiled):
+        for m in [] if c.library else _BODY.finditer(c.text):
+            if (k, m.group(1)) in cost:
+                same.setdefault(_OWN_NAMES.sub("_", m.group(0)), []).append(cost[k, m.group(1)])
+    sets = [rs for rs in same.values() if len(rs) > 1]
+    return sorted(sets, key=lambda rs: -sum(r.passes + r.codegen for r in rs[1:]))
+
+
 def _workload_build(name: str, function: bool = False):
     import tensorad as ta
     from benchmarks import sys_tensorad, workloads
@@ -206,6 +226,13 @@ def main(argv: list[str] | None = None) -> None:
             flag = " optnone" if r.optnone else (" ERROR " + r.error if r.error else "")
             print(f"{r.module:>6} {r.name[-44:]:<44} {r.passes * 1e3:8.1f} {r.codegen * 1e3:8.1f} "
                   f"{r.instructions:7d}{flag}")
+        again = repeats(compiled, rows)
+        spent = sum(r.passes + r.codegen for rs in again for r in rs[1:])
+        print(f"compiled again (the same text under other names): {sum(len(rs) - 1 for rs in again)} "
+              f"functions, {spent * 1e3:.1f} ms CPU alone")
+        for rs in again:
+            print(f"  {sum(r.passes + r.codegen for r in rs[1:]) * 1e3:8.1f} ms  "
+                  + ", ".join(f"{r.module}:{r.name}" for r in rs))
         sys.stdout.flush()
 
 

@@ -60,3 +60,19 @@ def test_a_function_alone_keeps_its_code():
         passes, codegen, instructions = pc.cost(t, 3, False)
         assert instructions >= 1
 
+
+
+def test_a_function_compiled_again_under_other_names_is_found():
+    """A gradient's kernel compiles again a nest its forward's kernel compiled (the same text, its
+    kernel's and nest's names aside): ``repeats`` pairs them, and leaves a function of its own alone."""
+    def nest(name: str, body: str) -> str:
+        return f'define void @"{name}"(ptr %".1") nounwind\n{{\nentry:\n  {body}\n  ret void\n}}'
+
+    store = 'store float 1.0, ptr %".1", !llvm.loop !7'
+    forward = pc.Compilation(nest("k0123456789abcdef_nest0", store), 3, False, False)
+    gradient = pc.Compilation("\n".join([nest("kfedcba9876543210_nest3", store.replace("!7", "!12")),
+                                         nest("kfedcba9876543210_nest4", "")]), 3, False, False)
+    rows = [pc.FunctionCost(0, "k0123456789abcdef_nest0", False, 0.001, 0.002),
+            pc.FunctionCost(1, "kfedcba9876543210_nest3", False, 0.001, 0.002),
+            pc.FunctionCost(1, "kfedcba9876543210_nest4", False, 0.001, 0.002)]
+    assert pc.repeats([forward, gradient], rows) == [rows[:2]]
