@@ -158,10 +158,10 @@ def test_reuse_of_stored_values_tries_few_candidates_in_a_long_gradient(monkeypa
 
 
 def test_nests_alike_up_to_names_share_one_isl_ast(monkeypatch):
-    # each fused group of a long gradient (8 chain steps over the 2 points L reads) asked isl's
-    # AST builder for its loops: 5, 10, 22 builds at n = 40, 80, 160 steps (one per nest);
-    # statements that differ only in names and bodies now give one union map, whose AST the
-    # lower call keeps: 2, 2, 3
+    # each fused group of a long gradient (8 chain steps over the 2 points L reads) is a nest; nests
+    # whose statements differ only in names and bodies give one union map, whose AST the lower call
+    # keeps: a few builds (the chain's steps, its ends, a step cut into guard pieces) however many
+    # nests the chain has
     import islpy as isl
 
     calls = {"ast": 0}
@@ -177,7 +177,7 @@ def test_nests_alike_up_to_names_share_one_isl_ast(monkeypatch):
         X, g = _chain_gradient(n)
         calls["ast"] = 0
         nests[n] = ta.lower([g], [X], name=f"asts{n}").text.count("# nest")
-        assert calls["ast"] <= 3, (n, calls["ast"], nests[n])
+        assert calls["ast"] <= 4, (n, calls["ast"], nests[n])
     assert nests[160] > nests[80] > nests[40] >= 5, nests
 
 
