@@ -204,11 +204,18 @@ class GemmEmitter:
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
 
             def run(pos, seglen, first):
-                with for_range(f, 0, seglen, name="en", masked_tail=masked) as j, pushed(em):
-                    em.env[s.n[-1]] = f.add(first, j)
-                    at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
-                    em.env[value] = f.load(at, typ=self.t)
-                    f.store(em.value(expr), at)
+                def part(lo, hi, name, **how):
+                    with for_range(f, lo, hi, name=name, **how) as j, pushed(em):
+                        em.env[s.n[-1]] = f.add(first, j)
+                        at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
+                        em.env[value] = f.load(at, typ=self.t)
+                        f.store(em.value(expr), at)
+                if masked:
+                    part(I64(0), seglen, "en", masked_tail=True)
+                    return
+                whole = f.and_(seglen, I64(-self.vw))
+                part(I64(0), whole, "en")
+                part(whole, seglen, "er", vectorize=False)
             digits.runs(s.n, jc, ncl, run)
         f.ret_void()
         return fn, ctx

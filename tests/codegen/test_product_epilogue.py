@@ -218,3 +218,35 @@ def test_the_finisher_is_one_vector_loop_without_overlap_checks(target):
     if "avx512" in target:
         assert body.count("vector.body:") == 1 and "llvm.masked.store" in body
         assert re.search(r"^\s+store ", body, re.M) is None  # (no scalar remainder)
+
+
+def test_without_masked_memory_the_finishers_vector_loop_runs_whole_vectors_only():
+    """Without masked vector memory (AVX2) the finisher's vector loop runs only whole vectors, and the
+    rest of a run is a scalar loop of its own: a vector loop that LLVM gives a scalar remainder keeps
+    the epilogue's constants as scalars and broadcasts them again on every vector iteration (an erf's
+    thirty), where a loop alone keeps them as vectors."""
+    X = ta.placeholder((70, 48), "float32", "X")
+    W = ta.placeholder((100, 48), "float32", "W")
+    B = ta.placeholder((100,), "float32", "B")
+    body = _finisher_ir(ta.build([nn.gelu(nn.dense(X, W, B))], [X, W, B], target="llvm -mcpu=haswell"))
+    assert body.count("vector.body:") == 1 and "middle.block" not in body and "vector.memcheck" not in body
+    assert len(re.findall(r"^\s+store float ", body, re.M)) == 1  # (the rest, one element at a time)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_consumer_on_columns_past_whole_vectors_matches_numpy(rng, dtype, target):
+    """Each run of columns the finisher applies the consumer to: whole vectors, then the columns past
+    them (0 to lanes - 1 of them, at odd widths and in the last, narrower column block)."""
+    for m, k, n in ((7, 5, 1), (13, 11, 9), (29, 17, 23), (37, 64, 150), (5, 33, 203)):
+        X = ta.placeholder((m, k), dtype, "X")
+        W = ta.placeholder((n, k), dtype, "W")
+        B = ta.placeholder((n,), dtype, "B")
+        Y = nn.gelu(nn.dense(X, W, B))
+        assert _fused_products([Y], [X, W, B], microkernel=True, target=target) == 1
+        x, w, b = (rng.uniform(-2, 2, t.shape).astype(dtype) for t in (X, W, B))
+        u = x.astype(np.float64) @ w.T.astype(np.float64) + b
+        want = 0.5 * u * (1 + np.vectorize(math.erf)(u / np.sqrt(2)))
+        got = ta.build([Y], [X, W, B], microkernel=True, target=target, parallel_min_work=0)(x, w, b)
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1, k))
