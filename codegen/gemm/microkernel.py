@@ -183,7 +183,8 @@ class GemmEmitter:
         """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
         the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
-        loop along the last column axis, one loop of masked vectors where the target has them).
+        loop along the last column axis: one loop of masked vectors where the target has them, else whole
+        vectors then a scalar loop of the rest, so that LLVM keeps the consumer's constants in vectors).
         ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
         ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
@@ -210,12 +211,10 @@ class GemmEmitter:
                         at = f.gep(row, [f.add(pos, j)], inbounds=True, source_etype=self.t)
                         em.env[value] = f.load(at, typ=self.t)
                         f.store(em.value(expr), at)
-                if masked:
-                    part(I64(0), seglen, "en", masked_tail=True)
-                    return
-                whole = f.and_(seglen, I64(-self.vw))
-                part(I64(0), whole, "en")
-                part(whole, seglen, "er", vectorize=False)
+                whole = seglen if masked else f.and_(seglen, I64(-self.vw))
+                part(I64(0), whole, "en", masked_tail=masked)
+                if not masked:
+                    part(whole, seglen, "er", vectorize=False)
             digits.runs(s.n, jc, ncl, run)
         f.ret_void()
         return fn, ctx
