@@ -184,7 +184,8 @@ class GemmEmitter:
         the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
         loop along the last column axis: one loop of masked vectors where the target has them, else whole
-        vectors then a scalar loop of the rest, so that LLVM keeps the consumer's constants in vectors).
+        vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector loop loads
+        more of the consumer's constants again on each iteration).
         ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
         ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
