@@ -121,6 +121,8 @@ class Function:
                 continue
             parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
             total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
+        finished = iter(optimizer.finish([t for t in total if t is not None]))  # (brackets shared late)
+        total = [None if t is None else next(finished) for t in total]
         # (zeros for an input that no floating-point output depends on)
         grads = [compute(x.shape, lambda *i, x=x: const(0.0, x.dtype), name=f"{x.name}.grad") if t is None
                  else t for x, t in zip(self.wrt, total)]
