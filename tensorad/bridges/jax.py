@@ -86,7 +86,8 @@ class Program:
             xs = [x for x, m in zip(self.free, mask) if m]
             ts = [placeholder(x.shape, x.dtype, f"{x.name}.dot") for x in xs]
             optimizer = Optimizer()
-            outs = [_jvp(o, xs, ts, optimizer=optimizer) for o in self.outputs if dt.is_float(o.dtype)]
+            outs = optimizer.finish([_jvp(o, xs, ts, optimizer=optimizer)  # the facade's last step too
+                                     for o in self.outputs if dt.is_float(o.dtype)])
             n = len(self.free)
             return Program(outs, self.free + ts, self.build_options, range(n, n + len(ts)),
                            policy=self.policy, frozen=self.frozen)
