@@ -92,7 +92,8 @@ SYSTEMS = {"gemm": ("tensorad", "torch.mm", "numpy"), "sum_exp": ("tensorad", "t
 
 def _case_fn(system: str, case: str, tgt, threads: int, rng):
     """The zero-argument call ``system`` times for ``case`` (its result checked first)."""
-    import torch
+    if system.startswith("torch"):
+        import torch
 
     if case.startswith("gemm"):
         n = int(case[4:])
@@ -125,12 +126,13 @@ def _child(system: str, target: str, threads: int, reps: int, cases: list[str], 
     threads, tensorad's 1024^3 product read 152 GFLOP/s on an AVX-512 Xeon, and 284 alone)."""
     import json
 
-    import torch
-
     from .threads import apply_thread_limit, configure_torch
 
     apply_thread_limit(threads)
-    configure_torch(torch, threads)
+    if system.startswith("torch"):  # (the other systems' processes do without its seconds of import)
+        import torch
+
+        configure_torch(torch, threads)
     clock = time.process_time if cpu_time else time.perf_counter
     rng = np.random.default_rng(0)
     result = {}
