@@ -134,7 +134,3 @@ max = Reducer(_maximum, lambda d: const(dt.min_value(d), d), "max", "max")  # no
 min = Reducer(_minimum, lambda d: const(dt.max_value(d), d), "min", "min")  # noqa: A001
 
 BUILTIN_REDUCERS: dict[str, Reducer] = {"sum": sum, "prod": prod, "max": max, "min": min}
-
-
-def reducer_of(kind: str) -> Reducer:
-    return BUILTIN_REDUCERS[kind]
