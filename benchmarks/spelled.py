@@ -90,20 +90,27 @@ def _ce_smooth(ta, p: dict, params: dict):
                                          * lp[rr, cc], axis=[rr, cc]) * (-1.0 / rows), name="loss")
 
 
-def _lstm_cell(ta, p: dict, params: dict):
-    """One step of the ``lstm`` kind (``X [1, B, I]``): the two products, the gates i, f, g, o,
-    the cell and the hidden state, summed."""
-    X, h0, c0, Wih, Whh, b = p["X"], p["h0"], p["c0"], p["Wih"], p["Whh"], p["b"]
-    _, batch, inputs = X.shape
+def lstm_hidden(ta, X, h0, c0, Wih, Whh, b):
+    """The hidden state ``[B, H]`` of one LSTM step: the two products into one ``[B, 4H]`` tensor of
+    gates i, f, g, o, read at ``gates[n, k * H + q]``, the cell, then the hidden state; ``X`` is
+    ``[..., B, I]``, read at index 0 of its leading axes."""
+    *lead, batch, inputs = X.shape
+    lead = (0,) * len(lead)
     hidden = h0.shape[1]
     k, k2 = ta.reduce_axis((0, inputs), "k"), ta.reduce_axis((0, hidden), "k2")
-    gates = ta.compute((batch, 4 * hidden), lambda n, u: ta.sum(X[0, n, k] * Wih[u, k], axis=k)
+    gates = ta.compute((batch, 4 * hidden), lambda n, u: ta.sum(X[(*lead, n, k)] * Wih[u, k], axis=k)
                        + ta.sum(h0[n, k2] * Whh[u, k2], axis=k2) + b[u], name="gates")
 
     def gate(n, q, which):
         return gates[n, which * hidden + q]
     c = ta.compute((batch, hidden), lambda n, q: ta.sigmoid(gate(n, q, 1)) * c0[n, q]
                    + ta.sigmoid(gate(n, q, 0)) * ta.tanh(gate(n, q, 2)), name="cell")
-    h = ta.compute((batch, hidden), lambda n, q: ta.sigmoid(gate(n, q, 3)) * ta.tanh(c[n, q]), name="hidden")
-    n_, q_ = ta.reduce_axis((0, batch), "n"), ta.reduce_axis((0, hidden), "q")
+    return ta.compute((batch, hidden), lambda n, q: ta.sigmoid(gate(n, q, 3)) * ta.tanh(c[n, q]),
+                      name="hidden")
+
+
+def _lstm_cell(ta, p: dict, params: dict):
+    """One step of the ``lstm`` kind (``X [1, B, I]``): :func:`lstm_hidden`, summed."""
+    h = lstm_hidden(ta, *(p[name] for name in ("X", "h0", "c0", "Wih", "Whh", "b")))
+    n_, q_ = ta.reduce_axis((0, h.shape[0]), "n"), ta.reduce_axis((0, h.shape[1]), "q")
     return ta.compute((), lambda: ta.sum(h[n_, q_], axis=[n_, q_]), name="loss")

@@ -262,14 +262,6 @@ def _new_ops(make: Callable[[_Rewriting], list[ComputeOp]]) -> Callable[[_Rewrit
     return run
 
 
-def _zero_terms(state: _Rewriting) -> None:
-    state.bodies = zero_terms_into_domain(state.ops, state.bodies)
-
-
-def _footprints(state: _Rewriting) -> None:
-    state.bodies = shrink_to_footprints(state.ops, state.bodies, {t.op for t in state.outputs})
-
-
 def _prove_bounds(state: _Rewriting) -> None:
     """The inlined bodies read in bounds too (the passes above build ops unchecked), and their
     index arithmetic fits 64 bits."""
@@ -297,8 +289,8 @@ PRE_PLANNING_PASSES: tuple[Callable[[_Rewriting], None], ...] = (
     lambda s: reuse_materialized(s.ops, s.bodies, _reads_in_bounds),
     _new_ops(lambda s: contract_sums(s.ops, s.bodies)),
     _new_ops(lambda s: split_scans(s.ops, s.bodies, s.fastmath)),
-    _zero_terms,
-    _footprints,
+    lambda s: setattr(s, "bodies", zero_terms_into_domain(s.ops, s.bodies)),
+    lambda s: setattr(s, "bodies", shrink_to_footprints(s.ops, s.bodies, {t.op for t in s.outputs})),
     _prove_bounds,
     _new_ops(lambda s: share_scatter_sums(s.ops, s.bodies, s.outputs, _reads_in_bounds)),
     _new_ops(lambda s: share_windowed_operands(s.ops, s.bodies, _reads_in_bounds)),

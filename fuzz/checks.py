@@ -465,7 +465,7 @@ class Case:
         if self.options.get("fastmath", True):
             spread = [s + n for s, n in zip(spread, self.rounding_noise(want))]
         if self.dtype != "float64":  # float32 math rounded once: NumPy's may be an ulp off,
-            from tensorad.evaluate import evaluate_in_order  # which a step turns into 1
+            from tensorad.reference import evaluate_in_order  # which a step turns into 1
 
             rounded = _tuple(evaluate_in_order(list(self.outputs), self.feed, "numpy", rounded_math=True))
             alternatives = [alts + [r] for alts, r in zip(alternatives, rounded)]
@@ -474,7 +474,7 @@ class Case:
     def order_spread(self, tensors, feed, want, factor: float = 2.0, regrouped: bool = False
                      ) -> tuple[list, list]:
         """The program's values with its sums and products folded one term at a time, in
-        index order and in reverse (``tensorad.evaluate.evaluate_in_order``), instead of NumPy's
+        index order and in reverse (``tensorad.reference.evaluate_in_order``), instead of NumPy's
         pairwise order, per output, and axis by axis (partial sums over the inner axes, then
         their sum) where sums may be regrouped -- by the optimizer (``regrouped``)
         or a fast-math kernel's partial sums: ``factor`` times how far they are from ``want``
@@ -493,7 +493,7 @@ class Case:
         along ``i``); a strict kernel (``fastmath=False``) folds every element in index
         order, so it gets the single orders only.  Where an order overflows and
         ``want`` does not, that order's inf is a value to match, not an allowance."""
-        from tensorad.evaluate import evaluate_in_order
+        from tensorad.reference import evaluate_in_order
 
         worst = [np.zeros(np.shape(w)) for w in want]
         alternatives: list = [[] for _ in want]
@@ -750,7 +750,7 @@ class Case:
         tensors, in IEEE arithmetic, is NaN too (so the kernel computed the program's meaning)
         and the strong-zero evaluation is finite; the oracle then judges that value, and the
         replaced elements are counted (``chain_nans``), never silent."""
-        from tensorad.evaluate import evaluate_in_order
+        from tensorad.reference import evaluate_in_order
 
         values = [np.asarray(v) for v in values]
         if not any(np.isnan(v).any() for v in values):
@@ -1014,7 +1014,7 @@ class Case:
         variance it made, is a rounding residue in the backward, divided by ``sqrt(eps)``
         (a gradient of 1e23 against 288, over a row of three equal values of
         1.7e16).  Asked only after a backward disagrees."""
-        from tensorad.evaluate import evaluate_in_order
+        from tensorad.reference import evaluate_in_order
 
         given = dict(zip(fn.backward_inputs, [*residuals, head]))
         feed = {p: v for p, v in given.items() if p.is_placeholder}

@@ -8,7 +8,7 @@ names of the API are aliases of snake_case functions.
 
 Packages and modules below the facade:
 
-* ``ir/`` the IR; ``lang/`` the language; ``poly/`` the boundary to isl; ``evaluate/`` the
+* ``ir/`` the IR; ``lang/`` the language; ``poly/`` the boundary to isl; ``reference/`` the
   NumPy reference evaluator; ``autodiff/`` derivatives; ``topi/`` the operator library;
 * ``training/`` ``ta.function``, its residuals and saved values; ``bridges/`` ``ta.torch`` and
   ``ta.jax``;

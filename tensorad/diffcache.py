@@ -17,15 +17,13 @@ from typing import Any
 from .codegen.jit import disk_cache as diskcache
 from .codegen.jit.build_key import GraphKey, describe_graph, digest
 from .codegen.jit.engine import source_hash
-from .ir import reducer as _reducer
 from .ir.expr import Expr, Op, ReduceArg, var
-from .ir.reducer import CommReducer
+from .ir.reducer import BUILTIN_REDUCERS, CommReducer
 from .ir.tensor import ComputeOp, PlaceholderOp, Provenance, Role, Tensor, new_group
 from .lang import placeholder
 from .lang.sizes import program_sizes
 
 VERSION = "diffcache-1"
-_BUILTIN_REDUCERS = {r.kind: r for r in (_reducer.sum, _reducer.prod, _reducer.max, _reducer.min)}
 
 
 def cached(kind: str, parts: Sequence[Sequence[Tensor]], options: tuple,
@@ -95,7 +93,7 @@ class _Writer(pickle.Pickler):
             n = g.combiners.get(obj)
             if n is not None:
                 return ("combiner", n)
-            builtin = _BUILTIN_REDUCERS.get(obj.kind)
+            builtin = BUILTIN_REDUCERS.get(obj.kind)
             if builtin is not None and builtin.instantiate(obj.dtypes) is obj:
                 return ("builtin combiner", obj.kind, obj.dtypes)
             return None
@@ -150,7 +148,7 @@ def _builtin_parts(order: list[Any]) -> dict[int, tuple]:
     dtypes = {v.dtype for e in order if isinstance(e, Expr) and isinstance(e.arg, ReduceArg)
               for v in e.arg.combiner.lhs}
     parts: dict[int, tuple] = {}
-    for kind, builtin in _BUILTIN_REDUCERS.items():
+    for kind, builtin in BUILTIN_REDUCERS.items():
         for dtype in sorted(dtypes):
             try:
                 inst = builtin.instantiate((dtype,))
@@ -219,10 +217,10 @@ class _Reader(pickle.Unpickler):
         if known is not None:
             return known[pid[1]]
         if what == "builtin combiner":
-            return _BUILTIN_REDUCERS[pid[1]].instantiate(tuple(pid[2]))
+            return BUILTIN_REDUCERS[pid[1]].instantiate(tuple(pid[2]))
         if what == "builtin part":
             _, kind, dtype, field = pid
-            return getattr(_BUILTIN_REDUCERS[kind].instantiate((dtype,)), field)[0]
+            return getattr(BUILTIN_REDUCERS[kind].instantiate((dtype,)), field)[0]
         if what == "provenance":
             _, role, (kind, n), source = pid
             group = self.groups[n] if kind == "group" else self._fresh("group", n, new_group)

@@ -31,13 +31,13 @@ from .codegen import lower as _lower
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.kernel import given_outputs
 from .codegen.runtime.rows import RowsKernel, refuse_export
-from .evaluate import evaluate as _evaluate
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute, placeholder
 from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
+from .reference import evaluate as _evaluate
 from .training.function import Function, ValueAndGrad
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out

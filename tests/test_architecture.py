@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 import re
 import tomllib
+import types
 
 import pytest
 
@@ -17,7 +19,7 @@ FOLDERS = {"tensorad": "tensorad", "simplify": "tensorad.simplify", "codegen": "
 # Layers from the bottom up; a module may import only from its own layer or below.
 LAYERS = [
     {"tensorad.ir"},
-    {"tensorad.poly", "tensorad.lang", "tensorad.evaluate", "tensorad.autodiff", "tensorad.topi"},
+    {"tensorad.poly", "tensorad.lang", "tensorad.reference", "tensorad.autodiff", "tensorad.topi"},
     {"tensorad.simplify"},
     {"tensorad.codegen"},
     {"tensorad", "tensorad.cli", "tensorad.training", "tensorad.bridges"},
@@ -124,9 +126,18 @@ def test_no_folder_holds_more_than_fifteen_modules():
     assert not crowded, f"folders over {MAX_MODULES} modules: {crowded}"
 
 
+def test_no_facade_name_hides_a_module():
+    """``import tensorad.X as m`` gives the module ``X``: the facade binds no other object to the name
+    of one of its modules (a function ``ta.evaluate`` beside a package ``evaluate/`` hides the package)."""
+    facade = vars(importlib.import_module("tensorad"))
+    hidden = [name for name in _package_members(ROOT / "tensorad")
+              if not isinstance(facade.get(name, types), types.ModuleType)]
+    assert not hidden, f"facade names that hide a module of tensorad: {hidden}"
+
+
 #: the core's line budget is about 33,700; until it is met the ceiling only falls, so a change that adds
 #: a capability deletes what it makes redundant (lower this number when the core shrinks)
-CORE_LINE_CEILING = 38_940
+CORE_LINE_CEILING = 38_891
 
 
 def test_the_core_does_not_grow_past_its_ceiling(trees):

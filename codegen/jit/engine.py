@@ -26,6 +26,7 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -357,6 +358,28 @@ def load_object(obj: bytes, names: list[str]) -> dict[str, int]:
         addrs = {n: s.engine.get_function_address(n) for n in names}
     _check_found(addrs)
     return addrs
+
+
+class Resident:
+    """A function of tensorad's own IR, compiled and linked into the resident engine on its first
+    :meth:`get`, for the life of the process: its ``main_address`` and ``main``, a callable of ``signature``
+    (a ``ctypes.CFUNCTYPE``), so that :func:`.runtime.kernel.put_addresses` may call it as a kernel's main."""
+
+    def __init__(self, ir_text: str, name: str, signature: Any, opt_level: int, light: bool = False) -> None:
+        self.made = (ir_text, name, signature, opt_level, light)
+        self.main: Any = None
+        self.main_address = 0
+        self.lock = process_lock()
+
+    def get(self) -> Resident:
+        if self.main is None:
+            with self.lock:
+                if self.main is None:
+                    ir_text, name, signature, opt_level, light = self.made
+                    obj = compile_object(ir_text, opt_level, light=light)
+                    self.main_address = load_object(obj, [name])[name]
+                    self.main = signature(self.main_address)
+        return self
 
 
 class LinkedCode:

@@ -15,10 +15,10 @@ import operator
 
 import numpy as np
 
-from tensorad.evaluate.numpy_eval import ARRAY_RULES
 from tensorad.ir.expr import Expr, Op
 from tensorad.ir.rewrite import fold, walk
 from tensorad.poly.linear import var_coefficients
+from tensorad.reference.numpy_eval import ARRAY_RULES
 
 from ..program import If, Loop, owner_of
 

@@ -194,25 +194,28 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
         raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows {first} rows off")
 
 
+def _under_rows(stmts: tuple, row_vars: dict[Expr, int], under: bool = False):
+    """Each statement among ``stmts`` and inside them, before its body, with whether a loop over rows
+    holds it."""
+    for s in stmts:
+        yield s, under
+        if isinstance(s, Loop):
+            yield from _under_rows(s.body, row_vars, under or s.var in row_vars)
+        elif isinstance(s, If):
+            yield from _under_rows(s.then + s.orelse, row_vars, under)
+
+
 def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
     """The tensors of the temporaries that are no row buffer and that only loops over rows store to,
     each store adding to the element it stores (a fused pass's partial columns)."""
     found: dict[int, tuple[Tensor, bool]] = {}
-
-    def visit(stmts: tuple, under: bool) -> None:
-        for s in stmts:
-            if isinstance(s, Loop):
-                visit(s.body, under or s.var in row_vars)
-            elif isinstance(s, If):
-                visit(s.then + s.orelse, under)
-            elif isinstance(s, Store) and s.buffer.kind == "temp":
-                here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
-                adds = under and s.value.op is Op.ADD and here in s.value.src
-                was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
-                found[id(s.buffer)] = (s.buffer.tensor, was and adds)
-    for step in steps:
-        if isinstance(step, Nest):
-            visit(step.body, False)
+    nests = [step for step in steps if isinstance(step, Nest)]
+    for s, under in (pair for nest in nests for pair in _under_rows(nest.body, row_vars)):
+        if isinstance(s, Store) and s.buffer.kind == "temp":
+            here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
+            adds = under and s.value.op is Op.ADD and here in s.value.src
+            was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
+            found[id(s.buffer)] = (s.buffer.tensor, was and adds)
     return {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
 
 
@@ -223,16 +226,7 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     sums (:func:`_partial_sums`), or from the ``count`` of rows as a factor (a constant, an initial value,
     aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its
     count factored out at the block's rows) counts the block's rows, not the call's."""
-    flagged: list = []  # (statement, under a loop over rows)
-
-    def visit(stmts: tuple, under: bool) -> None:
-        for s in stmts:
-            flagged.append((s, under))
-            if isinstance(s, Loop):
-                visit(s.body, under or s.var in row_vars)
-            elif isinstance(s, If):
-                visit(s.then + s.orelse, under)
-    visit(body, False)
+    flagged = list(_under_rows(body, row_vars))
     added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}

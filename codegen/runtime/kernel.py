@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir.dtype import numpy_dtype
-from tensorad.ir.locks import process_lock
 
-from ..jit.engine import compile_object, load_object
+from ..jit.engine import Resident
 from ..options import MAX_THREADS, integer
 from ..program import Buffer
 from ..target import host_target
@@ -83,37 +82,19 @@ out:
   ret void
 }
 """
-_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32)
+_CALL = Resident(_CALL_IR, "tensorad_call", ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+    ctypes.c_void_p, ctypes.c_int32), 0, light=True)
 
 
-class _Process:
-    """``tensorad_call``, compiled and linked into the resident engine on first use."""
-
-    def __init__(self) -> None:
-        self.call: Any = None
-        self.lock = process_lock()
-
-    def get(self) -> Any:
-        if self.call is None:
-            with self.lock:
-                if self.call is None:
-                    address = load_object(compile_object(_CALL_IR, 0, light=True), ["tensorad_call"])
-                    self.call = _CALL(address["tensorad_call"])
-        return self.call
-
-
-_PROCESS = _Process()
-
-
-def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray], compiled: Compiled | None = None,
-                  threads: int = 1) -> None:
+def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray],
+                  compiled: Compiled | Resident | None = None, threads: int = 1) -> None:
     """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
     changes) at position ``slots[k]`` of the address table at ``table``; then ``compiled``'s ``P_main``
     on the table, if given."""
     if OFFSETS is not None and type(arrays) is list:
         data_at, items_at = OFFSETS
-        call = _PROCESS.call or _PROCESS.get()
+        call = _CALL.main or _CALL.get().main
         call(table, id(arrays), items_at, slots.address, slots.count, data_at,
              compiled and compiled.main_address, threads)
         return

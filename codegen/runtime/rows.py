@@ -17,10 +17,9 @@ from typing import Any, NoReturn
 import numpy as np
 
 from tensorad.ir.expr import Expr
-from tensorad.ir.locks import process_lock
 from tensorad.lang.sizes import RowKind, check_size
 
-from ..jit.engine import compile_object, load_object
+from ..jit.engine import Resident
 from ..target import host_target
 from .export import ExportError
 from .kernel import Kernel, KernelArgumentError, Slots, data_address, given_outputs, put_addresses
@@ -159,7 +158,6 @@ done:
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
 # A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
 # reads again (its inputs without rows) or adds into (its sums over the rows).  A block of a
 # 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
@@ -167,31 +165,8 @@ WORK_PER_BYTE = 4
 FRAME = 12  # the driver's frame: its fields before the arrays' pointers
 
 
-class _Process:
-    """The driver, compiled and linked into the resident engine on first use: its address and a callable
-    (as :func:`.kernel.put_addresses` calls a kernel's main)."""
-
-    def __init__(self) -> None:
-        self.run: Any = None
-        self.main_address = 0
-        self.lock = process_lock()
-
-    def main(self, table: int, threads: int) -> None:
-        self.run(table, threads)
-
-
-_PROCESS = _Process()
-
-
-def driver() -> _Process:
-    """The process's driver (``tensorad_rows``), compiled on first use."""
-    if _PROCESS.run is None:
-        with _PROCESS.lock:
-            if _PROCESS.run is None:
-                address = load_object(compile_object(_DRIVER, 2), ["tensorad_rows"])["tensorad_rows"]
-                _PROCESS.main_address = address
-                _PROCESS.run = _RUN(address)
-    return _PROCESS
+# the driver, compiled on first use
+_ROWS = Resident(_DRIVER, "tensorad_rows", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32), 2)
 
 
 def refuse_export(size: Expr, path: str) -> NoReturn:
@@ -414,7 +389,7 @@ class RowsKernel:
         if n:
             frame[2] = n
             frame[9] = self.tail_part(n)
-            put_addresses(frame[3], self.slots, [*ins, count, *outs], driver())  # (then the driver, one call)
+            put_addresses(frame[3], self.slots, [*ins, count, *outs], _ROWS.get())  # (then the driver)
         if not self.kept:
             self.kept.append(work)
         for checks, record in work[1][1] if n else ():

@@ -227,11 +227,7 @@ class SharedFactor:
         copied = [Candidate(self, op, (body,), pieces, "copied")] if pieces[0][0] or len(pieces) > 1 else []
         return [Candidate(self, op, (body,), [([], spec, None)])] + copied
 
-    def cost(self, cand, ctx):
-        return padded_cycles(cand.data, ctx)
-
-    def lower(self, cand, ctx):
-        return padded_plan(cand.op, cand.bodies, cand.data)
+    cost, lower = PaddedMicroKernel.cost, PaddedMicroKernel.lower  # (its candidates' data are pieces too)
 
 
 def _box(op: ComputeOp) -> int:

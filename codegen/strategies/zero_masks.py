@@ -17,7 +17,8 @@ from tensorad.ir.intrange import may_fault
 
 
 def all_of(cs: list[Expr]) -> Expr:
-    """``c1 && c2 && ...`` built by :func:`logical` (which folds constants), ``True`` for none."""
+    """``c1 && c2 && ...`` nested to the left, every conjunct kept as given (repeats and a ``True`` after
+    the first other conjunct too; the optimizer's ``all_of`` drops repeats); ``True`` for none."""
     out = TRUE
     for c in cs:
         out = c if out is TRUE else logical(Op.AND, out, c)

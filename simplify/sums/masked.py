@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, signed_sum
-from tensorad.ir.reducer import reducer_of
+from tensorad.ir.reducer import sum as sum_reducer
 from tensorad.ir.rewrite import free_vars, walk
 from tensorad.poly.affine import decide
 from tensorad.poly.nesting import scan_axes
@@ -122,7 +122,7 @@ def _brackets(axes: Sequence[Expr], red: Expr, parts: _Parts) -> list[Bracket]:
     where ``m`` may be inf or NaN (the module docstring)."""
 
     def summed(keep: Expr, value: Expr) -> Bracket:
-        arg = ReduceArg(reducer_of("sum").instantiate((value.dtype,)), red.arg.axes, 0)
+        arg = ReduceArg(sum_reducer.instantiate((value.dtype,)), red.arg.axes, 0)
         body = Expr(Op.REDUCE, value.dtype, (red.src[0], _masked(parts.op, keep, value)), arg)
         return _over(axes, body), body
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..evaluate import evaluate
 from ..ir import dtype as dt
 from ..ir.rewrite import placeholders
 from ..ir.tensor import Tensor
 from ..lang import placeholder
+from ..reference import evaluate
 from .build import Optimizer
 from .forward import jvp
 from .retype import WIDE, promote_to_float64

@@ -120,21 +120,11 @@ def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reducer")
     return Reducer(fcombine, fidentity, name, "custom")
 
 
-def _maximum(a: Expr, b: Expr) -> Expr:
-    return Expr(Op.MAXIMUM, a.dtype, (a, b))
-
-
-def _minimum(a: Expr, b: Expr) -> Expr:
-    return Expr(Op.MINIMUM, a.dtype, (a, b))
-
-
 sum = Reducer(lambda x, y: x + y, lambda d: const(0, d), "sum", "sum")  # noqa: A001
 prod = Reducer(lambda x, y: x * y, lambda d: const(1, d), "prod", "prod")
-max = Reducer(_maximum, lambda d: const(dt.min_value(d), d), "max", "max")  # noqa: A001
-min = Reducer(_minimum, lambda d: const(dt.max_value(d), d), "min", "min")  # noqa: A001
+max = Reducer(lambda a, b: Expr(Op.MAXIMUM, a.dtype, (a, b)),  # noqa: A001
+              lambda d: const(dt.min_value(d), d), "max", "max")
+min = Reducer(lambda a, b: Expr(Op.MINIMUM, a.dtype, (a, b)),  # noqa: A001
+              lambda d: const(dt.max_value(d), d), "min", "min")
 
 BUILTIN_REDUCERS: dict[str, Reducer] = {"sum": sum, "prod": prod, "max": max, "min": min}
-
-
-def reducer_of(kind: str) -> Reducer:
-    return BUILTIN_REDUCERS[kind]

@@ -5,10 +5,10 @@ import numpy as np
 from tensorad.codegen.passes.choice_factoring import factor_choices
 
 import tensorad as ta
-from tensorad.evaluate.numpy_eval import evaluate_op
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
 from tensorad.ir.tensor import ComputeOp
+from tensorad.reference.numpy_eval import evaluate_op
 
 SPECIAL = np.array([-3, 3, -3.0000002, 2.9999998, 0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38,
                     -3e38, 6, -6, 0.5], np.float32)

@@ -19,6 +19,7 @@ import torch
 from tensorad.codegen.program import Nest, stores
 
 import tensorad as ta
+from benchmarks.spelled import lstm_hidden
 from tensorad import topi
 from tensorad.ir.expr import Op
 from tensorad.ir.rewrite import walk
@@ -84,15 +85,7 @@ def _hand_lstm_cell(dtype: str, **options):
     Wih = ta.placeholder((4 * HIDDEN, INPUTS), dtype, name="Wih")
     Whh = ta.placeholder((4 * HIDDEN, HIDDEN), dtype, name="Whh")
     b = ta.placeholder((4 * HIDDEN,), dtype, name="b")
-    k, k2 = ta.reduce_axis((0, INPUTS), "k"), ta.reduce_axis((0, HIDDEN), "k2")
-    gates = ta.compute((BATCH, 4 * HIDDEN), lambda n, u: ta.sum(X[n, k] * Wih[u, k], axis=k)
-                       + ta.sum(h0[n, k2] * Whh[u, k2], axis=k2) + b[u], name="gates")
-
-    def gate(n, q, which):
-        return gates[n, which * HIDDEN + q]
-    c = ta.compute((BATCH, HIDDEN), lambda n, q: ta.sigmoid(gate(n, q, 1)) * c0[n, q]
-                   + ta.sigmoid(gate(n, q, 0)) * ta.tanh(gate(n, q, 2)), name="cell")
-    h = ta.compute((BATCH, HIDDEN), lambda n, q: ta.sigmoid(gate(n, q, 3)) * ta.tanh(c[n, q]), name="hidden")
+    h = lstm_hidden(ta, X, h0, c0, Wih, Whh, b)
     inputs = [X, h0, c0, Wih, Whh, b]
     return inputs, ta.function(h, inputs, wrt=inputs[3:], num_threads=1, **options)
 

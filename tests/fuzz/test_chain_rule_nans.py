@@ -16,7 +16,7 @@ import pytest
 
 import tensorad as ta
 from fuzz import checks
-from tensorad.evaluate import evaluate_in_order
+from tensorad.reference import evaluate_in_order
 
 SOURCE = """
 import tensorad as ta

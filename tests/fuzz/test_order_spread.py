@@ -77,7 +77,7 @@ def test_the_premise_the_constant_vector_is_order_sensitive():
     case = _norm_case(16, {}, CONSTANT)
     y = case.outputs[2]
     assert np.all(ta.evaluate(y, case.feed) == 0.0)  # pairwise: the mean is exact
-    from tensorad.evaluate import evaluate_in_order
+    from tensorad.reference import evaluate_in_order
     assert np.all(np.abs(evaluate_in_order(y, case.feed, "sequential")) == 1.0)  # ulp / ulp
 
 
@@ -99,7 +99,7 @@ def test_equal_terms_layer_norm_passes_forward_and_checked(fastmath):
 def test_an_order_sensitive_right_answer_passes(fastmath):
     case = _norm_case(16, {"fastmath": fastmath}, CONSTANT)
     want = checks._tuple(ta.evaluate(case.outputs, case.feed))
-    from tensorad.evaluate import evaluate_in_order
+    from tensorad.reference import evaluate_in_order
     got = checks._tuple(evaluate_in_order(case.outputs, case.feed, "sequential"))
     assert not np.array_equal(got[2], want[2])
     case._compare_all("build", got, want, None)
@@ -156,7 +156,7 @@ OUT = s
 def test_optimizer_and_split_comparisons_allow_the_order_spread_too():
     case = _norm_case(16, {}, CONSTANT)
     m, y = case.outputs[0], case.outputs[2]
-    from tensorad.evaluate import evaluate_in_order
+    from tensorad.reference import evaluate_in_order
     other = evaluate_in_order([m, y], case.feed, "sequential")
     case._compare_orders("optimized", other, [m, y], case.feed, strong_zero=True)
     wrong = [other[0] * (15 / 16), other[1]]

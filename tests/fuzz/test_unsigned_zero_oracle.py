@@ -26,7 +26,7 @@ import tensorad as ta  # noqa: E402
 from fuzz import checks  # noqa: E402
 from fuzz.program import generate  # noqa: E402
 from fuzz.runner import job_for  # noqa: E402
-from tensorad.evaluate import evaluate_in_order  # noqa: E402
+from tensorad.reference import evaluate_in_order  # noqa: E402
 
 
 def _signed_zero_program():

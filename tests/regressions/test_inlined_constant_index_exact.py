@@ -5,7 +5,7 @@ with ``ta.evaluate`` of the original and with every build.
 int32 constant 7 where the axis variable was, and ``evaluate`` multiplied two int32 constants
 in int32 (wrapping: ``x0[4]``) where the variable's product is exact (``x0[1]``), as compiled
 code computes every read index (in 64 bits).  A read's index is now exact in ``evaluate`` too
-(``tensorad.evaluate.numpy_eval.exact_indices``); an int32 value outside an index still wraps,
+(``tensorad.reference.numpy_eval.exact_indices``); an int32 value outside an index still wraps,
 in both.  Oracles: Python's exact integers, NumPy's int32 arithmetic."""
 
 from __future__ import annotations

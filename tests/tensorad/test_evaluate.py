@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from strategies import random_feed, random_program
 
 import tensorad as ta
-from tensorad.evaluate import ARRAY_RULES, CONTEXT_OPS, numpy_eval
 from tensorad.ir import Op, var
 from tensorad.ir.expr import data_index
 from tensorad.lang import make_compute
+from tensorad.reference import ARRAY_RULES, CONTEXT_OPS, numpy_eval
 
 
 def _f32(rng, *shape, lo=-2.0, hi=2.0):

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorad as ta
-from tensorad.evaluate import numpy_eval
-from tensorad.evaluate.numpy_eval import grid_boxes
 from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp
+from tensorad.reference import numpy_eval
+from tensorad.reference.numpy_eval import grid_boxes
 
 
 @settings(deadline=None, max_examples=60, derandomize=True)

@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import tensorad as ta
-from tensorad.evaluate import evaluate_in_order
+from tensorad.reference import evaluate_in_order
 
 
 def _program():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from tensorad.evaluate import ORDERS, evaluate_in_order
+from tensorad.reference import ORDERS, evaluate_in_order
 
 
 def _sum_program(n: int, where=None, dtype: str = "float64"):

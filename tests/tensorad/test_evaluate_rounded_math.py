@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tensorad as ta
-from tensorad.evaluate import evaluate_in_order
+from tensorad.reference import evaluate_in_order
 
 
 def test_tanh_under_a_floor_follows_the_rounded_value():
