@@ -281,22 +281,23 @@ def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr
 
 
 def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr], inline: bool = False) -> Expr:
-    """``source`` with each read index that takes one value over the box of ``point``'s variables (isl
-    proves it) written at ``point``: ``X[(3 * k) % 1]`` is ``X[0]``; ``inline``: with each elementwise
-    tensor it reads (:func:`_inlinable`) replaced by its body first."""
-    space = IndexSpace(list(axes) + list(point))
+    """``source`` with each read index that does not change along a variable of ``point`` over the box
+    of ``axes`` and ``point``'s variables (isl proves it) written with that variable at ``point``:
+    ``X[(3 * k) % 1]`` is ``X[0]``, ``X[(2 * s + k) % 2]`` is ``X[(2 * s0 + k) % 2]``; ``inline``: with
+    each elementwise tensor it reads (:func:`_inlinable`) replaced by its body first."""
+    space = IndexSpace(list(dict.fromkeys([*axes, *point])))
 
-    def same(e: Expr) -> bool:
-        if not set(free_vars(e)) & set(point):
-            return False
-        try:
-            return space.box().intersect(space.cond(compare(Op.NE, e, rename(e, point)))).is_empty()
-        except NotAffine:
-            return False
+    def at(e: Expr) -> Expr:
+        for k in [k for k in point if k in free_vars(e)]:
+            try:
+                if space.box().intersect(space.cond(compare(Op.NE, e, rename(e, {k: point[k]})))).is_empty():
+                    e = rename(e, {k: point[k]})
+            except NotAffine:
+                return e
+        return e
 
     return replace_reads(source, lambda r: rename(r.arg.op.body[r.arg.value_index], dict(zip(
-        r.arg.op.axes, r.src))) if inline and _inlinable(r.arg) else r.replace(
-        src=tuple(rename(e, point) if same(e) else e for e in r.src)))
+        r.arg.op.axes, r.src))) if inline and _inlinable(r.arg) else r.replace(src=tuple(map(at, r.src))))
 
 
 def _one_point(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> bool:
@@ -373,6 +374,7 @@ class AdjointBuilder:
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
         self._counts: dict[ComputeOp, Tensor] = {}  # see _points
+        self._normals: dict[ComputeOp, ComputeOp] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
         self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
         self._nests: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
@@ -408,6 +410,8 @@ class AdjointBuilder:
         # differ only through that read, is one the optimizer solves per copy as cheaply as the head's
         # sum over the copies; a gathered read, or several points with differing terms, repeat per copy)
         several = kind != "sum" or _gathers(body.src[1], x) or _several_points(op, x)
+        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
+            return self.contributions(self._normal(op), heads, x, p, j, sole)
         narrow = self._uncopied(op, heads, kind) if several else None
         if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
@@ -546,6 +550,18 @@ class AdjointBuilder:
             found = sub, narrowed
         self._narrowed[key] = found
         return found
+
+    def _normal(self, op: ComputeOp) -> ComputeOp:
+        """``op`` with its source's read indices written at the first value of each variable they do not
+        change along (:func:`_read_at`), or ``op`` itself: ``X[(2 * s + k) % 2]`` reads ``X[k % 2]``, and
+        a max over ``k`` and ``s`` repeats along ``s`` (:meth:`_uncopied`)."""
+        if op not in self._normals:
+            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            new = _read_at(src, (), {v: const(v.lo, v.dtype) for v in m})
+            body = rename(op.body[0].replace(src=(cond, new)), m)
+            self._normals[op] = op if new is src else \
+                compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op
+        return self._normals[op]
 
     def _points(self, op: ComputeOp) -> Tensor:
         """The count of the window points of ``op``'s outputs (where its condition holds)."""
