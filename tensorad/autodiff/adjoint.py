@@ -410,8 +410,6 @@ class AdjointBuilder:
         # differ only through that read, is one the optimizer solves per copy as cheaply as the head's
         # sum over the copies; a gathered read, or several points with differing terms, repeat per copy)
         several = kind != "sum" or _gathers(body.src[1], x) or _several_points(op, x)
-        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
-            return self.contributions(self._normal(op), heads, x, p, j, sole)
         narrow = self._uncopied(op, heads, kind) if several else None
         if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
@@ -437,6 +435,8 @@ class AdjointBuilder:
                                     lambda m, iv, kv: ([], one / n[tuple(iv)]))
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
+            return self.contributions(self._normal(op), heads, x, p, j, sole)
         nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
         if nested is not None:
             return self.contributions(*nested, x, p, j, sole)
@@ -552,15 +552,18 @@ class AdjointBuilder:
         return found
 
     def _normal(self, op: ComputeOp) -> ComputeOp:
-        """``op`` with its source's read indices written at the first value of each variable they do not
-        change along (:func:`_read_at`), or ``op`` itself: ``X[(2 * s + k) % 2]`` reads ``X[k % 2]``, and
-        a max over ``k`` and ``s`` repeats along ``s`` (:meth:`_uncopied`)."""
+        """``op`` with its source's read indices written at the first value of each variable (of 2 points
+        or more) that they do not change along and nothing else reads (:func:`_read_at`), or ``op`` itself:
+        ``X[(2 * s + k) % 2]`` reads ``X[k % 2]``, and a max over ``k`` and ``s`` repeats along ``s``
+        (:meth:`_uncopied`)."""
         if op not in self._normals:
             (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
-            new = _read_at(src, (), {v: const(v.lo, v.dtype) for v in m})
-            body = rename(op.body[0].replace(src=(cond, new)), m)
-            self._normals[op] = op if new is src else \
-                compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op
+            first = {v: const(v.lo, v.dtype) for v in m if self.holds(v.extent >= 2)}
+            kept = {*free_vars(_read_at(src, list(m), first)), *free_vars(cond)}
+            gone = {v: first[v] for v in free_vars(src) if v in first and v not in kept}
+            body = rename(op.body[0].replace(src=(cond, _read_at(src, list(m), gone))), m)
+            self._normals[op] = compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op \
+                if gone else op
         return self._normals[op]
 
     def _points(self, op: ComputeOp) -> Tensor:
