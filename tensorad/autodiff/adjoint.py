@@ -281,10 +281,9 @@ def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr
 
 
 def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr], inline: bool = False) -> Expr:
-    """``source`` with each read index that does not change along a variable of ``point`` over the box
-    of ``axes`` and ``point``'s variables (isl proves it) written with that variable at ``point``:
-    ``X[(3 * k) % 1]`` is ``X[0]``, ``X[(2 * s + k) % 2]`` is ``X[(2 * s0 + k) % 2]``; ``inline``: with
-    each elementwise tensor it reads (:func:`_inlinable`) replaced by its body first."""
+    """``source`` with each read index written at ``point``'s value of each variable it does not change
+    along over the box of ``axes`` and ``point`` (isl proves it): ``X[(3 * k) % 1]`` is ``X[0]``;
+    ``inline``: each elementwise tensor it reads (:func:`_inlinable`) replaced by its body first."""
     space = IndexSpace(list(dict.fromkeys([*axes, *point])))
 
     def at(e: Expr) -> Expr:
@@ -552,10 +551,8 @@ class AdjointBuilder:
         return found
 
     def _normal(self, op: ComputeOp) -> ComputeOp:
-        """``op`` with its source's read indices written at the first value of each variable (of 2 points
-        or more) that they do not change along and nothing else reads (:func:`_read_at`), or ``op`` itself:
-        ``X[(2 * s + k) % 2]`` reads ``X[k % 2]``, and a max over ``k`` and ``s`` repeats along ``s``
-        (:meth:`_uncopied`)."""
+        """``op`` with each variable of 2 points or more read only where isl proves it changes nothing read
+        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), or ``op``."""
         if op not in self._normals:
             (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
             first = {v: const(v.lo, v.dtype) for v in m if self.holds(v.extent >= 2)}
@@ -566,11 +563,10 @@ class AdjointBuilder:
                 if gone else op
         return self._normals[op]
 
-    def _points(self, op: ComputeOp) -> Tensor:
-        """The count of the window points of ``op``'s outputs (where its condition holds)."""
+    def _points(self, op: ComputeOp) -> Tensor:  # (the count of each output's window points)
         if op not in self._counts:
-            (cond, src), raxes, m = op.body[0].src, op.body[0].arg.axes, copy_vars(op.axes + op.reduce_axes)
-            count = rename(head_sum(const(1, src.dtype), raxes, cond), m)
+            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            count = rename(head_sum(const(1, src.dtype), op.reduce_axes, cond), m)
             self._counts[op] = compute(f"{op.name}.points", [m[a] for a in op.axes], [count])[0]
         return self._counts[op]
 
