@@ -33,8 +33,6 @@ _SLICE = "the forward reads a few elements of a larger input or intermediate; th
 FUZZ_FINDINGS: dict[int, str] = {
     41: f"{_WINNER} (in the work gate's float64 rendering; the fuzzer's own keeps the bound)",
     89: f"{_WINNER} (the running max of a custom (sum, max) pair)",
-    14: f"{_WINNER} (its forward's mean joins its collapsed sum as an epilogue; the gradient's winner and "
-        "tie routing stay passes of their own)",
     161: _SLICE,
 }
 

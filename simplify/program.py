@@ -91,10 +91,8 @@ class _Pass:
         """A sum :mod:`.sums.merge` may merge into a body over ``axes``: not a bracket :mod:`.sums.factor`
         made, and owned, or an adjoint sum over no fewer points read whole as
         :func:`.inlining.fuse_gather` reads one."""
-        if op in self.ctx.factored:
-            return False
-        return self.owns(op) or (op.provenance.role is Role.ADJOINT
-                                 and decide(box_points(axes) <= box_points(op.axes)))
+        return False if op in self.ctx.factored else self.owns(op) or (
+            op.provenance.role is Role.ADJOINT and decide(box_points(axes) <= box_points(op.axes)))
 
     def _read(self, node: Expr, in_sum: bool = False) -> Expr | None:
         t: Tensor = node.arg

@@ -176,8 +176,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
     return bind_program(tensors, sizes, resolve, None, counts)
 
 
-def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None,
-         **sizes: int) -> Any:
+def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None, **sizes: int) -> Any:
     """The static program of ``tensors`` (a tensor, or a list or tuple, returned alike) at ``sizes``,
     given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
     if feed:

@@ -205,9 +205,7 @@ def k_band(conds: list[Expr], m: Expr, k: tuple[Expr, ...]) -> Band | None:
         elif form[kf] == -1 and form[m] == 1:  # kf >= m - bound
             c_ = m.lo - bound - kf.lo
             lo = c_ if lo is None else max(lo, c_)
-    if lo is None and hi is None:
-        return None
-    return Band(lo, hi, math.prod(a.extent for a in k[1:]))
+    return None if lo is None and hi is None else Band(lo, hi, math.prod(a.extent for a in k[1:]))
 
 
 def _vars(e: Expr) -> set[Expr]:

@@ -55,9 +55,7 @@ def _no_home() -> None:
 
 
 def enabled() -> bool:
-    if getattr(_LOCAL, "off", 0):
-        return False
-    return os.environ.get("TENSORAD_NO_DISK_CACHE", "") in ("", "0")
+    return False if getattr(_LOCAL, "off", 0) else os.environ.get("TENSORAD_NO_DISK_CACHE", "") in ("", "0")
 
 
 @contextmanager

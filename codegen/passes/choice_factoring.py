@@ -57,9 +57,7 @@ def _context(leaves: list[Expr]) -> tuple[list[tuple[Expr, int]], list[Expr]] | 
         cur = [n.src[differ[0]] for n in cur]
     if not path or path[-1][0].op in _CONTRACTS or not any(n.op in COSTLY for n, _ in path):
         return None
-    if any(h.dtype != cur[0].dtype for h in cur):
-        return None
-    return path, cur
+    return None if any(h.dtype != cur[0].dtype for h in cur) else (path, cur)
 
 
 def _factor(node: Expr) -> Expr | None:

@@ -55,8 +55,7 @@ def space_of(variables: Sequence[Expr], ctx=None) -> IndexSpace:
     return IndexSpace(variables) if ctx is None else ctx.space(variables)
 
 
-def split_affine(conds: Sequence[Expr], variables: Sequence[Expr],
-                 ctx=None) -> tuple[list[Expr], list[Expr]]:
+def split_affine(conds: Sequence[Expr], variables: Sequence[Expr], ctx=None) -> tuple[list[Expr], list[Expr]]:
     """Conjuncts isl represents exactly over ``variables``, and the rest (residual).  Each answer is kept
     in the call's context up to a renaming of ``variables`` (:func:`.sums.plan_key.shape_key`)."""
     made: list[IndexSpace] = []  # (the space, made when first needed)

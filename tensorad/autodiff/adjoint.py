@@ -95,7 +95,7 @@ from .build import (
 from .gathers import unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
-from .zero import ZERO, materialize, mul, sum_all
+from .zero import ZERO, materialize, mul, sum_all, zero_branch
 
 EXACT_FLOAT_OPS = frozenset({Op.READ, Op.CONST, Op.CAST, Op.SELECT, Op.IF_THEN_ELSE, Op.NEG, Op.ABS,
                              Op.MAXIMUM, Op.MINIMUM})
@@ -257,10 +257,6 @@ def _linear_bound(c: Expr, window: set) -> bool:
 _LINEAR = frozenset({Op.VAR, Op.CONST, Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.CAST})
 
 
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and e.arg == 0
-
-
 def _running(op: ComputeOp) -> int | None:
     """The order of ``op``'s running reduction (:func:`~tensorad.poly.nesting.running_order`):
     ``1`` for ``Y[i] = max_{k <= i} X[k]``, ``-1`` for ``max_{k >= i}`` (its winner reduction runs
@@ -268,9 +264,7 @@ def _running(op: ComputeOp) -> int | None:
     first in the loop's), ``None`` for another domain."""
     body = op.body[0]
     order = running_order(op.axes, body.arg.axes, body.src[0], body.src[1:])
-    if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min"):
-        return None
-    return order
+    return None if order == -1 and combiners.classify(body.arg.combiner)[0] not in ("max", "min") else order
 
 
 def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr | None:
@@ -286,21 +280,23 @@ def _window_met(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> Expr
     return all_of(outer + [window.gist(IndexSet.box(window.vars)).to_cond()])
 
 
-def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr]) -> Expr:
-    """``source`` with each read index that takes one value over the box of ``point``'s variables (isl
-    proves it) written at ``point``: ``X[(3 * k) % 1]`` is ``X[0]``."""
-    space = IndexSpace(list(axes) + list(point))
+def _read_at(source: Expr, axes: Sequence[Expr], point: dict[Expr, Expr], inline: bool = False) -> Expr:
+    """``source`` with each read index written at ``point``'s value of each variable it does not change
+    along over the box of ``axes`` and ``point`` (isl proves it): ``X[(3 * k) % 1]`` is ``X[0]``;
+    ``inline``: each elementwise tensor it reads (:func:`_inlinable`) replaced by its body first."""
+    space = IndexSpace(list(dict.fromkeys([*axes, *point])))
 
-    def same(e: Expr) -> bool:
-        if not set(free_vars(e)) & set(point):
-            return False
-        try:
-            return space.box().intersect(space.cond(compare(Op.NE, e, rename(e, point)))).is_empty()
-        except NotAffine:
-            return False
+    def at(e: Expr) -> Expr:
+        for k in [k for k in point if k in free_vars(e)]:
+            try:
+                if space.box().intersect(space.cond(compare(Op.NE, e, rename(e, {k: point[k]})))).is_empty():
+                    e = rename(e, {k: point[k]})
+            except NotAffine:
+                return e
+        return e
 
-    return replace_reads(source, lambda r: r.replace(src=tuple(rename(e, point) if same(e) else e
-                                                               for e in r.src)))
+    return replace_reads(source, lambda r: rename(r.arg.op.body[r.arg.value_index], dict(zip(
+        r.arg.op.axes, r.src))) if inline and _inlinable(r.arg) else r.replace(src=tuple(map(at, r.src))))
 
 
 def _one_point(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr) -> bool:
@@ -376,6 +372,8 @@ class AdjointBuilder:
         self._destinations: dict[tuple[ComputeOp, Expr], tuple | None] = {}
         self._exact_sources: dict[ComputeOp, Expr] = {}
         self._copies: dict[Tensor, Tensor] = {}
+        self._counts: dict[ComputeOp, Tensor] = {}  # see _points
+        self._normals: dict[ComputeOp, ComputeOp] = {}
         self._jacobians: dict[tuple[ComputeOp, Tensor], dict[int, Tensor]] = {}
         self._narrowed: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
         self._nests: dict[tuple, tuple[ComputeOp, dict[int, Tensor]] | None] = {}
@@ -428,8 +426,16 @@ class AdjointBuilder:
             # a max/min of a source no point changes: every point of the window ties, and the head split
             # evenly sums back whole: the value is its source wherever the window has a point
             return self._site_terms(op.axes, (), met, fixed, heads[0], x, p, j)
+        if fixed is not None and not set(free_vars(_read_at(fixed, op.axes, point, True))) & set(ra.axes):
+            # its value repeats over the window through elementwise tensors (a broadcast): every point
+            # ties, and each takes the head over the window's count of points
+            n, one = self._points(op), const(1, body.src[1].dtype)
+            return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j,
+                                    lambda m, iv, kv: ([], one / n[tuple(iv)]))
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
+        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
+            return self.contributions(self._normal(op), heads, x, p, j, sole)
         nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
         if nested is not None:
             return self.contributions(*nested, x, p, j, sole)
@@ -543,6 +549,26 @@ class AdjointBuilder:
             found = sub, narrowed
         self._narrowed[key] = found
         return found
+
+    def _normal(self, op: ComputeOp) -> ComputeOp:
+        """``op`` with each variable of 2 points or more read only where isl proves it changes nothing read
+        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), or ``op``."""
+        if op not in self._normals:
+            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            first = {v: const(v.lo, v.dtype) for v in m if self.holds(v.extent >= 2)}
+            kept = {*free_vars(_read_at(src, list(m), first)), *free_vars(cond)}
+            gone = {v: first[v] for v in free_vars(src) if v in first and v not in kept}
+            body = rename(op.body[0].replace(src=(cond, _read_at(src, list(m), gone))), m)
+            self._normals[op] = compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op \
+                if gone else op
+        return self._normals[op]
+
+    def _points(self, op: ComputeOp) -> Tensor:  # (the count of each output's window points)
+        if op not in self._counts:
+            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            count = rename(head_sum(const(1, src.dtype), op.reduce_axes, cond), m)
+            self._counts[op] = compute(f"{op.name}.points", [m[a] for a in op.axes], [count])[0]
+        return self._counts[op]
 
     def _nested(self, op: ComputeOp, heads: dict[int, Tensor]) -> tuple[ComputeOp, dict[int, Tensor]] | None:
         """A max/min over axes its ``where`` bounds apart, each running along an output axis, as its inner
@@ -795,7 +821,7 @@ class AdjointBuilder:
         dims = tuple(k for k, e in enumerate(site.src) if window & set(free_vars(e)))
         rest = partial_by_read(body.src[1], site) if any(site is n for n in walk(body.src[1])) else ZERO
         guards = []
-        while rest is not ZERO and rest.op in (Op.IF_THEN_ELSE, Op.SELECT) and _is_zero(rest.src[2]):
+        while rest is not ZERO and zero_branch(rest) == 2:
             guards.append(rest.src[0])
             rest = rest.src[1]
         if not dims or rest is ZERO or window & set(free_vars(rest)):

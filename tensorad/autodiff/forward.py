@@ -95,9 +95,7 @@ def _index_gate(d: Tangent) -> tuple[Expr, int] | None:
     ``d`` carries the same gate."""
     if d is ZERO or (k := zero_branch(d)) is None:
         return None
-    if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(d.src[0])):
-        return None
-    return d.src[0], k
+    return None if any(n.op in (Op.READ, Op.REDUCE, Op.DATA_INDEX) for n in walk(d.src[0])) else (d.src[0], k)
 
 
 def _tangent_of(output: Tensor, dot: dict[Tensor, Tensor]) -> Tensor:

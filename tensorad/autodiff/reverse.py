@@ -77,16 +77,11 @@ class _Adjoints:
         adj = compute(f"{t.name}.grad", p + j, [cast(t.dtype, body)], adjoint_of(t))[0]
         if self.optimizer is not None:
             adj = self.optimizer(adj)
-            if _is_const_zero(adj):  # (terms that cancel or read an empty head: no adjoint)
+            body = adj.op.body[adj.value_index] if isinstance(adj.op, ComputeOp) else None
+            if body is not None and body.op is Op.CONST and body.arg == 0:  # (cancelling terms, empty head)
                 adj = None
         self.done[t] = adj
         return adj
-
-
-def _is_const_zero(t: Tensor) -> bool:
-    """Whether ``t`` is a compute whose body is the constant 0."""
-    body = t.op.body[t.value_index] if isinstance(t.op, ComputeOp) else None
-    return body is not None and body.op is Op.CONST and body.arg == 0
 
 
 def jacobian_recursive(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: Tensor | None = None,

@@ -85,9 +85,7 @@ def _product(node: Expr, a: Change | None, b: Change | None, sign: float) -> Cha
         return _made("mul", _merged(a, b, sign))
     k = _const(node.src[1]) if _is(a, "add") and _is(b, "inv") else (
         _const(node.src[0]) if sign > 0 and _is(b, "add") and _is(a, "inv") else None)
-    if not k:
-        return None
-    return _made("add", _scaled(a if _is(a, "add") else b, k if sign > 0 else 1.0 / k))
+    return None if not k else _made("add", _scaled(a if _is(a, "add") else b, k if sign > 0 else 1.0 / k))
 
 
 def _unary(node: Expr, a: Change | None) -> Change | None:

@@ -42,8 +42,7 @@ def hashable(x: object) -> object:
     return (type(x).__name__, x)
 
 
-def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple],
-          payload: Callable[[Expr], object]) -> int:
+def spell(root: Expr, nodes: dict[Expr, int], lines: list[tuple], payload: Callable[[Expr], object]) -> int:
     """The number of ``root`` in ``nodes``, appending a line ``(op, dtype, operand numbers,
     payload)`` per node not numbered yet -- operands first, iteratively (no recursion limit)."""
     def visit(e: Expr) -> int:

@@ -113,8 +113,7 @@ def running_order(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     return found
 
 
-def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
-              reads: Sequence[Expr]) -> list[Expr]:
+def scan_axes(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr, reads: Sequence[Expr]) -> list[Expr]:
     """The output axes along which ``reduce_{raxes where cond}`` over ``axes`` nests, upwards or
     downwards, in any order (a sum scanned under fast math): the condition bounds the axis, and neither
     ``reads`` nor the conjuncts isl cannot represent mention it.  ``sum_i H[i] where i >= k`` over

@@ -13,8 +13,7 @@ from tensorad.lang import reduce_axis
 from ._util import check_tensor, input_index, new_compute, normalize_axes
 
 
-def reduce(x: Tensor, kind: str, axis: Any = None, keepdims: bool = False,
-           name: str | None = None) -> Tensor:
+def reduce(x: Tensor, kind: str, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
     """Reduce ``X`` with the built-in reducer ``kind`` over ``axis``."""
     name = name or kind
     check_tensor(x, name)

@@ -116,8 +116,7 @@ class Shared:
     original: dict[Tensor, Tensor]
 
 
-def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor],
-                 worth: Callable[[Expr], bool]) -> Shared:
+def share_values(outputs: Sequence[Tensor], grads: Sequence[Tensor], worth: Callable[[Expr], bool]) -> Shared:
     """The programs rewritten to read the values worth sharing (unchanged, no values, if none qualifies)."""
     forward = tensor_graph(outputs)
     forward_set = set(forward)

@@ -71,3 +71,28 @@ def test_max_over_a_source_whose_reads_do_not_change_over_the_window(numeric_gra
     np.testing.assert_allclose(ta.evaluate(g, {X: x, H: h}), want, rtol=1e-7)
     np.testing.assert_allclose(ta.build(g, [X, H])(x, h), [[h.sum()]], rtol=1e-12)
     assert ta.lower([g], [X, H], target=TARGET).work == 3
+
+
+def test_min_over_a_broadcast_splits_the_head_over_the_window(numeric_grad):
+    """``B[i, a, b] = exp(X[i])`` is one value copied along ``a`` and ``b``: a min over a window of
+    ``B`` ties at every point, though each point reads another element of ``B``.  Each point takes
+    ``H / count`` (PyTorch's ``amin`` with ties), a sum like the forward's with no winner pass and no
+    tie routing per point (a random program: 139 work against a bound of 102)."""
+    torch = pytest.importorskip("torch")
+    X = ta.placeholder((3,), "float64", name="X")
+    B = ta.compute((3, 5, 4), lambda i, a, b: ta.exp(X[i]), name="B")
+    r, s = ta.reduce_axis((0, 5), "r"), ta.reduce_axis((0, 4), "s")
+    Y = ta.compute((3, 6), lambda i, j: ta.min(B[i, (r + j) % 5, s], axis=[r, s], where=r <= j), name="Y")
+    H = ta.placeholder((3, 6), "float64", name="H")
+    gx, gb = ta.JacobianRecursive(Y, [X, B], H)
+    x, h = np.array([0.5, -1.0, 2.0]), np.random.default_rng(3).uniform(-1, 1, (3, 6))
+    (want,) = numeric_grad(lambda a: ta.evaluate(Y, {X: a}), [x], head=h)
+    np.testing.assert_allclose(ta.build(gx, [X, H])(x, h), want, rtol=1e-7)
+    np.testing.assert_allclose(ta.evaluate(gx, {X: x, H: h}), np.exp(x) * h.sum(1), rtol=1e-12)
+    b = torch.exp(torch.tensor(x))[:, None, None].expand(3, 5, 4).clone().requires_grad_(True)
+    rows = [[(q + j) % 5 for q in range(min(j + 1, 5))] for j in range(6)]
+    torch.stack([b[:, w].amin(dim=(1, 2)) for w in rows], 1).backward(torch.tensor(h))
+    np.testing.assert_allclose(ta.build(gb, [X, H])(x, h), b.grad.numpy(), rtol=1e-12, atol=1e-15)
+    # the count of each window's points and the routing of H / count each scan 5 x 4 points per row
+    # i, as the forward does; B's gradient sums back to X over 5 rows per element
+    assert ta.lower([gx], [X, H], target=TARGET).work <= 2 * 3 * 5 * 4 + 3 * 5
