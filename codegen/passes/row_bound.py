@@ -35,8 +35,8 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount
-from ..gemm.descriptor import BATCH, KGROUP
+from ..gemm.contraction import Contraction, RowCount, computes, packed_elements
+from ..gemm.descriptor import BATCH, KGROUP, OUTER
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
@@ -82,8 +82,20 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer, "
                                 f"or the count of rows other than as a sum's count")
     bound = data_index(count.tensor(0), extent + 1, "clip")
+    row_work = sum(_row_work(s, rows) for s in steps if isinstance(s, Nest))
     steps = [s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
-    return replace(program, steps=steps)
+    return replace(program, steps=steps, row_work=row_work)
+
+
+def _row_work(nest: Nest, rows: _Rows) -> int:
+    """The work of ``nest`` a call runs once per row below the count: all of it where it loops over rows
+    or is a product over them, but for the packing of a product's side without rows."""
+    if id(nest) in rows.products:
+        spec = nest.attrs.gemm
+        return nest.work - (packed_elements(spec)[1] * computes(spec.b) if rows.products[id(nest)][0] == OUTER
+                            else 0)
+    return nest.work if any(isinstance(s, Loop) and (s.var in rows.vars or s.var in rows.guards)
+                            for s in walk_stmts(nest.body)) else 0
 
 
 class _Rows:

@@ -317,8 +317,18 @@ class RowsKernel:
         return counts
 
     def work_at(self, n: int) -> int:
-        """The work of a call of ``n`` rows: each part's work for each of its blocks."""
-        return sum(c * k.work for c, (_, k) in zip(self.blocks(check_size(self.size, n)), self.parts))
+        """The work of a call of ``n`` rows: each part's work for each of its whole blocks, and of a short
+        block of ``s`` of a part's ``rows`` its work over rows times ``s / rows`` and the rest whole."""
+        n = check_size(self.size, n)
+        p = self.tail_part(n)
+        left = self._left(n, p) if p < len(self.parts) else 0
+        work = sum(c * k.work for c, (_, k) in zip(self._counts(n - left), self.parts))
+        if left:
+            rows, k = self.parts[p]
+            full, short = divmod(left, rows)
+            row_work = k.signature.row_work
+            work += full * k.work + (short and k.work - row_work + row_work * short // rows)
+        return work
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
