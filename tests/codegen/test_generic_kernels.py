@@ -104,6 +104,19 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         assert forward.work_at(size) >= ta.lower(*_program(case, size)[:2]).work
 
 
+@pytest.mark.parametrize("case", ["layer_norm", "dense"])
+def test_work_at_a_count_of_rows_is_the_static_programs(case):
+    """``kernel.work_at(n)`` equals the work of the static program of ``n`` rows where the call's last
+    block runs short (a block of 8, 64 or 256 rows on 7, 9 or 67) as where whole blocks run every row:
+    a short block's loops over rows run its rows only."""
+    n = ta.size_var("n")
+    kernel = ta.build(*_program(case, n)[:2])
+    for size in (1, 7, 9, 67, 300, 1000):
+        assert kernel.work_at(size) == ta.lower(*_program(case, size)[:2]).work
+    for size in (9, 67):  # (each ends in a short block)
+        assert sum(c * rows for c, (rows, _) in zip(kernel.blocks(size), kernel.parts)) > size
+
+
 def test_gradient_across_blocks_matches_softmax_formula():
     """At 1000 rows (three blocks of 256, three of 64, five of 8) each row's raw gradient is its own."""
     n = ta.size_var("n")
