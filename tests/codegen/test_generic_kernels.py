@@ -329,7 +329,7 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
         for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
             np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
     made = [k.at(b=1, L=length) for k in (forward, backward) for length in (1, 5)]
-    assert all(k.generic and [rows for rows, _ in k.parts] == [8, 4, 1] for k in made)
+    assert all(k.generic and k.parts[0][0] == 8 and k.parts[-1][0] == 1 for k in made)
     assert any(k.blocks(size)[0] == 1 for k in made for size in (3, 7))  # (a short block of 8 rows)
     # each kernel's smallest block runs exactly the rows it is given (a larger one that takes no count
     # runs whole blocks only)
