@@ -1,10 +1,10 @@
 """``python -m benchmarks.sizes [--sizes 1,7,64,1000,4096] [--threads 1] [--rounds 15] [--layers a,b]
 [--target SPEC]``: each layer of the ``layers`` suite (``workloads.LAYERS``, its full per-row shapes), a
 softmax and the ``models`` suite's Transformer block, written once with a symbolic batch ``n`` (attention
-with a symbolic sequence length ``L`` too, at its workload's length), forward and backward (the
-optimized gradient of ``sum(Y * H)`` with respect to the workload's inputs), built once (a generic
-kernel where ``kernel.generic``; over ``n`` at the length where only ``n``'s rows are independent),
-against the static kernel built for each size.
+and the Transformer block with a symbolic sequence length ``L`` too, at its workload's length), forward
+and backward (the optimized gradient of ``sum(Y * H)`` with respect to the workload's inputs), built
+once (a generic kernel where ``kernel.generic``; over ``n`` at the length where only ``n``'s rows are
+independent), against the static kernel built for each size.
 
 Each round times one batch of calls of each kernel, interleaved; the table prints the median ratio
 generic / static per layer, pass and size (ratios only: the machine may be shared), ``-`` where the
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     chosen = [w for w in suite if not args.layers or w.name in args.layers.split(",")]
     print(f"{'layer':<18}{'pass':<10}" + "".join(f"{'n=' + str(n):>10}" for n in sizes), flush=True)
     for w in chosen:
-        length = ta.size_var("L") if w.kind == "attention" else None
+        length = ta.size_var("L") if w.kind in ("attention", "transformer") else None
         tokens = w.input_shapes()[next(iter(w.input_shapes()))][1]  # (attention's length: its workload's)
         try:
             symbolic = programs(ta, w, ta.size_var("n"), length)

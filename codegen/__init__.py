@@ -1,7 +1,8 @@
 """Code generation: tensors -> loop program (isl) -> LLVM IR (llvmlite) -> JIT -> Kernel.
 
 ``lower`` gives the loop program (:class:`LoweredFunc`: printable, with exact ``.work``); ``build``
-compiles it and returns a callable :class:`Kernel`.
+compiles it and returns a callable :class:`Kernel`; ``prepare`` keys a build whose estimate is asked for
+before its kernel.
 
 * ``passes/``      rewrites of the tensor program before planning (buffers, shared sums)
 * ``strategies/``  how each op is computed: registered strategies, cost model, tuning
@@ -18,7 +19,7 @@ from .lower import LoweredFunc
 from .runtime.export import ExportError, LoadError
 from .runtime.kernel import Kernel, KernelArgumentError
 from .runtime.load import load_kernel
-from .tune import build, lower
+from .tune import build, lower, prepare
 
-__all__ = ["lower", "build", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel", "ExportError",
-           "LoadError"]
+__all__ = ["lower", "build", "prepare", "Kernel", "LoweredFunc", "KernelArgumentError", "load_kernel",
+           "ExportError", "LoadError"]

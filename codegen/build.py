@@ -15,6 +15,7 @@ import re
 import struct
 import zlib
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from tensorad.ir import trace
@@ -57,58 +58,92 @@ def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
     A kernel found in the process or on disk (:mod:`.jit.build_key`) is returned without lowering;
     ``kernel.lowered`` lowers on first use."""
-    if not isinstance(target, (str, Target)):
-        raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
-                         f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
-    if not isinstance(cache, bool):
-        raise TypeError(f"option cache must be True or False, got {cache!r}")
-    outs, ins = check_arguments(outputs, inputs, name)
-    tgt = parse_target(target)
-    opts = Options.make({**options, "target": tgt})
-    with diskcache.disabled(not cache):  # (the pool's object code, on a process's first build)
-        gomp = parallel_runtime() is not None and opts.parallel
-    threads = opts.num_threads or default_num_threads()
-    host = host_target()
-    refuse = None if tgt.runs_here(host) else (
-        f"this kernel was compiled for target {tgt} and cannot run on this CPU ({host}); "
-        f"build it with target='llvm' to run it here")
+    return Prepared(outputs, inputs, target, name, cache, options).kernel()
 
-    def lowering() -> LoweredFunc:
-        with diskcache.disabled(not cache):  # (tune=True keeps its choices there)
-            return lower(outs, ins, name=name, target=tgt, **options)
 
-    with diskcache.disabled(not cache):  # (the compiler's source hash, remembered there)
-        key_text = describe(outs, ins, opts, tgt, gomp)
-    lowered = None
-    if key_text is None:  # keyed by the loop program instead (see .buildkey)
-        lowered = lowering()
-        with diskcache.disabled(not cache):
-            key_text = "\n".join([lowered.text, repr((opts.fastmath, opts.opt_level, opts.vector_width,
-                                                        gomp, opts.checked)),
-                                   fingerprint(tgt)])
-    key = digest(key_text)
-    expect = {"inputs": [[list(t.shape), t.dtype] for t in ins],
-              "outputs": [[list(t.shape), t.dtype] for t in outs]}
-    origin = "memory"
-    compiled = compiled_cache.COMPILED.get(key)
-    if compiled is None or not _fits(compiled.meta, key_text, expect):
-        with _LOCK:
-            compiled = compiled_cache.COMPILED.get(key)
-            if compiled is None or not _fits(compiled.meta, key_text, expect):
-                with diskcache.disabled(not cache):
-                    compiled, origin = _load(key, key_text, expect, opts.opt_level, gomp, tgt), "disk"
-                    trace.record("cache hit" if compiled else "cache miss", 0.0,
-                                 f"{name} (disk)" if compiled else name)
-                    if compiled is None:
-                        isolate.WORKERS.prestart()  # (a worker's start beside lowering)
-                        lowered = lowered or lowering()
-                        compiled, origin = _compile(lowered, key, opts, gomp, tgt, key_text), "compiled"
-                compiled_cache.COMPILED.put(key, compiled)
-    if origin == "memory":
-        trace.record("cache hit", 0.0, f"{name} (memory)")
-    in_names, out_names = argument_names(outs, ins)
-    signature = Signature.of(compiled.meta["signature"], in_names, out_names)
-    return Kernel(lowered or lowering, compiled, threads if gomp else 1, refuse, signature, origin)
+class Prepared:
+    """A build keyed (:mod:`.jit.build_key`), not yet looked up: :attr:`estimate` prices its program by the
+    cost model and :meth:`kernel` makes it, lowering it at most once between them.  The estimate is kept
+    in the disk cache under the build's key, so a build whose estimate and code are stored lowers nothing
+    (a symbolic program prices the blocks it may build, :func:`tensorad.symbolic.staged`)."""
+
+    def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor, target: Any,
+                 name: str, cache: Any, options: dict[str, Any], measured: int = 0) -> None:
+        if not isinstance(target, (str, Target)):
+            raise ValueError(f"unsupported target {target!r}; tensorad compiles for 'llvm' (the host CPU), "
+                             f"'llvm -mcpu=NAME' or 'llvm -mattr=+feature,-feature'")
+        if not isinstance(cache, bool):
+            raise TypeError(f"option cache must be True or False, got {cache!r}")
+        self.outs, self.ins = check_arguments(outputs, inputs, name)
+        self.target, self.name, self.cache, self.options, self.measured = \
+            parse_target(target), name, cache, options, measured
+        self.opts = Options.make({**options, "target": self.target})
+        with diskcache.disabled(not cache):  # (the pool's object code, on a process's first build)
+            self.gomp = parallel_runtime() is not None and self.opts.parallel
+        self.lowered: LoweredFunc | None = None
+        with diskcache.disabled(not cache):  # (the compiler's source hash, remembered there)
+            key_text = describe(self.outs, self.ins, self.opts, self.target, self.gomp)
+            if key_text is None:  # keyed by the loop program instead (see .buildkey)
+                key_text = "\n".join([self.lowering().text, repr((self.opts.fastmath, self.opts.opt_level,
+                                                                   self.opts.vector_width, self.gomp,
+                                                                   self.opts.checked)),
+                                      fingerprint(self.target)])
+        self.key_text, self.key = key_text, digest(key_text)
+
+    def lowering(self) -> LoweredFunc:
+        """The program lowered (once)."""
+        if self.lowered is None:
+            with diskcache.disabled(not self.cache):  # (tune=True keeps its choices there)
+                self.lowered = lower(self.outs, self.ins, name=self.name, target=self.target, **self.options)
+        return self.lowered
+
+    @cached_property
+    def estimate(self) -> float:
+        """The cost model's cycles for the program (the sum of ``LoweredFunc.estimates``), read from the
+        disk cache, or lowered and stored there."""
+        key = digest(f"estimate\n{self.key_text}")
+        with diskcache.disabled(not self.cache):
+            stored = diskcache.get(key)
+            if stored is not None and len(stored) == 8:
+                return struct.unpack("<d", stored)[0]
+            cycles = float(sum(self.lowering().estimates.values()))
+            diskcache.put(key, struct.pack("<d", cycles))
+        return cycles
+
+    def kernel(self) -> Kernel:
+        """The kernel: linked in the process, loaded from disk, or compiled from the lowering."""
+        key, key_text, name, opts, tgt, gomp = self.key, self.key_text, self.name, self.opts, self.target, \
+            self.gomp
+        host = host_target()
+        refuse = None if tgt.runs_here(host) else (
+            f"this kernel was compiled for target {tgt} and cannot run on this CPU ({host}); "
+            f"build it with target='llvm' to run it here")
+        expect = {"inputs": [[list(t.shape), t.dtype] for t in self.ins],
+                  "outputs": [[list(t.shape), t.dtype] for t in self.outs]}
+        origin = "memory"
+        compiled = compiled_cache.COMPILED.get(key)
+        if compiled is None or not _fits(compiled.meta, key_text, expect):
+            with _LOCK:
+                compiled = compiled_cache.COMPILED.get(key)
+                if compiled is None or not _fits(compiled.meta, key_text, expect):
+                    with diskcache.disabled(not self.cache):
+                        compiled, origin = _load(key, key_text, expect, opts.opt_level, gomp, tgt), "disk"
+                        trace.record("cache hit" if compiled else "cache miss", 0.0,
+                                     f"{name} (disk)" if compiled else name)
+                        if compiled is None:
+                            if self.lowered is None:
+                                isolate.WORKERS.prestart()  # (a worker's start beside lowering)
+                            compiled, origin = _compile(self.lowering(), key, opts, gomp, tgt, key_text), \
+                                "compiled"
+                    compiled_cache.COMPILED.put(key, compiled)
+        if origin == "memory":
+            trace.record("cache hit", 0.0, f"{name} (memory)")
+        in_names, out_names = argument_names(self.outs, self.ins)
+        signature = Signature.of(compiled.meta["signature"], in_names, out_names)
+        kernel = Kernel(self.lowered or self.lowering, compiled,
+                        (opts.num_threads or default_num_threads()) if gomp else 1, refuse, signature, origin)
+        kernel.measured = self.measured
+        return kernel
 
 
 def _fits(meta: dict | None, key_text: str, expect: dict) -> bool:
@@ -136,7 +171,8 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
             "checks": checks.to_json() if checks is not None else None, "key": key_text,
             "signature": {"inputs": [[list(b.shape), b.dtype] for b in prog.inputs],
                           "outputs": [[list(b.shape), b.dtype] for b in prog.outputs],
-                          "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work}}
+                          "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work,
+                          "row_work": lowered.row_work}}
     with trace.stage("jit", name):
         compiled = link(key, obj, meta, text, opts.opt_level, target, (plan, pieces))
     if trace.dumping():
@@ -193,9 +229,9 @@ def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
 def _signature_arguments(sig: Any) -> int | None:
     """The number of arrays a kernel of signature ``sig`` takes, or ``None`` if ``sig`` is not
     a well-formed signature (shapes of non-negative ints, known dtypes, an int work count)."""
-    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", "work"}:
+    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", "work", "row_work"}:
         return None
-    if type(sig["work"]) is not int or sig["work"] < 0:
+    if any(type(sig[k]) is not int or sig[k] < 0 for k in ("work", "row_work")):
         return None
     n = 0
     for part in ("inputs", "outputs", "temps"):

@@ -138,6 +138,7 @@ class Program:
     steps: list[Step]
     buffers: dict[Tensor, Buffer]
     inlined: list[str] = field(default_factory=list)
+    row_work: int = 0  # of a generic kernel's block: the work a call of fewer rows runs in proportion
 
     @property
     def arguments(self) -> list[Buffer]:

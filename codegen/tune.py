@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from tensorad.ir import trace
+from tensorad.ir.collect import fewer_collections
 from tensorad.ir.tensor import Tensor
 
+from .build import Prepared
 from .build import build as build_kernel
 from .jit import disk_cache as diskcache
 from .jit.engine import fingerprint
@@ -45,16 +47,23 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
 
 
 @functools.wraps(build_kernel)  # (the user's documentation is the driver's)
+@fewer_collections()
 def build(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
           target: str | Target = "llvm", name: str = "kernel", cache: bool = True, **options: Any) -> Kernel:
+    return prepare(outputs, inputs, target, name, cache, **options).kernel()
+
+
+def prepare(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor = (),
+            target: str | Target = "llvm", name: str = "kernel", cache: bool = True,
+            **options: Any) -> Prepared:
+    """``build``'s program keyed, ``tune=True`` measured first: its estimate and its kernel
+    (:class:`.build.Prepared`)."""
     measured = 0
     if options.get("tune") is True and isinstance(target, (str, Target)) and isinstance(cache, bool):
         Options.make({**options, "target": parse_target(target)})  # (bad options: their errors first)
         with diskcache.disabled(not cache):
             options, measured = _tuned_options(outputs, inputs, name, options, parse_target(target))
-    kernel = build_kernel(outputs, inputs, target, name, cache, **options)
-    kernel.measured = measured
-    return kernel
+    return Prepared(outputs, inputs, target, name, cache, options, measured)
 
 
 def _tuned_options(outputs, inputs, name: str, options: dict[str, Any],

@@ -28,6 +28,7 @@ from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
 from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
+from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.kernel import given_outputs
 from .codegen.runtime.rows import RowsKernel, refuse_export
@@ -327,9 +328,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                              roots, ins, "ta.build", why=others, free=free)
     if size is None:
         stages = staged(listed(outputs), ins, lambda o, i: build(o, i, **options),
-                        lambda o, i, opts: _build(o, i, **{**options, **opts}),
-                        lambda o, i, opts: _lower(o, i, **{k: v for k, v in {**options, **opts}.items()
-                                                           if k != "cache"}))
+                        lambda o, i, opts: _prepare(o, i, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
     carried = [kinds[t] is RowKind.ROWS for t in ins + listed(outputs)]
@@ -340,16 +339,16 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
 
 
 def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
-           part: Part | None = None, price: Part | None = None
-           ) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
+           part: Part | None = None) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
     stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
     (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
-    :func:`row_parts`; ``price``: its lowering), the counts of rows of a case up to :data:`BLOCK` run the
-    whole program as one block (:func:`_one_blocks`), a case of their own, and one row its static
-    program (whose passes fuse over the row's other axes, as a block's cannot).  Else why a stage is not
+    :func:`row_parts` giving a build to price and make, :func:`~tensorad.codegen.prepare`), the counts of
+    rows of a case up to :data:`BLOCK` run the whole program as one block (:func:`_one_blocks`), a case of
+    their own, and one row its static program (whose passes fuse over the row's other axes, as a block's
+    cannot).  Else why a stage is not
     generic, or ``""`` where the program is not such stages."""
     size, _, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
@@ -373,7 +372,7 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
             return stages
         # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
         ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
-            _one_blocks(images, outputs, inputs, size, count, part, price)
+            _one_blocks(images, outputs, inputs, size, count, part)
         if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
@@ -391,29 +390,35 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, li
 
 
 def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-                part: Part, price: Part) -> list:
+                part: Part) -> list:
     """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: the
-    least and the most, and each between whose code (lowered by ``price``) the cost model prices per row
-    below :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16)."""
+    least and the most, and each between whose code the cost model prices per row below
+    :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16).  Each
+    is lowered at most once, to price and to compile it, and not at all where the disk cache holds its
+    estimate and code."""
     kept: list = []  # (rows, estimated cycles per row, the block), most rows first
     for most in reversed(ONE_BLOCKS):
-        cost = _one_block(outputs, named, inputs, size, count, price, most, priced=True)
-        cheaper = cost and (not kept or most == ONE_BLOCKS[0] or cost[1] < BLOCK_GAIN * kept[-1][1])
-        if cheaper and (not kept or cost[0] < kept[-1][0]) and \
-                (one := _one_block(outputs, named, inputs, size, count, part, most)):
-            kept.append((*cost, one))
-    return [one for _, _, one in reversed(kept)]
+        one = _one_block(outputs, named, inputs, size, count, part, most)
+        if not one or kept and one[0] >= kept[-1][0]:
+            continue
+        try:
+            cost = one[1].estimate / one[0]
+        except RowBoundError:  # (lowering refuses the count of rows)
+            continue
+        if not kept or most == ONE_BLOCKS[0] or cost < BLOCK_GAIN * kept[-1][1]:
+            kept.append((one[0], cost, one[2]))
+    return [(rows, block()) for rows, _, block in reversed(kept)]
 
 
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-               part: Part, most: int = BLOCK, priced: bool = False) -> Any:
+               part: Part, most: int = BLOCK) -> Any:
     """The program of ``outputs`` (known to the caller as ``named``) as one block of a generic kernel
-    whose rows hold every row of a call, ``(rows, (kernel, inputs, outputs))``, ``rows`` ``most`` rounded
-    to the size's unit: a call of at most ``rows`` rows runs it once, its sums over the rows complete in
-    the block and read there (each one an output too, so that its terms are proved added under the loops
-    over rows only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where
-    lowering refuses the count of rows, or a sum read in the block has terms that read no row (the loop
-    of its terms would run the block's rows); ``priced``: ``(rows, estimated cycles per row)`` instead."""
+    whose rows hold every row of a call, ``(rows, prepared, block)``: ``rows`` ``most`` rounded to the
+    size's unit, ``prepared`` its part's build (by ``part``), ``block()`` making ``(kernel, inputs,
+    outputs)``; a call of at most ``rows`` rows runs it once, its sums over the rows complete in the block
+    and read there (each one an output too, so that its terms are proved added under the loops over rows
+    only), ``size`` read in bodies from ``count`` as the stages read it.  ``None`` where a sum read in
+    the block has terms that read no row (the loop of its terms would run the block's rows)."""
     _, kinds, _ = row_plan(outputs, inputs, staged=True)
     graph = tensor_graph(outputs + inputs)
     read = {p for t in graph if not t.is_placeholder for p in op_reads(t.op)}
@@ -429,12 +434,15 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
     ins = [t for t in [*inputs, count] if t in reads]
     kinds = {**{new.get(t, t): k for t, k in kinds.items()}, count: RowKind.WHOLE}
     parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, whole_blocks=False)
-    if not parts or priced:
-        return parts and (rows, sum(parts[0][1].estimates.values()) / rows)
-    kernel = RowsKernel(size, parts, [kinds[t] is RowKind.ROWS for t in ins], [kinds[t] for t in images],
-                        [t.name for t in ins], bounded)
+    if not parts:  # (lowering, which ``tune=True`` runs first, refuses the count of rows)
+        return None
     key = dict(zip(outputs, named))
-    return rows, (kernel, ins, [key.get(t, t) for t in outs])
+
+    def block() -> tuple[RowsKernel, list[Tensor], list[Tensor]]:
+        kernel = RowsKernel(size, [(rows, parts[0][1].kernel())], [kinds[t] is RowKind.ROWS for t in ins],
+                            [kinds[t] for t in images], [t.name for t in ins], bounded)
+        return kernel, ins, [key.get(t, t) for t in outs]
+    return rows, parts[0][1], block
 
 
 def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
+from typing import Any
 
 from tensorad.simplify.algebra.consts import evaluate_scalar
 
@@ -35,8 +36,8 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount
-from ..gemm.descriptor import BATCH, KGROUP
+from ..gemm.contraction import Contraction, RowCount, computes, packed_elements
+from ..gemm.descriptor import BATCH, KGROUP, OUTER
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
@@ -70,6 +71,14 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
                 _scan(step, program.buffers, rows)
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
+    for step in steps:  # (a loop over the rows that is also another axis of a row buffer, as a pass over the
+        # rows of a block of 8 fused with a column sum over 8 features: a count would cut that axis short)
+        for buf, index in _accesses(step, program.buffers) if isinstance(step, Nest) else ():
+            axis = rows.axis.get(id(buf), (None, None))[1]
+            if axis is not None and (v := next((i for k, i in enumerate(index) if k != axis and i in rows.vars
+                                                and rows.vars[i][0] is i), None)) is not None:
+                raise RowBoundError(f"nest {step.name}: loop {v.name} runs the rows and another axis of "
+                                    f"{buf.name}")
     summed = {id(program.outputs[k]) for k in sums}
     under = {**rows.vars, **rows.guards, **dict.fromkeys(rows.guarded)}  # (a product runs the count)
     partial = _partial_sums(steps, under, rows)
@@ -82,8 +91,20 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
             raise RowBoundError(f"nest {step.name}: a sum over the rows with terms that read no row buffer, "
                                 f"or the count of rows other than as a sum's count")
     bound = data_index(count.tensor(0), extent + 1, "clip")
+    row_work = sum(_row_work(s, rows) for s in steps if isinstance(s, Nest))
     steps = [s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
-    return replace(program, steps=steps)
+    return replace(program, steps=steps, row_work=row_work)
+
+
+def _row_work(nest: Nest, rows: _Rows) -> int:
+    """The work of ``nest`` a call runs once per row below the count: all of it where it loops over rows
+    or is a product over them, but for the packing of a product's side without rows."""
+    if id(nest) in rows.products:
+        spec = nest.attrs.gemm
+        return nest.work - (packed_elements(spec)[1] * computes(spec.b) if rows.products[id(nest)][0] == OUTER
+                            else 0)
+    return nest.work if any(isinstance(s, Loop) and (s.var in rows.vars or s.var in rows.guards)
+                            for s in walk_stmts(nest.body)) else 0
 
 
 class _Rows:
@@ -130,8 +151,7 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
     depth = {s.var: d for s, d in _loops(nest.body, 0)}
     bounds = {s.var: (s.lo.arg, s.hi.arg) if s.lo.op is Op.CONST and s.hi.op is Op.CONST else None
               for s, _ in _loops(nest.body, 0)}
-    reads = [(buffers.get(n.arg), n.src) for e in nest_exprs(nest.body) for n in walk(e) if n.op is Op.READ]
-    stores = [(s.buffer, s.index) for s in walk_stmts(nest.body) if isinstance(s, Store)]
+    reads, stores = _accesses(nest, buffers, stores=False), _accesses(nest, buffers, reads=False)
     for buf, index in reads + [(b, i) for b, i in stores if rows.full(b)]:  # (a chunk's: rows its store says)
         found = rows.at(buf, index) if buf is not None else None
         if found is None or _first_row(*found):
@@ -149,6 +169,13 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
         if not rows.full(buf) and any(n in rows.vars or n in rows.guarded
                                       for i in index for n in _indexing(i)):
             _stored(nest.name, buf, index, bounds, rows)
+
+
+def _accesses(nest: Nest, buffers: dict, reads: bool = True, stores: bool = True) -> list[tuple[Any, tuple]]:
+    """``(buffer, index)`` of each read (``None``: of no buffer) and store of ``nest``."""
+    return [(buffers.get(n.arg), n.src) for e in (nest_exprs(nest.body) if reads else ()) for n in walk(e)
+            if n.op is Op.READ] + [(s.buffer, s.index) for s in (walk_stmts(nest.body) if stores else ())
+                                   if isinstance(s, Store)]
 
 
 def _indexing(e: Expr) -> list[Expr]:

@@ -51,7 +51,7 @@ def kernel_state(kernel: Any) -> dict[str, Any]:
 
 
 def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: int, work: int,
-                      text: str) -> Any:
+                      text: str, row_work: int = 0) -> Any:
     """A :class:`.runtime.kernel.Kernel` of class ``cls`` over ``compiled``, its checks from ``specs``."""
     def buffers(items, kind):
         return [Buffer(n, tuple(s), d, kind, None) for n, s, d in items]
@@ -59,7 +59,7 @@ def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: i
     program = SimpleNamespace(inputs=buffers(specs["inputs"], "input"),
                               outputs=buffers(specs["outputs"], "output"),
                               temps=buffers([["temp", s, d] for s, d in specs["temps"]], "temp"))
-    lowered = SimpleNamespace(program=program, work=work, text=text, inputs=program.inputs,
+    lowered = SimpleNamespace(program=program, work=work, row_work=row_work, text=text, inputs=program.inputs,
                               outputs=program.outputs)
     return cls(lowered, compiled, num_threads)
 
@@ -78,7 +78,8 @@ def restore_kernel(cls: type, state: dict[str, Any]) -> Any:
         meta = dict(state["meta"])
         meta["libraries"] = [retarget(sym, host) for sym in meta["libraries"]]
         compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)
-    return kernel_from_specs(cls, state, compiled, state["num_threads"], state["work"], state["text"])
+    return kernel_from_specs(cls, state, compiled, state["num_threads"], state["work"], state["text"],
+                             state["meta"]["signature"]["row_work"])
 
 
 def retarget(symbol: str, target) -> str:

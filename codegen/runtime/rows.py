@@ -244,7 +244,7 @@ class RowsKernel:
     def tail_part(self, n: int) -> int:
         """The part that runs the rows the others leave of ``n`` as its last, short block: of the ways
         that stop at a bounded part, or run whole blocks down to the last part, the one of least cost, a
-        short block's work counted in proportion to its rows, and of those the one of fewest rows (its
+        short block's work as :meth:`work_at` counts it, and of those the one of fewest rows (its
         code was chosen for the count nearest the short block's: a product of few rows may be a plain
         loop there); none, past the last part, where whole blocks run every row."""
         tail = n % self.parts[0][0]
@@ -257,7 +257,7 @@ class RowsKernel:
                     left = self._left(tail, p)
                     full, short = divmod(left, rows)
                     cost = self._cost(tail - left) + full * (kernel.work + self.reread) + \
-                        (short and kernel.work * short // rows + self.reread)
+                        (short and self._short(p, short) + self.reread)
                     options.append((cost, p))
             self.plans[tail] = min(options, key=lambda o: (o[0], -o[1]))[1]
         return self.plans[tail]
@@ -292,8 +292,22 @@ class RowsKernel:
         return counts
 
     def work_at(self, n: int) -> int:
-        """The work of a call of ``n`` rows: each part's work for each of its blocks."""
-        return sum(c * k.work for c, (_, k) in zip(self.blocks(check_size(self.size, n)), self.parts))
+        """The work of a call of ``n`` rows: each part's work for each of its whole blocks, and its short
+        block's (:meth:`_short`)."""
+        n = check_size(self.size, n)
+        p = self.tail_part(n)
+        left = self._left(n, p) if p < len(self.parts) else 0
+        work = sum(c * k.work for c, (_, k) in zip(self._counts(n - left), self.parts))
+        if left:
+            full, short = divmod(left, self.parts[p][0])
+            work += full * self.parts[p][1].work + (short and self._short(p, short))
+        return work
+
+    def _short(self, p: int, rows: int) -> int:
+        """The work of part ``p``'s block run on ``rows`` of its rows: its work over rows in proportion."""
+        block, kernel = self.parts[p]
+        over = kernel.signature.row_work
+        return kernel.work - over + over * rows // block
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""

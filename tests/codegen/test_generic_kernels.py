@@ -104,6 +104,19 @@ def test_generic_kernel_built_once_runs_every_size(case, builds):
         assert forward.work_at(size) >= ta.lower(*_program(case, size)[:2]).work
 
 
+@pytest.mark.parametrize("case", ["layer_norm", "dense"])
+def test_work_at_a_count_of_rows_is_the_static_programs(case):
+    """``kernel.work_at(n)`` equals the work of the static program of ``n`` rows where the call's last
+    block runs short (a block of 8, 64 or 256 rows on 7, 9 or 67) as where whole blocks run every row:
+    a short block's loops over rows run its rows only."""
+    n = ta.size_var("n")
+    kernel = ta.build(*_program(case, n)[:2])
+    for size in (1, 7, 9, 67, 300, 1000):
+        assert kernel.work_at(size) == ta.lower(*_program(case, size)[:2]).work
+    for size in (9, 67):  # (each ends in a short block)
+        assert sum(c * rows for c, (rows, _) in zip(kernel.blocks(size), kernel.parts)) > size
+
+
 def test_gradient_across_blocks_matches_softmax_formula():
     """At 1000 rows (three blocks of 256, three of 64, five of 8) each row's raw gradient is its own."""
     n = ta.size_var("n")
@@ -290,12 +303,12 @@ def torch_block(torch, x, p):
 
 @pytest.mark.slow
 def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds):
-    """One definition over a symbolic batch ``b`` and sequence length ``L``: forward and every gradient
-    of ``sum(Y * H)`` match PyTorch float64; the kernels are generic over ``b`` (one compile serves
-    every batch at a length) and compile once per length, the causal attention's rows depending on
-    each other along ``L``."""
+    """One definition over a symbolic batch ``b`` (of at most 8: blocks of 8, 4 and 1 rows) and sequence
+    length ``L``: forward and every gradient of ``sum(Y * H)`` match PyTorch float64 at one row, a short
+    block and a full one; the kernels are generic over ``b`` (one compile serves every batch at a length)
+    and compile once per length, the causal attention's rows depending on each other along ``L``."""
     torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
-    b, L = ta.size_var("b"), ta.size_var("L")
+    b, L = ta.size_var("b", max=8), ta.size_var("L")
     X = ta.placeholder((b, L, DIM), name="X")
     params = {k: ta.placeholder(s, name=k) for k, s in BLOCK_PARAMS.items()}
     Y = transformer_block(X, params)
@@ -306,20 +319,18 @@ def test_transformer_block_over_batch_and_sequence_length_matches_pytorch(builds
         assert not k.generic and k.why.startswith("rows are independent along b, not along L")
     assert ta.lower(Y, [X, *params.values()]).why == forward.why
     values = {k: (RNG.standard_normal(s) * 0.5).astype("float32") for k, s in BLOCK_PARAMS.items()}
-    for batch, length in ((1, 1), (2, 7), (5, 7), (3, 19)):
+    for batch, length in ((1, 1), (7, 1), (8, 5), (3, 5)):
         x, h = rand(batch, length, DIM), rand(batch, length, DIM)
         tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
         tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
         want = torch_block(torch, tx, tp)
         want.backward(torch.tensor(h, dtype=torch.float64))
         np.testing.assert_allclose(forward(x, *values.values()), want.detach().numpy(), rtol=1e-4, atol=1e-4)
-        assert forward.at(b=batch, L=length).generic
-        if length < 10:  # (each length's gradient compiles once)
-            for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
-                np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
-            assert backward.at(b=batch, L=length).generic
-    made = [k.at(b=1, L=length) for k, lengths in ((forward, (1, 7, 19)), (backward, (1, 7)))
-            for length in lengths]
+        for got, t in zip(backward(x, *values.values(), h), [tx, *tp.values()]):
+            np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-3, atol=1e-3)
+    made = [k.at(b=1, L=length) for k in (forward, backward) for length in (1, 5)]
+    assert all(k.generic and k.parts[0][0] == 8 and k.parts[-1][0] == 1 for k in made)
+    assert any(k.blocks(size)[0] == 1 for k in made for size in (3, 7))  # (a short block of 8 rows)
     # each kernel's smallest block runs exactly the rows it is given (a larger one that takes no count
     # runs whole blocks only)
     assert all(k.bounded[-1] for k in made), [k.why for k in made]

@@ -107,7 +107,8 @@ def test_a_call_of_a_few_rows_runs_a_block_made_for_a_few_rows():
     kernel = ta.build([Y, S], [X])
     for size in (2, 7, 8):
         assert kernel.work_at(size) <= 2 * ta.lower([Y, S], [X], sizes={"n": 8}).work
-    assert kernel.work_at(9) > 4 * ta.lower([Y, S], [X], sizes={"n": 8}).work  # (the 64-row block)
+        assert [rows for rows, _ in kernel.stages(size)[0][0].parts] == [8]
+    assert [rows for rows, _ in kernel.stages(9)[0][0].parts] == [BLOCK]
 
 
 def _classifier(n):
