@@ -342,11 +342,16 @@ def _prefix(kind: str) -> Workload:
     return Workload(f"cum{kind}", Y, [X], f"scan, suffix scans: {passes}*R*N", passes * r * n)
 
 
-def summed_area() -> Workload:
-    n = 12
+def _box(reduce, name: str, n: int = 12) -> tuple[ta.Tensor, ta.Tensor]:
+    """``Y[i, j] = reduce over a <= i, b <= j of X[a, b]`` on an n x n ``X``: ``(Y, X)``."""
     X = ta.placeholder((n, n), name="X")
     a, b = ta.reduce_axis((0, n), "a"), ta.reduce_axis((0, n), "b")
-    Y = ta.compute((n, n), lambda i, j: ta.sum(X[a, b], [a, b], where=(a <= i) & (b <= j)), name="sat")
+    return ta.compute((n, n), lambda i, j: reduce(X[a, b], [a, b], where=(a <= i) & (b <= j)), name=name), X
+
+
+def summed_area() -> Workload:
+    n = 12
+    Y, X = _box(ta.sum, "sat", n)
     # the adjoint sums the head over the quadrant after each point: a suffix scan of each row, then of
     # each column of those (N*N each)
     return Workload("summed_area", Y, [X], "row suffix scans, column suffix scans: 2*N*N", 2 * n * n)
@@ -397,9 +402,7 @@ def running_argmax() -> Workload:
 
 def box_max() -> Workload:
     n = 12
-    X = ta.placeholder((n, n), name="X")
-    a, b = ta.reduce_axis((0, n), "a"), ta.reduce_axis((0, n), "b")
-    Y = ta.compute((n, n), lambda i, j: ta.max(X[a, b], [a, b], where=(a <= i) & (b <= j)), name="box_max")
+    Y, X = _box(ta.max, "box_max", n)
     # a running max of running maxes: both winner scans with their tie counts, the whole window's ties,
     # the head's shares, each running max's suffix recurrence and routing: N*N each
     return Workload("box_max", Y, [X], "nested running maxes, ties over the window: 8*N*N", 8 * n * n)
