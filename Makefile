@@ -43,11 +43,12 @@ test: $(VENV)/.test-installed runtime
 
 # The fast tier for a developer's loop (under two minutes on two cores): the core, the
 # optimizer, the error messages, the regressions and the project's shape, less the tests marked
-# slow; `make test` runs all.
+# slow, each deep random search at a quarter of its examples (tests/strategies.py's `examples`);
+# `make test` runs all, at every example.
 FAST := tests/tensorad tests/simplify tests/errors tests/regressions tests/test_architecture.py \
         tests/test_source_history.py
 test-fast: $(VENV)/.test-installed
-	$(TEST_ENV) $(BIN)/python -m pytest $(XDIST) -m 'not slow' $(FAST)
+	$(TEST_ENV) TENSORAD_TEST_TIER=fast $(BIN)/python -m pytest $(XDIST) -m 'not slow' $(FAST)
 
 # the suite as if on another CPU (tools/pretend_cpu.py): an AMD EPYC Zen 3 by default, AVX2 only
 CPU ?= znver3,512

@@ -26,10 +26,14 @@ so a generator bug fails loudly).  Use in a test::
     def test_x(program): outputs, placeholders = program
 
 ``Program.output`` is the last floating-point tensor (the one to differentiate).
+
+A deep random search takes ``max_examples=examples(n)``: ``n`` examples in ``make test``, a quarter of
+them in the fast tier (``make test-fast`` sets ``TENSORAD_TEST_TIER=fast``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +41,12 @@ from hypothesis import strategies as st
 
 import tensorad as ta
 from tensorad.ir.dtype import numpy_dtype
+
+
+def examples(deep: int) -> int:
+    """Hypothesis examples for a deep random search: ``deep``, or a quarter of it (at least 10) in the
+    fast tier."""
+    return max(10, deep // 4) if os.environ.get("TENSORAD_TEST_TIER") == "fast" else deep
 
 
 class Program(NamedTuple):
