@@ -22,6 +22,7 @@ import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import assume, simplify_expr
 from tensorad.simplify.algebra.ranges import bounds
 from tensorad.simplify.zeros.nonzero import nonzero
@@ -32,7 +33,7 @@ from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import from_linear, to_linear
 from tensorad.poly.to_expr import pieces_to_expr, pw_aff_pieces, set_to_cond
 
-SETTINGS = dict(max_examples=100, deadline=None, derandomize=True,
+SETTINGS = dict(max_examples=examples(100), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
