@@ -21,6 +21,7 @@ import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.algebra.consts import evaluate_scalar
 from tensorad.simplify.algebra.ranges import bounds
 
@@ -29,7 +30,7 @@ from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
 from tensorad.poly.linear import Linear, from_linear, solve_for, to_linear, var_coefficients
 
-SETTINGS = dict(max_examples=150, deadline=None, derandomize=True,
+SETTINGS = dict(max_examples=examples(150), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 I64 = "int64"
 
