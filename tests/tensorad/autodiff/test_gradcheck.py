@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import random_program
+from strategies import examples, random_program
 
 import tensorad as ta
 from tensorad.autodiff import GradcheckError, gradcheck, jacobian_recursive
@@ -64,7 +64,7 @@ def test_gradcheck_input_errors():
         gradcheck(y, [n])
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=examples(150), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(random_program(max_inputs=3, max_computes=4, depth=2))
 def test_random_programs_pass_gradcheck(program):
@@ -72,7 +72,7 @@ def test_random_programs_pass_gradcheck(program):
     assert gradcheck(program.output, inputs, low=-2.0, high=2.0)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(random_program(dtype=F, max_inputs=2, max_computes=3, depth=2))
 def test_random_programs_second_order(program):
