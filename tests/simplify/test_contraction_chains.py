@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer
 
 import tensorad as ta
@@ -215,7 +216,7 @@ SIZES = {"a": 2, "b": 3, "j": 2, "k": 3, "o": 4}
 letters = st.lists(st.sampled_from(sorted(SIZES)), min_size=1, max_size=3, unique=True).map("".join)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(out=st.sampled_from(["", "a", "ab", "ba"]), factors=st.lists(letters, min_size=2, max_size=4),
        seed=st.integers(0, 2 ** 16))
 def test_random_contractions_keep_values(out, factors, seed):
