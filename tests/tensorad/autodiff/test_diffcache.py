@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import random_feed, random_program
+from strategies import examples, random_feed, random_program
 from tensorad.codegen.jit import disk_cache as diskcache
 from tensorad.codegen.jit.build_key import describe_graph
 
@@ -229,7 +229,7 @@ def test_a_long_chain_round_trips(cache_dir, loads):
     assert loads == [True] and _text(second) == _text(first)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(program=random_program(dtype="float64", max_inputs=3, max_computes=4),
        seed=st.integers(0, 2**31 - 1))
 def test_random_programs_round_trip(tmp_path_factory, program, seed):
