@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import random_feed, random_program
+from strategies import examples, random_feed, random_program
 
 import tensorad as ta
 from tensorad.ir import Op, var
@@ -471,7 +471,7 @@ def _interpret(tensor, feed):
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=random_program(dtype="float64"), seed=st.integers(0, 2**16))
 def test_random_programs_agree_with_elementwise_interpreter(program, seed):
     feed = random_feed(program.placeholders, np.random.default_rng(seed))
@@ -482,7 +482,7 @@ def test_random_programs_agree_with_elementwise_interpreter(program, seed):
                                    err_msg=ta.PrintTensorRecursively(t))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=random_program(dtype="float64"), seed=st.integers(0, 2**16))
 def test_random_programs_in_other_summation_orders_agree_with_the_interpreter(program, seed):
     # the fuzz oracle evaluates in these orders after a mismatch: they must run wherever
@@ -496,7 +496,7 @@ def test_random_programs_in_other_summation_orders_agree_with_the_interpreter(pr
                                        err_msg=f"{order}: {ta.PrintTensorRecursively(t)}")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=random_program(dtype="float32"), seed=st.integers(0, 2**16))
 def test_random_float32_programs_stay_float32(program, seed):
     feed = random_feed(program.placeholders, np.random.default_rng(seed))
