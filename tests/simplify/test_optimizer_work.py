@@ -22,6 +22,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer, OptimizerContext
 from tensorad.simplify.algebra.index import _decide
 from tensorad.simplify.cse import OpTable
@@ -50,7 +51,7 @@ def _isl_plan(outer, rvars, affine):
 bounds = st.tuples(st.integers(-2, 2), st.integers(0, 3)).map(lambda t: (t[0], t[0] + t[1]))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(bounds, min_size=1, max_size=3), st.lists(bounds, min_size=1, max_size=3))
 def test_an_unconditioned_plan_is_the_plan_isl_makes(outer_bounds, summed_bounds):
     outer = [var(f"i{k}", lo, hi) for k, (lo, hi) in enumerate(outer_bounds)]
@@ -109,7 +110,7 @@ def _determined(points, k: int) -> bool:
     return True
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(atom, min_size=1, max_size=3))
 def test_undetermined_stays_undetermined_on_a_projection(specs):
     points = _points(specs, _V)
@@ -183,7 +184,7 @@ def test_a_form_over_variables_and_one_atom_builds_no_structural_key(monkeypatch
     assert [t for t, _ in form.terms][:3] == [b, c, a]  # (by name, then creation)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 7), st.integers(-3, 3)), min_size=1, max_size=6))
 def test_sorted_terms_is_the_structural_order(picks):
     i, j = var("i", 0, 4), var("j", 0, 4)
@@ -227,7 +228,7 @@ def test_a_proofs_variable_sets_are_read_back_without_a_fold(monkeypatch):
     assert not folds
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from([Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE]),
        st.one_of(st.none(), st.integers(-3, 3)), st.one_of(st.none(), st.integers(-3, 3)))
 def test_an_interval_decides_exactly_when_every_point_does(op, lo, hi):
