@@ -17,6 +17,7 @@ import islpy as isl
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.sums.merge import _overlap_saves
 
 import tensorad as ta
@@ -45,7 +46,7 @@ read = st.tuples(st.sampled_from([0.5, -1.25, 2.0]), st.integers(0, 2), st.sampl
                  st.integers(0, 2), st.sampled_from([1, 2]))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(read, min_size=1, max_size=4), st.integers(0, 2**31 - 1))
 def test_merged_windows_keep_the_gradient(reads, seed):
     X, Y = _gather(3, 4, reads)
@@ -81,7 +82,7 @@ _conds = st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2), st.integers(
                             st.sampled_from(["<=", "==", ">="])), min_size=2, max_size=4)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_conds)
 def test_a_union_saves_body_runs_exactly_when_the_count_says(specs):
     # the oracle: every point of the box enumerated, each domain's and the union's counted
