@@ -7,6 +7,7 @@ import itertools
 import islpy as isl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.algebra.consts import evaluate_scalar
 
 import tensorad as ta
@@ -77,7 +78,7 @@ _RANGES = st.tuples(st.sampled_from([0, 1, -3, 5, 2**70]), st.integers(-2, 40))
 
 
 @given(st.lists(_RANGES, min_size=1, max_size=6), st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_a_box_is_the_intersection_of_its_ranges(ranges, data):
     # IndexSpace builds a box from constraints directly; it must be the set (and the printed
     # set, which the optimizer turns into conditions) that intersecting each range gives
@@ -93,7 +94,7 @@ def test_a_box_is_the_intersection_of_its_ranges(ranges, data):
     assert built.is_equal(expected) and str(built) == str(expected)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(st.integers(-(1 << 80), 1 << 80), st.integers(1, 1 << 70) | st.integers(1, 12))
 def test_isl_values_read_back_exactly_with_one_call(num, den):
     # an isl rational is read from its one text (``n`` or ``n/d``): an int when integral, the
