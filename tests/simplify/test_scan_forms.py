@@ -22,14 +22,16 @@ RNG = np.random.default_rng(45)
 INF = float("inf")
 
 
-def _check(Y, X, formula, x, hand_forward, hand_gradient):
-    """``Y``'s forward and gradient work within the hand counts, and both equal PyTorch's ``formula``
-    (of a float64 tensor) and its autograd at ``x`` for a random head."""
+def _check(Y, X, formula, x, hand_forward, hand_gradient, count=True):
+    """``Y``'s forward and gradient work within the hand counts (unless not ``count``: a test that
+    counted the same program), and both equal PyTorch's ``formula`` (of a float64 tensor) and its
+    autograd at ``x`` for a random head."""
     H = ta.placeholder(Y.shape, "float64", "H")
     (dX,) = ta.JacobianRecursive(Y, [X], H)
-    assert ta.lower([Y], [X], target=AVX512).work <= hand_forward
-    low = ta.lower([dX], [X, H], target=AVX512)
-    assert low.work <= hand_gradient, str(low)
+    if count:
+        assert ta.lower([Y], [X], target=AVX512).work <= hand_forward
+        low = ta.lower([dX], [X, H], target=AVX512)
+        assert low.work <= hand_gradient, str(low)
     h = RNG.standard_normal(Y.shape)
     xt = torch.tensor(x, requires_grad=True)
     yt = formula(xt)
@@ -98,7 +100,8 @@ def test_a_running_max_padded_by_a_guard_has_the_running_winners_linear_gradient
          "ties": RNG.integers(-2, 3, n).astype(np.float64),
          "all padding": np.full(n, pad),
          "some padding": np.where(RNG.random(n) < 0.5, pad, RNG.integers(-1, 2, n)).astype(np.float64)}[data]
-    _check(Y, X, lambda t: _padded(kind, spelled, t), x, n, 3 * n)
+    # (the work does not depend on the data: counted once, with distinct values)
+    _check(Y, X, lambda t: _padded(kind, spelled, t), x, n, 3 * n, count=data == "distinct")
 
 
 def test_a_padded_running_max_without_ties_has_cummax_gradient():
