@@ -14,6 +14,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import tensorad as ta
 
@@ -41,7 +42,7 @@ def kernels():
     return {kind: _program(kind) for kind in ("max", "min")}
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=examples(30), deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["max", "min"]))
 def test_jvp_is_the_mean_over_a_tie_and_the_transpose_of_the_gradient(kernels, seed, kind):
     X, U, H, t, g, *builds = kernels[kind]
