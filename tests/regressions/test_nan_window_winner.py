@@ -21,6 +21,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import tensorad as ta
 
@@ -129,7 +130,7 @@ def test_a_nan_window_gives_its_head_to_its_nans_in_evaluate_and_every_build(kin
     _check(kind, form, x, np.arange(1.0, N + 1), np.arange(10.0, 10.0 + x.size))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=examples(40), deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["max", "min"]), form=st.sampled_from(FORMS))
 def test_random_windows_with_nan_inf_and_ties(seed, kind, form):
     rng = np.random.default_rng(seed)
