@@ -15,6 +15,7 @@ import pytest
 import torch  # (a test dependency: `make test` installs tensorad[torch])
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import tensorad as ta
 
@@ -67,7 +68,7 @@ def kernels(grads) -> tuple:
             ta.build(hvp, [A, B, W, V, DA, DB]))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=examples(40), deadline=None, derandomize=True)
 @given(arrays, arrays)
 def test_reverse_jvp_and_hvp_match_torch(kernels, av, bv):
     grad_kernels, jvp_kernel, hvp_kernel = kernels
