@@ -140,51 +140,38 @@ def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
         assert {"cpu_lower", "cpu_llvm"} <= set(stages["cold"]) and not phases & set(stages["cached"])
 
 
-@pytest.mark.slow
-def test_layers_suite_checks_tensorad_against_torch_float64(tmp_path):
-    # The layers' oracle is PyTorch's float64 autograd, computed in a process of its own.
-    pytest.importorskip("torch", reason="an optional extra; make test requires it")
-    out = tmp_path / "layers.json"
-    names = "conv3x3s2_relu,max_pool3s2,log_softmax_nll"
-    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "layers",
-           "--systems", "tensorad,torch", "--no-sweeps", "--workloads", names, "--json", str(out),
-           "--no-plot", "--budget", "280"]  # (a loaded machine must not skip the torch oracle)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    assert res["references"] == "ok" and {w["suite"] for w in res["workloads"]} == {"layers"}
-    for name in names.split(","):
-        for phase in ("forward", "backward"):
-            e = res["runs"][0]["systems"]["tensorad"]["workloads"][name][phase]
-            assert e["check"]["ok"], (name, phase, e["check"])
-    assert "suite layers: tensorad / fastest peer" in proc.stdout
-
-
+LAYERS = "conv3x3s2_relu,max_pool3s2,log_softmax_nll"
 MODELS = "small_cnn,resnet_block,mlp_classifier,lstm"
 
 
 @pytest.mark.slow
-def test_models_suite_checks_whole_models_against_torch_float64(tmp_path):
-    # Whole models (the small CNN, the ResNet basic block, the MLP classifier, the LSTM),
-    # forward = the loss, backward = every parameter's gradient, against PyTorch's float64
-    # autograd, in tensorad, PyTorch and JAX.  (The Transformer block's tensorad program takes long to
-    # differentiate and build: its formulas are checked without the harness below, and the
-    # block itself in tests/e2e/test_transformer_*.py.)
+def test_layers_and_models_suites_check_every_system_against_torch_float64(tmp_path):
+    # One run of the harness (its references made once, each system in one worker process): the
+    # layers, and whole models (the small CNN, the ResNet basic block, the MLP classifier, the
+    # LSTM; forward = the loss, backward = every parameter's gradient), in tensorad, PyTorch and
+    # JAX, against PyTorch's float64 autograd computed in a process of its own.  (The Transformer
+    # block's tensorad program takes long to differentiate and build: its formulas are checked
+    # without the harness below, and the block itself in tests/e2e/test_transformer_*.py.)
     pytest.importorskip("torch", reason="an optional extra; make test requires it")
     pytest.importorskip("jax", reason="an optional extra; make test requires it")
-    out = tmp_path / "models.json"
-    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "models",
-           "--workloads", MODELS, "--systems", "tensorad,torch,jax", "--no-sweeps",
-           "--budget", "600", "--json", str(out), "--no-plot"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = tmp_path / "suites.json"
+    names = f"{LAYERS},{MODELS}".split(",")
+    cmd = [sys.executable, "-m", "benchmarks", "--tiny", "--threads", "1", "--suite", "layers,models",
+           "--workloads", ",".join(names), "--systems", "tensorad,torch,jax", "--no-sweeps",
+           "--budget", "960", "--json", str(out), "--no-plot"]  # (a loaded machine must skip no system)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
-    assert [w["name"] for w in res["workloads"]] == MODELS.split(",")
-    for name in MODELS.split(","):
+    assert res["references"] == "ok" and sorted(w["name"] for w in res["workloads"]) == sorted(names)
+    assert {w["suite"] for w in res["workloads"]} == {"layers", "models"}
+    for name in names:
         for system in ("tensorad", "torch", "jax"):
+            run = res["runs"][0]["systems"][system]
+            assert name in run["workloads"], (name, system, run["status"], run.get("note"))
             for phase in ("forward", "backward"):
-                e = res["runs"][0]["systems"][system]["workloads"][name][phase]
+                e = run["workloads"][name][phase]
                 assert e["check"]["ok"], (name, system, phase, e["check"])
+    assert "suite layers: tensorad / fastest peer" in proc.stdout
     assert "suite models: tensorad / fastest peer" in proc.stdout
 
 

@@ -39,10 +39,10 @@ BUILD = sys.modules["tensorad.codegen.build"]  # (``tensorad.codegen.build`` is 
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
                                 reason="reads /proc/self/statm and /proc/self/maps (Linux)")
 
-SOAK_CYCLES = 400
+SOAK_CYCLES = 250
 # bytes a cycle may add: lowering keeps about 2 KiB, inside islpy (its wrappers leak 8 bytes, a
 # 32-byte block, for each object an isl function consumes, and every string isl prints), code none;
-# the growth is linear in the cycles (2.1-2.2 KiB each over 200 to 1000 of them), so 400 cycles
+# the growth is linear in the cycles (2.1-2.2 KiB each over 200 to 1000 of them), so 250 cycles
 # tell a kernel's code kept (about 23 KiB and two mappings each) as surely as more would
 RSS_PER_CYCLE = 6 * 1024
 MAPS_GROWTH = 64  # mappings the whole soak may add (the allocator's arenas; code adds none)
@@ -117,7 +117,7 @@ def test_build_call_drop_keeps_memory_and_mappings_flat():
     rss, maps = _rss(), _maps()
     for n in range(SOAK_CYCLES):
         cycle(n)
-        if n % 250 == 249:
+        if n % 125 == 124:
             gc.collect()
     gc.collect()
     grew_rss, grew_maps = _rss() - rss, _maps() - maps
@@ -205,7 +205,7 @@ def test_a_bounded_set_of_live_kernels_stays_bounded_and_keeps_working():
     """A long run that keeps the last ``alive`` kernels: their code stays, the rest goes."""
     X = ta.placeholder((16,), "float32", "X")
     x = np.arange(16, dtype=np.float32)
-    alive, cycles = 40, 300
+    alive, cycles = 40, 200  # (128 kernels dropped after the first 72: 256 mappings, were they kept)
     kept: list[tuple[int, ta.Kernel] | None] = [None] * alive
     for n in range(alive + RECENT):
         kept[n % alive] = (n, _build(X, 10_000 + n))

@@ -38,7 +38,7 @@ def _check(outputs, placeholders, seed, **opts):
 
 
 @pytest.mark.slow
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(random_program(dtype="float64"), st.sampled_from([1, 2]), st.booleans())
 def test_random_programs_float64(program, threads, fastmath):
     _check(program.outputs, program.placeholders, 0, num_threads=threads, fastmath=fastmath,
