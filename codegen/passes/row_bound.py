@@ -62,6 +62,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
         known = (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded))
         rows.offsets.clear()  # (a chunk's buffer holds the rows its last writer stored, in program order)
+        rows.unplaced.clear()
         steps = [_filled(s, rows.axis[id(s.buffer)][1]) if isinstance(s, Fill) and rows.full(s.buffer)
                  else s for s in steps]
         for step in steps:
@@ -71,6 +72,8 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
                 _scan(step, program.buffers, rows)
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
+    if rows.unplaced:
+        raise RowBoundError(rows.unplaced[0])
     for step in steps:  # (a loop over the rows that is also another axis of a row buffer, as a pass over the
         # rows of a block of 8 fused with a column sum over 8 features: a count would cut that axis short)
         for buf, index in _accesses(step, program.buffers) if isinstance(step, Nest) else ():
@@ -118,6 +121,7 @@ class _Rows:
         self.products: dict[int, tuple[int, int, Expr]] = {}  # id(nest) -> (group, first row, axis)
         self.guards: dict[Expr, set[tuple[Expr, int]]] = {}  # loop variable -> rows its body runs below
         self.guarded: set[Expr] = set()  # the loop variables those rows read
+        self.unplaced: list[str] = []  # stores along rows on no axis known yet (a later pass may know it)
 
     def full(self, buf: Buffer) -> bool:
         found = self.axis.get(id(buf))
@@ -209,9 +213,11 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
     at.update({k: (None, i, 0) for k, i in enumerate(index) if k not in at and i in guarded})
     known = rows.axis.get(id(buf))
     axis = known[1] if known is not None else next(iter(at)) if len(at) == 1 else None
-    if axis not in at:
-        raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows on its axes "
-                            f"{[k for k, i in enumerate(index) if any(n in rows.vars for n in walk(i))]}")
+    if axis not in at:  # (another store may name the axis: a zeroing ``Y[v // 5, v % 5] = 0`` before the
+        # sums ``Y[v - (4 * v + j) // 5, ...] += ...`` that isl's loops of a causal mask read rows by)
+        rows.unplaced.append(f"nest {nest}: {buf.name} is stored along the rows on its axes "
+                             f"{[k for k, i in enumerate(index) if any(n in rows.vars for n in walk(i))]}")
+        return
     row = at[axis]
     first = guarded[row[1]] if row[0] is None else rows.vars[row[0]][1] - row[2]
     rows.axis[id(buf)] = (buf, axis)
