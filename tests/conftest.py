@@ -11,6 +11,8 @@ workers, started interpreters): what to compare on a shared machine, where wall 
   tests that kill a process and check that what it forked died with it.
 * ``stand_in_workers`` -- a pool of compile workers running ``tests/stand_in_compile_worker.py``, which
   aborts, loops, hangs or answers as a job's text says (the tests of LLVM's containment).
+* ``python_child`` -- runs Python code in a new interpreter whose CPU seconds are bounded (``RLIMIT_CPU``),
+  not its wall time: a test that a computation takes seconds fails on a hang, not on a busy machine.
 * ``loop_ir`` -- a small LLVM IR module (a loop), what the tests of compiling compile.
 * ``torch_libgomp`` -- the first lines of a script that runs kernels on libgomp: PyTorch's own copy
   loaded (no system one needed), without importing torch.
@@ -28,7 +30,9 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -224,6 +228,20 @@ out:
   ret void
 }
 """
+
+
+def run_python_child(code: str, cpu_seconds: int, **kwargs) -> subprocess.CompletedProcess:
+    """``python -c code`` with at most ``cpu_seconds`` of CPU time (past it the kernel stops the child with
+    SIGXCPU/SIGKILL, a non-zero return code), and a wall limit only as a last resort."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=limit,
+                          timeout=max(1800, 20 * cpu_seconds), **kwargs)
+
+
+@pytest.fixture(name="python_child")
+def python_child_fixture() -> Callable[..., subprocess.CompletedProcess]:
+    return run_python_child
 
 
 @pytest.fixture

@@ -7,15 +7,13 @@ isl's AST builder did not finish in an hour on it.  Now a map with more than
 ``islast.AST_DIVISIONS`` divisions in a piece, or one that spends ``islast.AST_OPERATIONS``
 of isl's operations (its own count, not a clock) in a context of its own, has its loops built
 over the domain's division-free hull with the exact test inside (the same points,
-:mod:`tensorad.codegen.loops.ast_check`).  The builds run in a child process with a time
-limit, so a regression fails instead of hanging the suite; the values are checked against the
+:mod:`tensorad.codegen.loops.ast_check`).  The builds run in a child process with a limit of
+CPU seconds, so a regression fails instead of hanging the suite; the values are checked against the
 scatter written here in NumPy and against ``ta.evaluate``.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -48,23 +46,23 @@ def scatter(a: int, b: int, m: int, n: int) -> np.ndarray:
     return want
 
 
-def check(tmp_path, a: int, b: int, m: int, n: int) -> None:
+def check(tmp_path, python_child, a: int, b: int, m: int, n: int) -> None:
     out = str(tmp_path / "g")
     code = SCRIPT.format(a=a, b=b, m=m, n=n, out=out)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_child(code, 60)
     assert done.returncode == 0, done.stderr[-3000:]
     want = scatter(a, b, m, n)
     for suffix in ("0", "1", "e"):
         np.testing.assert_allclose(np.load(out + suffix + ".npy"), want, rtol=1e-12, atol=1e-12)
 
 
-def test_a_scatter_through_modulos_of_three_and_seven(tmp_path):
-    check(tmp_path, 3, 3, 7, 16)
+def test_a_scatter_through_modulos_of_three_and_seven(tmp_path, python_child):
+    check(tmp_path, python_child, 3, 3, 7, 16)
 
 
 @pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.function_scoped_fixture])
 @given(a=st.integers(1, 6), b=st.integers(1, 6), m=st.integers(2, 9), n=st.integers(1, 17))
-def test_random_scatters_through_two_modulos(tmp_path, a, b, m, n):
-    check(tmp_path, a, b, m, n)
+def test_random_scatters_through_two_modulos(tmp_path, python_child, a, b, m, n):
+    check(tmp_path, python_child, a, b, m, n)
