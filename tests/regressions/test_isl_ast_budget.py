@@ -14,7 +14,6 @@ scatter written here in NumPy and against ``ta.evaluate``.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
