@@ -452,10 +452,14 @@ class ModuleEmitter:
             return
         b = em.b
         if (lanes := overlapped_width(s, self._target(), em.strides, self._read_in_nest)) is not None:
-            lo, hi = int(s.lo.arg), int(s.hi.arg)
-            whole = lo + (hi - lo) // lanes * lanes
-            vector = self._vector_row(em, s, (lo, whole), lanes)
-            self._vector_row(em, s, (hi - lanes, hi) if vector else (whole, hi), lanes)
+            lo, hi = int(s.lo.arg), int(s.hi.arg)  # (whole vectors, then one ending at hi: .masked_tails)
+            whole, vector = lo + (hi - lo) // lanes * lanes, True
+            for first, last in ((lo, whole), (hi - lanes, hi)):
+                body_bb, exit_bb, iv, br = self._open(em, s, I64(first if vector else whole), I64(last))
+                vector = vector and vectorizable(body_bb, b.block, iv, em.accs.values())
+                hint = {"width": lanes, "forced": True, "interleave": 1} if vector else {"vectorize": False}
+                br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False, **hint))
+                b.position_at_end(exit_bb)
             return
         if s.kind == "parallel" and range_override is not None:
             lo, hi = range_override
@@ -514,16 +518,6 @@ class ModuleEmitter:
         nxt = b.add(iv, I64(s.step), flags=("nsw",))
         iv.add_incoming(nxt, b.block)
         return body_bb, exit_bb, iv, b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
-
-    def _vector_row(self, em: ExprEmitter, s: Loop, bounds: tuple[int, int], lanes: int) -> bool:
-        """``s`` over ``bounds`` as vectors of ``lanes`` (:func:`.masked_tails.overlapped_width`),
-        forced past LLVM's threshold of tiny trip counts; whether LLVM can take them."""
-        body_bb, exit_bb, iv, br = self._open(em, s, I64(bounds[0]), I64(bounds[1]))
-        vector = vectorizable(body_bb, em.b.block, iv, em.accs.values())
-        hint = {"width": lanes, "forced": True, "interleave": 1} if vector else {"vectorize": False}
-        br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False, **hint))
-        em.b.position_at_end(exit_bb)
-        return vector
 
     def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
         b = em.b
