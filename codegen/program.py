@@ -1,12 +1,11 @@
 """The loop program that ``lower`` produces and ``build`` compiles: buffers, nests, statements.
 
-A :class:`Program` is a list of steps run in order, each a :class:`Fill` (a whole buffer set to one value)
-or a :class:`Nest` (the loops of one materialized tensor) of immutable statements: :class:`Loop` (exact
-bounds over enclosing loop variables), :class:`If` (``affine`` guards from isl, else data tests),
-:class:`Store` and :class:`Assign` (accumulators assigned simultaneously).  ``counted=False`` marks
-bookkeeping, which runs but is not work; ``owner`` names the member op of a fused nest a statement counts
-for.  Expressions are IR nodes: ``READ``s name the buffer's tensor, loop variables are index ``VAR``s,
-accumulators value ``VAR``s."""
+A :class:`Program` is a list of steps run in order, each a :class:`Fill` (a whole buffer set to one value) or
+a :class:`Nest` (the loops of one materialized tensor) of immutable statements: :class:`Loop` (exact bounds
+over enclosing loop variables), :class:`If` (``affine`` guards from isl, else data tests), :class:`Store` and
+:class:`Assign` (accumulators assigned simultaneously).  ``counted=False`` marks bookkeeping, which runs but
+is not work; ``owner`` names the member op of a fused nest a statement counts for.  Expressions are IR nodes:
+``READ``s name the buffer's tensor, loop variables are index ``VAR``s, accumulators value ``VAR``s."""
 
 from __future__ import annotations
 

@@ -360,14 +360,13 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
 
 def row_axes(outer: tuple[Expr, ...], cands: list[Expr], columns: int, depth: int, a_vars: set[Expr],
              dtype: str, target: Target) -> tuple[Expr, ...]:
-    """The product's rows among the output axes ``outer`` (all but the columns): the longest run of
-    ``cands`` consecutive in ``outer`` (C is row-major: their strides chain into one row index; a
-    channels-last convolution's ``(y, x)`` is one product of ``H * W`` rows).  Leading axes of the run
-    stay batch axes while the parallel loop (batch points times column blocks) would have fewer than
-    ``PARALLEL_BLOCKS`` blocks, or the columns more blocks than with the longest axis alone, each packing
-    side A again: unless A (``a_vars``, summed over ``depth``) is packed once per call
-    (:func:`a_packed_once`), where more column blocks cost no packing and B is packed once or read in
-    place."""
+    """The product's rows among the output axes ``outer`` (all but the columns): the longest run of ``cands``
+    consecutive in ``outer`` (C is row-major: their strides chain into one row index; a channels-last
+    convolution's ``(y, x)`` is one product of ``H * W`` rows).  Leading axes of the run stay batch axes while
+    the parallel loop (batch points times column blocks) would have fewer than ``PARALLEL_BLOCKS`` blocks, or
+    the columns more blocks than with the longest axis alone, each packing side A again: unless A (``a_vars``,
+    summed over ``depth``) is packed once per call (:func:`a_packed_once`), where more column blocks cost no
+    packing and B is packed once or read in place."""
     runs_: list[tuple[Expr, ...]] = []
     for i, ax in enumerate(outer):
         if ax not in cands:

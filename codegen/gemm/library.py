@@ -219,10 +219,9 @@ def emit_micro(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, vw: int, f
                strided: bool = False, packs: bool = False, height: int | None = None) -> ir.Function:
     """``micro(a, b, c, ldc, rows, cols, kc, first, pf, pfld, rate)``: ``C[:rows, :cols] (+)= A_panel @
     B_panel`` in ``vw``-lane vectors, asking on the way for the rows ``pf + i pfld`` of another panel of B
-    into L2, row ``i = k rate >> RATE_BITS`` at each iteration of the ``k`` loop.  ``strided``:
-    ``micro(..., rate, ldb)`` reads B's columns in place, rows ``ldb`` apart; ``packs``: ``micro(..., rate,
-    ldb, dst)`` also packs them at ``dst``.  ``height``: the tile's rows (``MR``, A's panel height, if
-    ``None``)."""
+    into L2, row ``i = k rate >> RATE_BITS`` at each iteration of the ``k`` loop.  ``strided``: ``micro(...,
+    rate, ldb)`` reads B's columns in place, rows ``ldb`` apart; ``packs``: ``micro(..., rate, ldb, dst)``
+    also packs them at ``dst``.  ``height``: the tile's rows (``MR``, A's panel height, if ``None``)."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     height = height or mr
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1, PTR, I64, I64] + [I64] * strided + [PTR] * packs
@@ -406,15 +405,14 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: list,
                 micro_strided: list, micro_packing: list) -> ir.Function:
-    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B
-    read in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or
-    (``H_BKEEP``) the first row tile's ``micro_packing``; a last, narrower panel is packed first.  Each
-    kind of micro-kernel comes in the :func:`heights` (tallest first): a row tile runs the shortest that
-    covers its rows.  The row
+    """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B read
+    in place (:data:`.gemm.descriptor.H_BDIRECT`) whole panels go to ``micro_strided``, or (``H_BKEEP``) the
+    first row tile's ``micro_packing``; a last, narrower panel is packed first.  Each kind of micro-kernel
+    comes in the :func:`heights` (tallest first): a row tile runs the shortest that covers its rows.  The row
     tiles of the first row block share out asking for the next panel read in place (that of the next ``k``
-    block after the last), at most ``AHEAD_ROWS`` rows per iteration of their ``k`` loops (``unroll``
-    steps): the tiles after the first, which reads its own panel in place, or all where they alone cannot;
-    a tile alone asks for none."""
+    block after the last), at most ``AHEAD_ROWS`` rows per iteration of their ``k`` loops (``unroll`` steps):
+    the tiles after the first, which reads its own panel in place, or all where they alone cannot; a tile
+    alone asks for none."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     fn, b = pl.new_function(m, name, [PTR, I64, I64], internal=False, attrs=("nounwind",))
     desc, lo, hi = fn.args

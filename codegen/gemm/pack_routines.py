@@ -1,5 +1,4 @@
-"""The library's generic packing routines: any linear read, described at run time
-(:mod:`.gemm.descriptor`).
+"""The library's generic packing routines: any linear read, described at run time (:mod:`.gemm.descriptor`).
 
 ``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` fills ``dst[p][k][w] = value(o0 + p*W + w, k0 +
 k)`` (``W`` the panel width), zero-padding the last panel, from tables of the side's address along the

@@ -1,13 +1,12 @@
 """Padded copies for guarded sides of a contraction.
 
-A convolution's input gradient reads the head inside a window that leaves it at the borders
-(``if_then_else(0 <= y - ry < 26 && 0 <= x - rx < 26, H[n, f, y - ry, x - rx], 0)``).  When the guard says
-exactly "the read is in bounds", the side is a plain read of a zero-padded copy
-``Hp[n, f, y - ry + 2, x - rx + 2]``.  A side that tests a mask at each element (a ReLU-masked head) is
-copied likewise, without padding, when packing it once per column block would cost more; so is any
-computed side that packing would compute more than once per point (:func:`computed_copy`).  A temporary
-never outgrows the kernel's arguments: when the copy would, and the read's first index is the first batch
-axis, the batch is done in *chunks* sharing one buffer."""
+A convolution's input gradient reads the head inside a window that leaves it at the borders (``if_then_else(0
+<= y - ry < 26 && 0 <= x - rx < 26, H[n, f, y - ry, x - rx], 0)``).  When the guard says exactly "the read is
+in bounds", the side is a plain read of a zero-padded copy ``Hp[n, f, y - ry + 2, x - rx + 2]``.  A side that
+tests a mask at each element (a ReLU-masked head) is copied likewise, without padding, when packing it once
+per column block would cost more; so is any computed side that packing would compute more than once per point
+(:func:`computed_copy`).  A temporary never outgrows the kernel's arguments: when the copy would, and the
+read's first index is the first batch axis, the batch is done in *chunks* sharing one buffer."""
 
 from __future__ import annotations
 

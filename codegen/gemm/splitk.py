@@ -1,10 +1,9 @@
 """Split-K: a contraction with few, unevenly shared column blocks is summed in two halves.
 
 A convolution's weight gradient may have few column blocks (three, shared 2 : 1 by two threads) but a long
-sum.  Splitting the sum's outermost axis in two makes the halves a batch axis
-(``P[s, f, c, ry, rx] = sum_{n' < 16, y, x} H[16 s + n', ...] * X[16 s + n', ...]``,
-``dW = P[0] + P[1]``): twice the blocks and a combining pass the size of the output.  Only under fast
-math, for long sums whose outermost axis has an even extent."""
+sum.  Splitting the sum's outermost axis in two makes the halves a batch axis (``P[s, f, c, ry, rx] = sum_{n'
+< 16, y, x} H[16 s + n', ...] * X[16 s + n', ...]``, ``dW = P[0] + P[1]``): twice the blocks and a combining
+pass the size of the output.  Only under fast math, for long sums whose outermost axis has an even extent."""
 
 from __future__ import annotations
 

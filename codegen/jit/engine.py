@@ -281,9 +281,8 @@ def compile_object(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 def compile_objects(modules: Sequence[tuple[Callable[[], str], int, bool]],
                     target: Target | None = None) -> list[tuple[bytes, float]]:
-    """:func:`compile_object` of several independent modules (each
-    ``(its IR text, made on demand; opt_level; light)``) with each one's CPU seconds, as many at a time
-    as there are CPUs."""
+    """:func:`compile_object` of several independent modules (each ``(its IR text, made on demand; opt_level;
+    light)``) with each one's CPU seconds, as many at a time as there are CPUs."""
     return _compile([(text(), ladder(level, light)) for text, level, light in modules], target or host())
 
 

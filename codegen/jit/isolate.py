@@ -1,20 +1,19 @@
 """LLVM's internal failures, contained: compile jobs run in worker processes started clean.
 
-:data:`WORKERS` owns this process's compile workers: at most :func:`.target.usable_cpus` fresh
-interpreters running :mod:`.jit.compile_job` (llvmlite only), closed at interpreter exit; a process forked
-from this one starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
+:data:`WORKERS` owns this process's compile workers: at most :func:`.target.usable_cpus` fresh interpreters
+running :mod:`.jit.compile_job` (llvmlite only), closed at interpreter exit; a process forked from this one
+starts its own.  Starting one costs ~0.1 s of CPU: the first starts beside a build's lowering
 (:meth:`Workers.prestart`), another only for :data:`START_BYTES` of IR waiting.  :meth:`Workers.run` gives
 each :class:`.jit.compile_job.Job`'s bytes, or ``None`` when its worker died (an LLVM abort, past
 :data:`CPU_LIMIT_SECONDS` of CPU, or its job not read and answered in :data:`HANG_SECONDS` from when it is
 ready): the caller retries a safer pipeline (:func:`.jit.engine.compile_object`), and a new worker replaces
 the dead one.  :data:`HERE` asks the caller to run the job in this process: where no worker can start (no
-``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error
-the job raised in its worker.  A worker leaves after :data:`IDLE_SECONDS` without a job.  A worker that
-cannot start, or ends before it is ready, makes jobs run here for :data:`RETRY_SECONDS` (doubled at each
-failure in a row), then a build tries a new one; after :data:`MAX_FAILURES` in a row, jobs run here for the
-life of the process.  The first failure warns.
-What a worker writes on stderr (LLVM's remarks) is written to this process's stderr when its job
-succeeds; a dead worker's is dropped."""
+``sys.executable``, a frozen application, ``TENSORAD_COMPILE_WORKERS=0``), or to raise the Python error the
+job raised in its worker.  A worker leaves after :data:`IDLE_SECONDS` without a job.  A worker that cannot
+start, or ends before it is ready, makes jobs run here for :data:`RETRY_SECONDS` (doubled at each failure in a
+row), then a build tries a new one; after :data:`MAX_FAILURES` in a row, jobs run here for the life of the
+process.  The first failure warns. What a worker writes on stderr (LLVM's remarks) is written to this
+process's stderr when its job succeeds; a dead worker's is dropped."""
 
 from __future__ import annotations
 

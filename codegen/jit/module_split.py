@@ -1,17 +1,16 @@
 """A kernel's module cut into parts that LLVM optimizes side by side, and their object code kept together.
 
 Each loop nest of a module is an external ``noinline`` function and its helpers are internal functions it
-alone calls, so the module can be cut between nests, as LLVM's parallel code generation cuts one for LTO:
-each part keeps some external functions, a copy of every internal function and private constant they
-reach (a math function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in
-the part's own ``llvm.compiler.used``), and declarations of the other parts' functions they call, whose
-calls pass ``poison`` for the parameters the callee never reads (as LLVM's dead-argument elimination does
-within a module: the caller loads nothing for them).  :func:`split` cuts the module text (one entity a
-line), balanced by instructions; a module too small to repay a second compile child, or with another
-global not private to it, stays whole.  A nest marked to be optimized at a lower level
-(:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the others so marked, where
-they weigh enough to repay a part of their own.  :func:`bundle` keeps the parts' object code as one
-``bytes``.
+alone calls, so the module can be cut between nests, as LLVM's parallel code generation cuts one for LTO: each
+part keeps some external functions, a copy of every internal function and private constant they reach (a math
+function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in the part's own
+``llvm.compiler.used``), and declarations of the other parts' functions they call, whose calls pass ``poison``
+for the parameters the callee never reads (as LLVM's dead-argument elimination does within a module: the
+caller loads nothing for them).  :func:`split` cuts the module text (one entity a line), balanced by
+instructions; a module too small to repay a second compile child, or with another global not private to it,
+stays whole.  A nest marked to be optimized at a lower level (:func:`.llvm.ir_loops.at_most_level`) goes into
+a part of that level, with the others so marked, where they weigh enough to repay a part of their own.
+:func:`bundle` keeps the parts' object code as one ``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
 their names and their loops' own metadata nodes, and points every use at it."""

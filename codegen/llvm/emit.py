@@ -51,7 +51,7 @@ from .expr import I1, I8, I32, I64, LLTYPE, MEMTYPE, PTR, ExprEmitter, const_val
 from .glue_table import fill_signature, runs, segments, signature
 from .ir_loops import at_most_level, declare, loop_metadata
 from .lanes import emit_in_lanes
-from .masked_tails import masked_tail_width, narrow_row_width, pointwise, short_row_width
+from .masked_tails import masked_tail_width, narrow_row_width, overlapped_width, pointwise, short_row_width
 from .math_functions import InlineBudget, MathLibrary, math_sites
 from .unrolled_chains import WINDOW_TRIPS, rolled_inside_scatter, unrolled_chain_too_long, window_vector_width
 from .vectorizable import loop_blocks_widenable, vectorizable
@@ -451,28 +451,23 @@ class ModuleEmitter:
         if emit_in_lanes(self, em, s, self._lanes):  # (order-free updates: see .lanes)
             return
         b = em.b
+        if (lanes := overlapped_width(s, self._target(), em.strides, self._read_in_nest)) is not None:
+            lo, hi = int(s.lo.arg), int(s.hi.arg)  # (whole vectors, then one ending at hi: .masked_tails)
+            whole, vector = lo + (hi - lo) // lanes * lanes, True
+            for first, last in ((lo, whole), (hi - lanes, hi)):
+                body_bb, exit_bb, iv, br = self._open(em, s, I64(first if vector else whole), I64(last))
+                vector = vector and vectorizable(body_bb, b.block, iv, em.accs.values())
+                hint = {"width": lanes, "forced": True, "interleave": 1} if vector else {"vectorize": False}
+                br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False, **hint))
+                b.position_at_end(exit_bb)
+            return
         if s.kind == "parallel" and range_override is not None:
             lo, hi = range_override
             if s.hi.op is not Op.CONST:  # (a bound read when it runs: .passes.row_bound)
                 hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [hi, em.index(s.hi)])
         else:
             lo, hi = em.index(s.lo), em.index(s.hi)
-        pre = b.block
-        body_bb = b.append_basic_block(f"{s.var.name}.body")
-        exit_bb = b.append_basic_block(f"{s.var.name}.exit")
-        b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
-        b.position_at_end(body_bb)
-        iv = b.phi(I64, name=s.var.name)
-        iv.add_incoming(lo, pre)
-        em.env[s.var] = iv
-        em.push()
-        self._rolled.update(id(x) for x in rolled_inside_scatter(s, em.strides, UNROLL_NEST_LIMIT))  # .chains
-        self.block(em, s.body, range_override)
-        em.pop()
-        del em.env[s.var]
-        nxt = b.add(iv, I64(s.step), flags=("nsw",))
-        iv.add_incoming(nxt, b.block)
-        br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        body_bb, exit_bb, iv, br = self._open(em, s, lo, hi, range_override)
         lanes, loops = self._row_lanes
         rows = 0 <= s.dim < loops  # (a loop over a scan's rows: .program.NestAttrs.row_lanes)
         unroll = self._unroll or accumulates(s)
@@ -503,6 +498,26 @@ class ModuleEmitter:
         elif id(s) in self._rolled or copies_loops(s) or not unroll:
             br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False))
         b.position_at_end(exit_bb)
+
+    def _open(self, em: ExprEmitter, s: Loop, lo: ir.Value, hi: ir.Value, range_override=None) -> tuple:
+        """``s`` over ``[lo, hi)``, its body emitted: ``(body block, exit block, variable, back branch)``,
+        the builder in its body's last block."""
+        b, pre = em.b, em.b.block
+        body_bb = b.append_basic_block(f"{s.var.name}.body")
+        exit_bb = b.append_basic_block(f"{s.var.name}.exit")
+        b.cbranch(b.icmp_signed("<", lo, hi), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        iv = b.phi(I64, name=s.var.name)
+        iv.add_incoming(lo, pre)
+        em.env[s.var] = iv
+        em.push()
+        self._rolled.update(id(x) for x in rolled_inside_scatter(s, em.strides, UNROLL_NEST_LIMIT))  # .chains
+        self.block(em, s.body, range_override)
+        em.pop()
+        del em.env[s.var]
+        nxt = b.add(iv, I64(s.step), flags=("nsw",))
+        iv.add_incoming(nxt, b.block)
+        return body_bb, exit_bb, iv, b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
 
     def if_(self, em: ExprEmitter, s: If, range_override=None) -> None:
         b = em.b

@@ -37,10 +37,10 @@ def at_most_level(fn: ir.Function, level: int) -> None:
 
 
 def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool = True, unroll: bool = True,
-                  masked_tail: bool = False, forced: bool = False):
+                  masked_tail: bool = False, forced: bool = False, interleave: int | None = None):
     """An ``llvm.loop`` node: ``width`` lanes for the vectorizer (``masked_tail``: the remainder masked,
     at the width the vectorizer picks where ``width`` is ``None``; ``forced``: past its cost model and its
-    threshold of tiny trip counts),
+    threshold of tiny trip counts; ``interleave``: vectors an iteration),
     or ``vectorize=False`` (rolled too), or ``unroll=False`` alone.  Its self-reference, which llvmlite
     cannot build, is a unique placeholder that :func:`finish_ir` replaces."""
     def hint(*ops):
@@ -51,6 +51,8 @@ def loop_metadata(module: ir.Module, width: int | None = None, vectorize: bool =
         hints.append(hint("llvm.loop.vectorize.width", I32(width)))
     if forced:
         hints.append(hint("llvm.loop.vectorize.enable", ir.IntType(1)(1)))
+    if interleave:
+        hints.append(hint("llvm.loop.interleave.count", I32(interleave)))
     if masked_tail:
         hints.append(hint(PREDICATE_HINT, ir.IntType(1)(1)))
     if not vectorize:  # short loops: neither vectorized nor unrolled (compile time, code size)

@@ -14,6 +14,11 @@ Such a loop is also kept from LLVM's unroller when it is :func:`pointwise`, so t
 unrolled copies; without masked memory such a row (:func:`short_row_width`) is asked for the target's
 lanes with a plain remainder, kept rolled too.  A stencil stays unrollable: its rows share loads.
 
+Without masked memory a row of stores of ``L < T < TINY_TRIPS`` trips (LLVM leaves it scalar) whose nest reads
+nothing it stores (:func:`overlapped_width`: a Winograd transform's rows of 14 tiles) runs as its whole
+vectors, then one vector ending at its end: that one stores again, at the points it shares with the last,
+the values stored there already.
+
 A row narrower than the lanes (:func:`narrow_row_width`: ``T`` a power of two, ``NARROW_MIN <= T < L``, a
 Winograd transform's 4 tiles on AVX2) is one vector of ``T`` lanes: it is asked for that width, forced
 past LLVM's threshold of tiny trip counts, and kept rolled, stencil or not; unrolled, SLP packs its copies
@@ -28,6 +33,7 @@ from tensorad.poly.linear import var_coefficients
 from ..program import Loop, Store
 from ..target import Target
 from .expr import recombine_digits
+from .vectorizable import TINY_TRIPS
 
 SHORT_VECTORS = 4  # a loop of at least this many vectors keeps LLVM's scalar remainder
 NARROW_MIN = 4  # the narrowest row asked for a vector of its own (an SSE register of float32)
@@ -47,6 +53,13 @@ def short_row_width(loop: Loop, target: Target, strides_of) -> int | None:
         return None
     trips, lanes = row
     return None if not lanes < trips < SHORT_VECTORS * lanes or trips % lanes == 0 else lanes
+
+
+def overlapped_width(loop: Loop, target: Target, strides_of, read_in_nest) -> int | None:
+    """The lanes of a row of stores run as overlapping vectors (module docstring), else ``None``."""
+    width = None if target.masked_memory else short_row_width(loop, target, strides_of)
+    short = width is not None and int(loop.hi.arg) - int(loop.lo.arg) < TINY_TRIPS
+    return width if short and not any(read_in_nest(s.buffer.tensor) for s in loop.body) else None
 
 
 def narrow_row_width(loop: Loop, target: Target, strides_of) -> int | None:

@@ -133,13 +133,12 @@ SCATTER_STRIDE = 8  # a store moving at most this many elements a trip can still
 
 def rolled_inside_scatter(loop: Loop, strides, largest: int) -> list[Loop]:
     """The loops of at least :data:`WINDOW_TRIPS` trips with loops inside, within ``loop``, that must stay
-    rolled: fully unrolled, they would leave ``loop`` innermost around more than :data:`WINDOW_COPIES`
-    (and at most ``largest``) copies of a body each of whose stores moves by more than
-    :data:`SCATTER_STRIDE` elements a trip of ``loop`` (scatters if vectorized), on which LLVM's
-    loop-access analysis spends quadratic time.  Kept rolled, when its own stores move by at most
-    :data:`SCATTER_STRIDE` with it, the inner loop is innermost and vectorized.  Short loops stay
-    unrollable, innermost loops LLVM's, and a window loop (:func:`window_vector_width`) keeps its own
-    hint.  ``strides(tensor)``: the tensor's element strides."""
+    rolled: fully unrolled, they would leave ``loop`` innermost around more than :data:`WINDOW_COPIES` (and at
+    most ``largest``) copies of a body each of whose stores moves by more than :data:`SCATTER_STRIDE` elements
+    a trip of ``loop`` (scatters if vectorized), on which LLVM's loop-access analysis spends quadratic time.
+    Kept rolled, when its own stores move by at most :data:`SCATTER_STRIDE` with it, the inner loop is
+    innermost and vectorized.  Short loops stay unrollable, innermost loops LLVM's, and a window loop
+    (:func:`window_vector_width`) keeps its own hint.  ``strides(tensor)``: the tensor's element strides."""
     if const_trips(loop) is None or not any(isinstance(s, Loop) for s in loop.body):
         return []
     stores: list[Store] = []

@@ -328,10 +328,9 @@ def _two_sum(m: _Math, x, y):
 
 
 def _log_split(m: _Math, x):
-    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` carrying about 70 bits: the first two
-    exact, ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``; ``s = s_hi + s_lo = f / (2 + f)`` in
-    double-double, ``s_lo = (f - s_hi d_hi - s_hi d_lo) / d_hi``, ``2 + f = d_hi + d_lo``.  For positive
-    finite ``|x|``."""
+    """``log|x|`` as three doubles ``(e ln2_hi, 2 s_hi, small)`` carrying about 70 bits: the first two exact,
+    ``small = 2 s_lo + s_hi T(s_hi^2) + e ln2_lo``; ``s = s_hi + s_lo = f / (2 + f)`` in double-double, ``s_lo
+    = (f - s_hi d_hi - s_hi d_lo) / d_hi``, ``2 + f = d_hi + d_lo``.  For positive finite ``|x|``."""
     a = m.fabs(x)
     e, f = _log_parts(m, m.sel(m.cmp("==", a, m.c(0.0)), m.c(1.0), a))
     two = m.c(2.0)

@@ -1,13 +1,12 @@
 """float32 sums accumulated in blocks (cascade summation), so rounding error grows slowly with n.
 
-Blocks of ``B0`` terms go to fresh partial accumulators, added to the total once, with upper levels of at
-most ``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 + ceil(log_B(n / B0))``
-levels, against ``n * eps`` for one accumulator.  The blocking rewrites the loop program after isl, so
-every target gives the same bits without fastmath.  A reduction over several axes is cut at a loop
-boundary where the terms below reach ``B0``; a longer axis is split; a loop with non-constant bounds is
-cut only between iterations that each fill a block.  Rewritten: a loop whose every mention of a float32
-accumulator is an update ``acc = acc + x``, ``x`` not reading it; the bookkeeping is ``counted=False``, so
-``work`` is unchanged."""
+Blocks of ``B0`` terms go to fresh partial accumulators, added to the total once, with upper levels of at most
+``B`` partials: the error is about ``(B0 + B * (L - 1)) * eps`` for ``L = 1 + ceil(log_B(n / B0))`` levels,
+against ``n * eps`` for one accumulator.  The blocking rewrites the loop program after isl, so every target
+gives the same bits without fastmath.  A reduction over several axes is cut at a loop boundary where the terms
+below reach ``B0``; a longer axis is split; a loop with non-constant bounds is cut only between iterations
+that each fill a block.  Rewritten: a loop whose every mention of a float32 accumulator is an update ``acc =
+acc + x``, ``x`` not reading it; the bookkeeping is ``counted=False``, so ``work`` is unchanged."""
 
 from __future__ import annotations
 

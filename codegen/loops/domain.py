@@ -1,13 +1,12 @@
 """Iteration domains of one materialized op, as polyhedral statements for isl's AST builder.
 
-A :class:`PolyStmt` is a templated list of program statements over its variables, the isl set where it
-runs and its schedule.  An **elementwise** ``T[x] = body`` whose body is ``select(c, e, 0)`` or
-``if_then_else(c, e, 0)`` zero-fills the output and runs on ``box ∩ affine(c)`` (the non-affine rest of
-``c`` stays in the value; ``select(c, 0, e)`` likewise with ``!c``).  A **reduction**
-``T[x] = reduce_{r : c(x, r)} src`` has ``init``, ``update`` (a non-affine rest of ``c`` an ``if``) and
-``store``: the update runs on ``D = box(x, r) ∩ affine(c)``, init and store on its projection onto ``x``,
-the rest of the output box filled with the identity (``C[i] = sum_{k <= i} A[k]`` gives
-``for i in range(0, n): for k in range(0, i + 1)``)."""
+A :class:`PolyStmt` is a templated list of program statements over its variables, the isl set where it runs
+and its schedule.  An **elementwise** ``T[x] = body`` whose body is ``select(c, e, 0)`` or ``if_then_else(c,
+e, 0)`` zero-fills the output and runs on ``box ∩ affine(c)`` (the non-affine rest of ``c`` stays in the
+value; ``select(c, 0, e)`` likewise with ``!c``).  A **reduction** ``T[x] = reduce_{r : c(x, r)} src`` has
+``init``, ``update`` (a non-affine rest of ``c`` an ``if``) and ``store``: the update runs on ``D = box(x, r)
+∩ affine(c)``, init and store on its projection onto ``x``, the rest of the output box filled with the
+identity (``C[i] = sum_{k <= i} A[k]`` gives ``for i in range(0, n): for k in range(0, i + 1)``)."""
 
 from __future__ import annotations
 

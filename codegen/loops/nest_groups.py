@@ -1,14 +1,13 @@
 """Nest fusion: consecutive ops that walk the same outer loops become one loop nest.
 
-When each op reads the ops before it only at the point its own outer loops are at, they share those
-loops (softmax: ``for i: m = max_k X[i, k]; for j: E[i, j] = exp(X[i, j] - m); s = sum_k E[i, k];
-for j: Y[i, j] = E[i, j] / s``).  A *unit* is a planned :class:`.strategies.registry.Step`; a *group* is
-a run of consecutive units with a *prefix*: ``depth`` outer loop variables of each (its *tau*, extent-1
-variables left out) scanned together.  A unit ``C`` joins when every read of a member ``P`` maps ``P``'s
-tau to the same plain outer variables of ``C``; ``depth`` shrinks to what every member agrees on.
-Statements are scheduled ``tau + (position in the group,) + own schedule``.  A reduction whose value at a
-prefix point is one element is read from its accumulators and needs no buffer unless something outside
-the group reads it."""
+When each op reads the ops before it only at the point its own outer loops are at, they share those loops
+(softmax: ``for i: m = max_k X[i, k]; for j: E[i, j] = exp(X[i, j] - m); s = sum_k E[i, k]; for j: Y[i, j] =
+E[i, j] / s``).  A *unit* is a planned :class:`.strategies.registry.Step`; a *group* is a run of consecutive
+units with a *prefix*: ``depth`` outer loop variables of each (its *tau*, extent-1 variables left out) scanned
+together.  A unit ``C`` joins when every read of a member ``P`` maps ``P``'s tau to the same plain outer
+variables of ``C``; ``depth`` shrinks to what every member agrees on. Statements are scheduled ``tau +
+(position in the group,) + own schedule``.  A reduction whose value at a prefix point is one element is read
+from its accumulators and needs no buffer unless something outside the group reads it."""
 
 from __future__ import annotations
 

@@ -2,15 +2,14 @@
 
 :func:`nest_key` spells a nest with its buffers numbered by first use (loop variables and accumulators by
 first appearance), keeping everything that reaches its LLVM function: statements and order, loops, guards,
-expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and strides, the
-accumulators' dtypes, whether it is parallel and how its rows run (:attr:`.program.NestAttrs.row_lanes`).
-Names, notes, work and owners are left out, and so is how index arithmetic is spelled: an integer sum is
-keyed by its linear form (``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one function).
-:func:`shifted` first moves a nest's accesses back along each buffer's leading axis by the constant of its
-first access there, so the steps of an unrolled recurrence (step ``t`` reading ``S[t, ...]``) have one key.
-:class:`.llvm.emit.ModuleEmitter` emits the first nest of a key and maps the others' buffers onto its
-parameters (``order``), each pointer advanced by its nest's offset; a nest with an unknown payload or a
-micro-kernel's ``gemm`` has no key."""
+expressions with dtypes and bit-exact constants, the buffers' dtypes, shapes and strides, the accumulators'
+dtypes, whether it is parallel and how its rows run (:attr:`.program.NestAttrs.row_lanes`). Names, notes, work
+and owners are left out, and so is how index arithmetic is spelled: an integer sum is keyed by its linear form
+(``X[(-2 + y) + 1]`` and ``X[(0 + y) - 1]`` share one function). :func:`shifted` first moves a nest's accesses
+back along each buffer's leading axis by the constant of its first access there, so the steps of an unrolled
+recurrence (step ``t`` reading ``S[t, ...]``) have one key. :class:`.llvm.emit.ModuleEmitter` emits the first
+nest of a key and maps the others' buffers onto its parameters (``order``), each pointer advanced by its
+nest's offset; a nest with an unknown payload or a micro-kernel's ``gemm`` has no key."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """Axes read through floor division or modulo are scanned as loops over their digits.
 
 A body that reads ``H[y // 2, x // 2]`` or ``X[i // 500, (i // 25) % 20, i % 25]`` computes divisions per
-element and vectorizes into gathers.  Mixed-radix digits turn the arithmetic into loop structure
-(``for x: G[x] = H[x // 2]`` becomes ``for q: for r in range(2): G[2 q + r] = H[q]``).  The divisors of
-one axis must form a chain (``25 | 500``).  The digits are scanned in the axis's place, most significant
-first (the order of the points is unchanged); an extent the largest divisor does not divide gets
-``2 q + r < extent``."""
+element and vectorizes into gathers.  Mixed-radix digits turn the arithmetic into loop structure (``for x:
+G[x] = H[x // 2]`` becomes ``for q: for r in range(2): G[2 q + r] = H[q]``).  The divisors of one axis must
+form a chain (``25 | 500``).  The digits are scanned in the axis's place, most significant first (the order of
+the points is unchanged); an extent the largest divisor does not divide gets ``2 q + r < extent``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """Which tensors get a buffer and which are recomputed inside their consumers.
 
-The rule (printed as ``# inlined: ...`` and ``allocate ...``): outputs, reductions and values whose
-readers must see the same bits (``Role.SAVED``) are materialized; a non-reduction tensor is inlined into
-its readers, unless its body (with its inlined producers') has a transcendental function or more than
-:data:`READ_BUDGET` reads, or its own body several reads, and its readers read it at least twice per
-element (a recurrence's state is computed once per step); but a tensor larger than every input and output
-together is never materialized when it can be inlined, and no inlined body gathers more than
-:data:`INLINE_BUDGET` expensive operations.
+The rule (printed as ``# inlined: ...`` and ``allocate ...``): outputs, reductions and values whose readers
+must see the same bits (``Role.SAVED``) are materialized; a non-reduction tensor is inlined into its readers,
+unless its body (with its inlined producers') has a transcendental function or more than :data:`READ_BUDGET`
+reads, or its own body several reads, and its readers read it at least twice per element (a recurrence's state
+is computed once per step); but a tensor larger than every input and output together is never materialized
+when it can be inlined, and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations.
 
 :func:`inline_bodies` then substitutes the inlined bodies, so every materialized op reads only buffers.
 :func:`store_operands` stores, in place of a materialized elementwise ``T``, the value a sum reads of it

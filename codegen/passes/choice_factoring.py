@@ -1,12 +1,11 @@
 """Costly operations shared by the branches of an eager choice, computed once.
 
-A ``select`` computes every branch, so a division or transcendental function repeated in its branches is
-paid per branch: ``select(c1, H * (X / 6), select(c2, 0, H * ((X * 0.5) / 6)))`` becomes
-``select(c1, V, select(c2, 0, V))`` with ``V = H * (select(c1, X, select(c2, X, X * 0.5)) / 6)``.
-Branches that share a *context* ``C[.]``, equal but for one operand inside (the *hole*), become one
-``C[H]``, ``H`` the same tree of choices over their holes: bit for bit the same.  The hole may not be an
-operand of ``+``/``-``/negation (a contracted FMA would change) nor a read's index, and only lazy-free
-trees are touched."""
+A ``select`` computes every branch, so a division or transcendental function repeated in its branches is paid
+per branch: ``select(c1, H * (X / 6), select(c2, 0, H * ((X * 0.5) / 6)))`` becomes ``select(c1, V, select(c2,
+0, V))`` with ``V = H * (select(c1, X, select(c2, X, X * 0.5)) / 6)``. Branches that share a *context*
+``C[.]``, equal but for one operand inside (the *hole*), become one ``C[H]``, ``H`` the same tree of choices
+over their holes: bit for bit the same.  The hole may not be an operand of ``+``/``-``/negation (a contracted
+FMA would change) nor a read's index, and only lazy-free trees are touched."""
 
 from __future__ import annotations
 

@@ -36,9 +36,8 @@ def _unmask(e: Expr) -> Expr:
 
 
 def _scatter_sum(node: Expr, scatters: set[ComputeOp]) -> tuple[tuple[Expr, ...], list[ComputeOp]] | None:
-    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops
-    at one index, each entry a distinct variable plus a constant, every variable of ``node`` among them.
-    """
+    """``(variables, scatter ops)`` when ``node`` is a (masked) sum of >= 2 reads of distinct scatter ops at
+    one index, each entry a distinct variable plus a constant, every variable of ``node`` among them."""
     terms = chain(_unmask(node), Op.ADD)
     if len(terms) < 2:
         return None

@@ -118,9 +118,8 @@ def _narrowed(cond: Expr, ranges: dict, negate: bool = False) -> dict:
 
 
 def _sites(root: Expr, skip: set) -> list[tuple[Expr, Tensor, tuple[Expr, ...], dict, tuple[Expr, ...]]]:
-    """The operands under ``root`` that no other operand contains, each with the ranges of
-    the variables that the index guards around it narrow, and those guards and the ``where`` of the
-    sums around it."""
+    """The operands under ``root`` that no other operand contains, each with the ranges of the variables that
+    the index guards around it narrow, and those guards and the ``where`` of the sums around it."""
     found, seen, stack = [], set(), [(root, {}, ())]
     while stack:
         n, ranges, guards = stack.pop()

@@ -1,14 +1,13 @@
 """Products stacked into one product over one more axis: several summed, or several sharing a side.
 
-A recurrent network's weight gradient adds one skinny product per step,
-``dW[a, b] = sum_r H1[r, a] G1[r, b] + sum_r H2[r, a] G2[r, b] + ...`` (one sum of several terms or an
-elementwise sum of several sums).  A new reduction axis ``s`` over the terms stacks their sides into
-``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] = G_s[r, b]`` (trees of ``if_then_else`` over ``s``): one
-product with ``K = terms * batch``.  A term's factors split into those over the first side's output axes
-(with those that read none) and the rest; stacking applies where every term splits the same way, the
-sides differ between terms (a shared side is :mod:`..strategies.term_split`'s), and the copies of a
-term's sides (``(M + N) K`` values) cost no more than the partial sum its own product would store and
-load (``M N``).  The terms are added in another order.
+A recurrent network's weight gradient adds one skinny product per step, ``dW[a, b] = sum_r H1[r, a] G1[r, b] +
+sum_r H2[r, a] G2[r, b] + ...`` (one sum of several terms or an elementwise sum of several sums).  A new
+reduction axis ``s`` over the terms stacks their sides into ``L[s, r, a] = H_s[r, a]`` and ``R[s, r, b] =
+G_s[r, b]`` (trees of ``if_then_else`` over ``s``): one product with ``K = terms * batch``.  A term's factors
+split into those over the first side's output axes (with those that read none) and the rest; stacking applies
+where every term splits the same way, the sides differ between terms (a shared side is
+:mod:`..strategies.term_split`'s), and the copies of a term's sides (``(M + N) K`` values) cost no more than
+the partial sum its own product would store and load (``M N``).  The terms are added in another order.
 
 Independent products that share one side stack too: an unrolled layer's ``P_t[i, j] = sum_k X[t, i, k]
 W[j, k]`` are one product ``P[s, i, j]`` packing ``W`` once, where the shared side is at least
@@ -106,8 +105,7 @@ class _Stacks:
 
     def side(self, name: str, sides: list[Expr], s_axes: tuple[Expr, ...], owner: ComputeOp
              ) -> tuple[ComputeOp, bool]:
-        """``(the op over (s,) + s_axes, each from 0, whose slice s computes sides[s]; whether it is new)``
-        """
+        """``(the op over (s,) + s_axes, each from 0, whose slice s computes sides[s]; whether it is new)``"""
         key = self.spell(sides, s_axes)
         canon = key[0]
         if key in self.made:

@@ -19,19 +19,18 @@ residue, zero past the points the sum reads, so odd sizes tile exactly); the pro
 takes the transpose (:func:`rewrite_taps`): the same data transform, the head's tiles of ``m^2`` points by
 ``A``, one product per transform point over the tiles, and ``G^T M G``.
 
-Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2`` (2.25 times fewer
-for ``m = 2``, 4 for ``m = 4``).  :func:`choose_tile` prices the tiles and the direct sum in multiply-adds
-(:func:`macs`, each transformed value :data:`TRANSFORM_MAC`, measured on AVX-512 and AVX2) and rewrites
-where the tile costs at most :data:`PAYS` of the direct sum over :data:`MIN_TILES` tiles or more: F(4x4,
-3x3) from about 40 channels in and out, F(2x2, 3x3) from about 100.  F(4x4, 3x3)'s float32 error is about
-four times the direct sum's, within every tolerance of a value, but it moves values across kinks (a ReLU
-mask the backward takes of a pre-activation near zero flips, moving the gradient by a whole term), so it
-is offered only for a sum whose value reaches (:func:`kinked`) no jump of the program (a comparison other
-than a choice's whose branches agree where its sides meet, a cast, an index read from data), nor a kink
-(``max``, ``min``, ``abs``, a max or min reduction, a ReLU) where the value also leaves the kernel point by
-point (an output, or read by one that sums nothing); F(2x2, 3x3), whose error is the direct sum's,
-everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms add in another
-order)."""
+Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2`` (2.25 times fewer for
+``m = 2``, 4 for ``m = 4``).  :func:`choose_tile` prices the tiles and the direct sum in multiply-adds
+(:func:`macs`, each transformed value :data:`TRANSFORM_MAC`, measured on AVX-512 and AVX2) and rewrites where
+the tile costs at most :data:`PAYS` of the direct sum over :data:`MIN_TILES` tiles or more: F(4x4, 3x3) from
+about 40 channels in and out, F(2x2, 3x3) from about 100.  F(4x4, 3x3)'s float32 error is about four times the
+direct sum's, within every tolerance of a value, but it moves values across kinks (a ReLU mask the backward
+takes of a pre-activation near zero flips, moving the gradient by a whole term), so it is offered only for a
+sum whose value reaches (:func:`kinked`) no jump of the program (a comparison other than a choice's whose
+branches agree where its sides meet, a cast, an index read from data), nor a kink (``max``, ``min``, ``abs``,
+a max or min reduction, a ReLU) where the value also leaves the kernel point by point (an output, or read by
+one that sums nothing); F(2x2, 3x3), whose error is the direct sum's, everywhere.  Float sums only;
+``fastmath=False`` keeps the direct sum (the transforms add in another order)."""
 
 from __future__ import annotations
 

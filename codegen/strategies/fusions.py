@@ -72,12 +72,11 @@ class EpilogueFusion:
 
 
 class ProductEpilogue:
-    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``) applied by the product itself:
-    the micro-kernel's driver calls a finisher on each completed block of C, which replaces C by the
-    consumer's value in place (:mod:`.gemm.microkernel`); C lives in the consumer's buffer.  The product
-    must be planned as the micro-kernel (plain or padded), read by nothing else, read by the consumer only
-    at its own index, of its shape and dtype, and not an output; the consumer holds no reduction and no
-    checked gather."""
+    """An elementwise consumer of a matrix product (``gelu(X @ W + b)``) applied by the product itself: the
+    micro-kernel's driver calls a finisher on each completed block of C, which replaces C by the consumer's
+    value in place (:mod:`.gemm.microkernel`); C lives in the consumer's buffer.  The product must be planned
+    as the micro-kernel (plain or padded), read by nothing else, read by the consumer only at its own index,
+    of its shape and dtype, and not an output; the consumer holds no reduction and no checked gather."""
 
     name = "product-epilogue"
     PRODUCTS = (MicroKernel, PaddedMicroKernel)

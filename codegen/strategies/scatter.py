@@ -1,12 +1,11 @@
 """Scatter-add: a sum whose output axis is fixed by a gather index, lowered to N*J adds.
 
-The adjoint of a gather ``Y[i, j] = E[I[i], j]`` is
-``dE[v, j] = sum_i if_then_else(data_index(I[i]) == v, H[i, j], 0)``: ``V*N*J`` work.  The condition fixes
-``v``, so it is the scatter-add ``dE = 0; for i, j: dE[data_index(I[i]), j] += H[i, j]`` (``N*J``).
-:func:`match_scatter` finds every output axis ``v`` with a conjunct ``v == d``, ``d`` a gather index
-expression free of ``v`` (:func:`isolate`); :func:`lower_scatter` zero-fills the output and emits
-``out[x/v := d] += src`` over the remaining axes, the rest of the condition as its guard.  The adds into
-each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.
+The adjoint of a gather ``Y[i, j] = E[I[i], j]`` is ``dE[v, j] = sum_i if_then_else(data_index(I[i]) == v,
+H[i, j], 0)``: ``V*N*J`` work.  The condition fixes ``v``, so it is the scatter-add ``dE = 0; for i, j:
+dE[data_index(I[i]), j] += H[i, j]`` (``N*J``). :func:`match_scatter` finds every output axis ``v`` with a
+conjunct ``v == d``, ``d`` a gather index expression free of ``v`` (:func:`isolate`); :func:`lower_scatter`
+zero-fills the output and emits ``out[x/v := d] += src`` over the remaining axes, the rest of the condition as
+its guard.  The adds into each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.
 
 The same form serves a max/min/argmax gradient from its saved winner: a data-dependent test of outer
 variables only is hoisted out of the inner loops (:func:`_hoist`), a leading output axis may run in

@@ -189,13 +189,12 @@ def _reread_bytes(op: ComputeOp, src: Expr, channels: tuple) -> int:
 
 def unroll_taps(op: ComputeOp, body: Expr, reread_limit: int | None = None) -> ComputeOp | None:
     """The dual: a sum over a few taps (reduction axes of at most :data:`MAX_TAP_EXTENT` values, 2 to
-    :data:`MAX_UNROLLED_TAPS` taps, some axis shifting a read index along an output axis, and a weight per
-    tap that no such output axis indexes: a depthwise or grouped convolution's input gradient and forward)
-    as an elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops'
-    order, its guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more
-    values that shift no read stay a sum around the unrolled taps (one pass over the output row per
-    channel), when what each pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else
-    ``None``."""
+    :data:`MAX_UNROLLED_TAPS` taps, some axis shifting a read index along an output axis, and a weight per tap
+    that no such output axis indexes: a depthwise or grouped convolution's input gradient and forward) as an
+    elementwise op adding one ``if_then_else(tap's condition, source, 0)`` per tap, in the loops' order, its
+    guards decided per piece of its box (:mod:`.loops.box_pieces`).  Reduction axes of more values that shift
+    no read stay a sum around the unrolled taps (one pass over the output row per channel), when what each
+    pass re-reads (:func:`_reread_bytes`) is within ``reread_limit`` bytes; else ``None``."""
     if not _float_sum(op, body):
         return None
     raxes = tuple(body.arg.axes)

@@ -220,3 +220,46 @@ def test_narrow_rows_match_numpy(width, dtype, threads):
     for checked in (False, True):
         got = ta.build([Y], [X], num_threads=threads, checked=checked)(x)
         np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-13)
+
+
+def _overlapped_loops(text: str) -> int:
+    """How many loops of a kernel's IR ask for one vector an iteration (the overlapped rows' two loops)."""
+    node = re.search(r'^(!\d+) = !\{ !"llvm.loop.interleave.count", i32 1 \}', text, re.M)
+    return 0 if node is None else len(re.findall(rf"^!\d+ = distinct !\{{[^}}]*{node.group(1)}\b", text, re.M))
+
+
+@pytest.mark.parametrize("width", [9, 14, 15])
+def test_a_short_row_on_avx2_is_two_overlapping_vectors(width):
+    """A Winograd transform's row of 14 tiles on AVX2, under LLVM's 16 trips for a vector loop, ran as
+    scalar code: it runs as its whole vectors, then one vector ending at its end; a row of 16 keeps LLVM's
+    loop, a row of 6 its narrow forms, and AVX-512 its masked tail."""
+    X, Y = _tile_rows(8, width)
+    assert _overlapped_loops(ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized) == 2
+    assert _overlapped_loops(ta.build([Y], [X], target=AVX512).llvm_ir_unoptimized) == 0
+    for other in (6, 16):
+        X, Y = _tile_rows(8, other)
+        assert _overlapped_loops(ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized) == 0
+
+
+def test_a_row_its_nest_reads_again_is_not_overlapped():
+    """A max pool's row of -inf that the window loops after it read: stored twice, the second vector
+    would store again over values the nest has moved on from."""
+    X = ta.placeholder((1, 4, 28, 28), "float32", "X")
+    Y = ta.topi.nn.pool(X, (3, 3), (2, 2), (1, 1), "max")
+    assert _overlapped_loops(ta.build([Y], [X], target=AVX2).llvm_ir_unoptimized) == 0
+
+
+@pytest.mark.parametrize("width, dtype, threads", [(9, "float32", 1), (13, "float32", 2), (14, "float32", 1),
+                                                   (15, "float32", 2), (5, "float64", 1), (7, "float64", 2)])
+def test_overlapped_rows_match_numpy(width, dtype, threads):
+    """The host's kernels and AVX2's where the host runs it (checked and not) against the formula in
+    float64: every point of a row between one vector and two, infinities and NaN among them."""
+    X, Y = _tile_rows(7, width, dtype)
+    x = np.random.default_rng(width).standard_normal((7, 18, width)).astype(dtype)
+    x[0, 0, :3] = [np.inf, -np.inf, np.nan]
+    want = x[:, 0:13:4] * 0.5 + x[:, 1:14:4] * 0.75 - x[:, 2:15:4]
+    targets = ["llvm"] + [AVX2] * parse_target(AVX2).runs_here(host_target())
+    for target in targets:
+        for checked in (False, True):
+            got = ta.build([Y], [X], target=target, num_threads=threads, checked=checked)(x)
+            np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-13)
