@@ -225,7 +225,9 @@ def test_narrow_rows_match_numpy(width, dtype, threads):
 def _overlapped_loops(text: str) -> int:
     """How many loops of a kernel's IR ask for one vector an iteration (the overlapped rows' two loops)."""
     node = re.search(r'^(!\d+) = !\{ !"llvm.loop.interleave.count", i32 1 \}', text, re.M)
-    return 0 if node is None else len(re.findall(rf"^!\d+ = distinct !\{{[^}}]*{node.group(1)}\b", text, re.M))
+    if node is None:
+        return 0
+    return len(re.findall(rf"^!\d+ = distinct !\{{[^}}]*{node.group(1)}\b", text, re.M))
 
 
 @pytest.mark.parametrize("width", [9, 14, 15])
