@@ -500,8 +500,7 @@ class ModuleEmitter:
         b.position_at_end(exit_bb)
 
     def _open(self, em: ExprEmitter, s: Loop, lo: ir.Value, hi: ir.Value, range_override=None) -> tuple:
-        """``s`` over ``[lo, hi)``, its body emitted: ``(body block, exit block, variable, back branch)``,
-        the builder in its body's last block."""
+        """``s`` over ``[lo, hi)``, its body emitted: ``(body, exit, variable, back branch)``."""
         b, pre = em.b, em.b.block
         body_bb = b.append_basic_block(f"{s.var.name}.body")
         exit_bb = b.append_basic_block(f"{s.var.name}.exit")
