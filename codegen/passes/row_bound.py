@@ -2,23 +2,24 @@
 (:class:`~tensorad.codegen.runtime.rows.RowsKernel`) with every loop over its rows bounded by a row count
 it reads when it runs, so a call on ``r`` rows touches rows ``[0, r)`` of its arrays only.
 
-The arrays whose leading axis is the rows (the ``rows`` option: input, then output positions) are row buffers;
-so is any buffer a loop over rows stores along one of its axes (named by any of its stores; rows on a second
-axis: a stacked product's; a scatter's store, whose position reads a row from data, is along no rows), holding
-row ``r`` at index ``r``, or, a chunk's buffer (fewer rows than the block: a padded copy made per chunk of the
-batch), the rows its last writer stored from the row its index 0 is. A loop is over rows when its variable
+The arrays whose leading axis is the rows (the ``rows`` option: positions among the inputs, then the outputs)
+are row buffers; so is any buffer a loop over rows stores along one of its axes (rows on a second axis: a
+stacked product's; a store whose position reads a row from data, a scatter's, is along no rows), holding row
+``r`` at index ``r``, or, a chunk's buffer (fewer rows than the block: a padded copy made per chunk of the
+batch), the rows its last writer stored from the row its index 0 is.  A loop is over rows when its variable
 ``v`` (or ``v // c``, ``v % c``, rows and another axis scanned as one, each plus a constant) indexes a row
 buffer along its rows; its upper bound becomes ``min(hi, count - first)`` (times ``c``), or, for ``v % c`` and
 any other index of loop variables, the body of the innermost loop it reads runs where the row is below the
 count, the count read from the program's last input (``int64[1]``, which the row driver writes before each
-call) and clipped to the block's rows; row 0, which every call runs, may be a constant index. A matrix product
-whose rows, batch or sum has the rows as its first axis runs those of them below the count
+call) and clipped to the block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix
+product whose rows, batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum); rows among a stacked
 product's batch axes (after the stack's) are made its first batch axis. A sum over the rows (``sums``) may
-read the count as the factor of a term (``H[j] * n``, a term that reads no row counted over the rows). Where
+read the count as the factor of a term (``H[j] * n``, a term that reads no row counted over the rows).  Where
 rows are reached otherwise (an index of no loop, a product's other axis, a store along rows on an axis no loop
 over rows indexes, a sum over the rows with a term that reads no row buffer, nor the count, nor a temporary
-that loops over rows only add to, the count read elsewhere), :class:`RowBoundError` says where."""
+that loops over rows only add to (a fused pass's partial columns, a blocked sum's partial sums), the count
+read elsewhere), :class:`RowBoundError` says where."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
-        known, rows.unplaced = (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)), []
+        known = (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded))
         rows.offsets.clear()  # (a chunk's buffer holds the rows its last writer stored, in program order)
         steps = [_filled(s, rows.axis[id(s.buffer)][1]) if isinstance(s, Fill) and rows.full(s.buffer)
                  else s for s in steps]
@@ -68,8 +69,6 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
                 _scan(step, program.buffers, rows)
         if (len(rows.axis), len(rows.vars), len(rows.products), len(rows.guarded)) == known:
             break
-    if rows.unplaced:
-        raise RowBoundError(rows.unplaced[0])
     for step in steps:  # (a loop over the rows that is also another axis of a row buffer, as a pass over the
         # rows of a block of 8 fused with a column sum over 8 features: a count would cut that axis short)
         for buf, index in _accesses(step, program.buffers) if isinstance(step, Nest) else ():
@@ -208,9 +207,9 @@ def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> N
     at.update({k: (None, i, 0) for k, i in enumerate(index) if k not in at and i in guarded})
     known = rows.axis.get(id(buf))
     axis = known[1] if known is not None else next(iter(at)) if len(at) == 1 else None
-    if axis not in at:  # (another store of it may name the axis: ``Y[v // 5, v % 5]`` of a causal sum's)
-        rows.unplaced.append(f"nest {nest}: {buf.name} is stored along the rows on an axis no loop names")
-        return
+    if axis not in at:
+        raise RowBoundError(f"nest {nest}: {buf.name} is stored along the rows on its axes "
+                            f"{[k for k, i in enumerate(index) if any(n in rows.vars for n in walk(i))]}")
     row = at[axis]
     first = guarded[row[1]] if row[0] is None else rows.vars[row[0]][1] - row[2]
     rows.axis[id(buf)] = (buf, axis)
