@@ -451,7 +451,8 @@ class ModuleEmitter:
         if emit_in_lanes(self, em, s, self._lanes):  # (order-free updates: see .lanes)
             return
         b = em.b
-        if (lanes := overlapped_width(s, self._target(), em.strides, self._read_in_nest)) is not None:
+        parallel = s.kind == "parallel" and range_override is not None  # (its thread's share of the rows)
+        if not parallel and (lanes := overlapped_width(s, self._target(), em.strides, self._read_in_nest)):
             lo, hi = int(s.lo.arg), int(s.hi.arg)  # (whole vectors, then one ending at hi: .masked_tails)
             whole, vector = lo + (hi - lo) // lanes * lanes, True
             for first, last in ((lo, whole), (hi - lanes, hi)):
@@ -461,7 +462,7 @@ class ModuleEmitter:
                 br.set_metadata("llvm.loop", loop_metadata(self.module, unroll=False, **hint))
                 b.position_at_end(exit_bb)
             return
-        if s.kind == "parallel" and range_override is not None:
+        if parallel:
             lo, hi = range_override
             if s.hi.op is not Op.CONST:  # (a bound read when it runs: .passes.row_bound)
                 hi = b.call(declare(self.module, "llvm.smin.i64", I64, [I64, I64]), [hi, em.index(s.hi)])
@@ -671,8 +672,7 @@ class ModuleEmitter:
         return list(self.params[by_step[id(step)][2]])
 
     def _runs(self, by_step: dict) -> list[tuple[int, int, int]]:
-        """``(first, stop, unit)`` (step numbers; ``unit`` steps repeat) of each run of repeated
-        segments (:func:`.llvm.glue_table.runs`)."""
+        """``(first, stop, unit)`` (step numbers) of each run of repeated segments (.glue_table.runs)."""
         steps = self.program.steps
         segs = segments(steps)
         sigs = [signature(steps[a:z], lambda s: self._describe(s, by_step)) for a, z in segs]
