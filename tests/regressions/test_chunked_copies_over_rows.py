@@ -35,6 +35,7 @@ def _numpy(x, w, h, stride):
     return np.maximum(z, 0.0), dxp[:, :, 1:-1, 1:-1], np.einsum("noyx,ncyxij->ocij", g, win)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stride", [1, 2])
 def test_chunked_convolution_runs_exact_rows(stride):
     n = ta.size_var("n")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import tensorad as ta
 
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "codegen"))
 from test_generic_kernels import BLOCK_PARAMS, DIM, transformer_block  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_loop_over_rows_and_features_is_not_cut_short_by_the_count():
     b = ta.size_var("b", max=8)
     X = ta.placeholder((b, 1, DIM), name="X")

@@ -42,6 +42,7 @@ def test_rows_past_the_count_are_neither_read_nor_written(threads):
         assert (y_out[size:] == 7.0).all() and (g_out[size:] == 7.0).all()
 
 
+@pytest.mark.slow
 def test_a_temporary_stored_through_rows_and_another_axis_scanned_as_one_takes_the_count():
     """A block of few rows scans rows and the next axis as one loop (``v // c``, ``v % c``); the max
     pool's gradient stores a temporary so, along its rows and its second axis: it is a buffer of rows

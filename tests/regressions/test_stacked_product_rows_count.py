@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import tensorad as ta
 
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "codegen"))
 from test_generic_kernels import BLOCK_PARAMS, DIM, transformer_block  # noqa: E402
 
 
+@pytest.mark.slow
 def test_stacked_projection_over_rows_takes_the_count_with_avx2_tiles():
     b = ta.size_var("b")
     X = ta.placeholder((b, 7, DIM), name="X")

@@ -34,6 +34,7 @@ def _run(kernel, arrays, size, shapes):
     return [np.asarray(v, np.float64) for v in views]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_batch_norm_is_one_kernel_at_every_size(threads):
     n = ta.size_var("n")
