@@ -260,8 +260,8 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeyp
             refuted = opt.context.refuter.counts
             quick_tried = len(quick)
     # 74 questions: the key gradient summed over the keys is proved zero (Fubini's exchange,
-    # a layered proof), and b1's gradient, one term fewer, asks three more (79 until the
-    # residual layer norms' mean gradients became the forward's own sums: simplify/sums/factor.py)
+    # a layered proof), and b1's gradient, one term fewer, asks three more; the residual layer
+    # norms' mean gradients are the forward's own sums (simplify/sums/factor.py)
     assert counts[1] == 74
     # one model only (integer data near 0: token rows gathered alike, causal rows of one key)
     # left 4 full proofs (0.3 CPU-s at the benchmark's shape); the second model (wide integer
@@ -273,10 +273,8 @@ def test_the_transformer_blocks_gradient_is_the_same_without_the_refuter(monkeyp
     assert quick_tried <= 24
     assert texts[0] == texts[1]
     # the first point of every question drawn once per range: questions read the elements
-    # others computed (26,213 node evaluations when each drew its own; 20,369 with one
-    # model, 31,499 with the second model's points; 15,813 now that a variable or a constant
-    # is a lookup, not a step; 13,289 with the second model's attempt after a zero bounded by
-    # WIDE_STEPS)
+    # others computed; a variable or a constant is a lookup, not a step, and the second
+    # model's attempt after a zero is bounded by WIDE_STEPS
     assert refuted["refuted"] >= 67 and refuted["steps"] <= 14_000
 
 
@@ -384,15 +382,15 @@ def test_the_second_models_attempt_after_a_zero_is_bounded(monkeypatch):
 
     first = spent(2)  # the first model's two points
     assert spent(3) == first + refute.WIDE_STEPS
-    monkeypatch.setattr(refute, "WIDE_STEPS", refute.MAX_STEPS)  # (unbounded, as before)
+    monkeypatch.setattr(refute, "WIDE_STEPS", refute.MAX_STEPS)  # (unbounded)
     assert spent(3) > first + 2_400
 
 
 def test_a_tensors_elements_are_found_without_hashing_its_op(monkeypatch):
     # an element read finds its tensor's table through the read node's site, kept per read
     # node and model, not by ``(op, output, index)``: hashing a compute op is a Python call,
-    # once per element read before (a third of the reads' time in the Transformer block's
-    # refutations)
+    # which once per element read would be a third of the reads' time in the Transformer
+    # block's refutations
     from tensorad.ir.tensor import ComputeOp
 
     hashed = []
@@ -415,10 +413,9 @@ def test_a_tensors_elements_are_found_without_hashing_its_op(monkeypatch):
 
 
 def test_a_chain_deeper_than_one_budget_is_evaluated_across_questions():
-    # a question's budget ran out on the way down a chain deeper than it, before any element
-    # was kept: every later question walked down again and gave up (an 8,000-step centered
-    # chain's gradient: 20,000 steps a question, 307 CPU-s).  The elements set aside are the
-    # model's: the next question goes on from there, and each element is evaluated once
+    # a question's budget can run out on the way down a chain deeper than it, before any
+    # element is kept.  The elements set aside are the model's: the next question goes on
+    # from there (it does not walk down again and give up), and each element is evaluated once
     r = ta.reduce_axis((0, 4), name="r")
     Y = ta.placeholder((4,), "float64", name="X")
     for k in range(1_500):  # Y_k = Y_{k-1} + 1: exact, small
@@ -433,8 +430,8 @@ def test_a_chain_deeper_than_one_budget_is_evaluated_across_questions():
 def test_the_quick_proof_expands_one_read():
     # the quick proof runs before the refuter's long try: it answers small layers' questions
     # (a convolution's, a max pool's) within one expansion, and on the Transformer block's 21
-    # questions it answered none, its second expansion -- a producer's body substituted and
-    # simplified -- spent for nothing; the full proof expands as before
+    # questions a second expansion -- a producer's body substituted and simplified -- answers
+    # none, so it is left to the full proof
     X = ta.placeholder((4,), name="X")
     T1 = ta.compute((4,), lambda i: X[i] * 2.0, name="T1")
     T2 = ta.compute((4,), lambda i: T1[i] + X[i], name="T2")
