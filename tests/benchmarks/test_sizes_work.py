@@ -63,6 +63,6 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
     for k, size in enumerate(CALLS):
         static = ta.lower(*programs(ta, w, size, tiny=True)[label == "backward"], target=TARGET)
         assert kernel.work_at(size) == static.work, f"n={size}"
-        part = kernel.parts[min(kernel.tail_part(size), len(kernel.parts) - 1)][1]
-        for op, runs in CONV.get((name, label), {}).items():
+        for op, runs in CONV.get((name, label), {}).items():  # (the part that runs the call's rows)
+            part = kernel.parts[min(kernel.tail_part(size), len(kernel.parts) - 1)][1]
             assert _chosen(static).get(op) == _chosen(part.lowered).get(op) == runs[k], f"{op} at n={size}"
