@@ -49,7 +49,7 @@ def _chosen(lowered) -> dict[str, str]:
 
 @pytest.mark.parametrize("name,label", [
     pytest.param(w.name, label, marks=[pytest.mark.xfail(strict=True)] * ((w.name, label) in REPEATS)
-                 + [pytest.mark.slow] * (w.kind == "conv_relu"))  # (a convolution's builds: 5-20 CPU-s)
+                 + [pytest.mark.slow] * (w.kind == "conv_relu" or (w.name, label) in REPEATS))  # (5-20 CPU-s)
     for w in (SOFTMAX, *SUITE) for label in ("forward", "backward")])
 def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label):
     """The layers suite's kernels built once over a symbolic batch run, at each count of rows, the work of
