@@ -36,6 +36,7 @@ from tensorad.ir.tensor import Tensor
 
 from ..gemm.contraction import Contraction, RowCount, computes, packed_elements
 from ..gemm.descriptor import BATCH, KGROUP, OUTER
+from ..loops.work import count_work
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
 EVALUATED = 1 << 12  # the most points of a loop whose index along rows is matched point by point
@@ -95,14 +96,17 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
 
 
 def _row_work(nest: Nest, rows: _Rows) -> int:
-    """The work of ``nest`` a call runs once per row below the count: all of it where it loops over rows
-    or is a product over them, but for the packing of a product's side without rows."""
+    """The work of ``nest`` a call runs once per row below the count: that of a product over rows, but
+    for the packing of its side without rows; of any other nest, its work less its work at no rows (the
+    mean of a batch norm's block, stored once per channel, runs at every count)."""
     if id(nest) in rows.products:
         spec = nest.attrs.gemm
         return nest.work - (packed_elements(spec)[1] * computes(spec.b) if rows.products[id(nest)][0] == OUTER
                             else 0)
-    return nest.work if any(isinstance(s, Loop) and (s.var in rows.vars or s.var in rows.guards)
-                            for s in walk_stmts(nest.body)) else 0
+    if not any(isinstance(s, Loop) and (s.var in rows.vars or s.var in rows.guards)
+               for s in walk_stmts(nest.body)):
+        return 0
+    return count_work(nest.body) - count_work(_bounded(nest.body, rows, const(0, "int64")))
 
 
 class _Rows:
@@ -401,7 +405,8 @@ def _bounded(stmts: tuple, rows: _Rows, bound: Expr) -> tuple:
             conds = [_below(row, first, bound)] if row is not None and row.op is Op.MOD else []
             conds += [_below(e, f, bound) for e, f in sorted(rows.guards.get(s.var, ()), key=str)]
             if conds:
-                body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body, affine=False),)
+                body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body,
+                           affine=bound.op is Op.CONST),)
             if row is not None and row.op is not Op.MOD:
                 hi = binary(Op.MINIMUM, s.hi, count if row is s.var else binary(Op.MUL, count, row.src[1]))
             out.append(replace(s, hi=hi, body=body))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any, NoReturn
 
 import numpy as np
@@ -158,10 +159,6 @@ done:
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-# A block's cost beyond its work (``Kernel.work``, in the same units): each byte of the arrays every block
-# reads again (its inputs without rows) or adds into (its sums over the rows).  A block of a
-# 256 -> 1024 -> 256 MLP, whose weights it reads again, costs 20 of its rows.
-WORK_PER_BYTE = 4
 FRAME = 12  # the driver's frame: its fields before the arrays' pointers
 
 
@@ -211,10 +208,7 @@ class RowsKernel:
         self.line = host_target().line
         self.width = len(self.moves) + max(len(k.signature.temps) + 1 for _, k in parts)  # (and a record)
         self.kept: list = []  # a finished call's workspace, for the next
-        whole = [(shape, d) for _, rest, shape, d in self.inputs if rest is None] + \
-            [(shape, d) for _, shape, d in self.sums]
-        self.reread = WORK_PER_BYTE * sum(math.prod(shape) * d.itemsize for shape, d in whole)
-        self.plans: dict[int, int] = {}  # tail_part(n) by n's rows past the largest blocks
+        self.plans: dict[int, int] = {}  # tail_part(n) by n, up to the largest block's rows and one
         self.checked = -1  # the last count of rows checked against the size's constraints
         self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
@@ -242,36 +236,33 @@ class RowsKernel:
         self.kept.clear()
 
     def tail_part(self, n: int) -> int:
-        """The part that runs the rows the others leave of ``n`` as its last, short block: of the ways
-        that stop at a bounded part, or run whole blocks down to the last part, the one of least cost, a
-        short block's work as :meth:`work_at` counts it, and of those the one of fewest rows (its
-        code was chosen for the count nearest the short block's: a product of few rows may be a plain
-        loop there); none, past the last part, where whole blocks run every row."""
-        tail = n % self.parts[0][0]
-        if not tail:
-            return len(self.parts)
-        if tail not in self.plans:
-            options = [(self._cost(tail), len(self.parts))] if not self._left(tail, len(self.parts)) else []
-            for p, (rows, kernel) in enumerate(self.parts):
-                if self.bounded[p]:
-                    left = self._left(tail, p)
-                    full, short = divmod(left, rows)
-                    cost = self._cost(tail - left) + full * (kernel.work + self.reread) + \
-                        (short and self._short(p, short) + self.reread)
-                    options.append((cost, p))
-            self.plans[tail] = min(options, key=lambda o: (o[0], -o[1]))[1]
-        return self.plans[tail]
+        """The part that runs a call of ``n`` rows: its whole blocks, then the rows they leave as one short
+        block.  The static program of ``n`` rows has the code of the largest block at most ``n`` (the
+        unit's, which may be one row's code, at its own rows only): a convolution of few rows loops over
+        them, of many runs a product.  Of the bounded parts of that block's work per row (the same
+        loops), the one of fewest rows at least ``n`` (else of most rows) runs the call in fewest blocks,
+        each reading the arrays without rows once more; none, past the last part, where that block's
+        part is not bounded: whole blocks run every row."""
+        key = min(n, self.parts[0][0] + 1)  # (every count past the largest block runs alike)
+        if key not in self.plans:
+            last = len(self.parts) - 1
+            at = next((p for p, (rows, _) in enumerate(self.parts) if rows <= n and (p < last or rows == n)),
+                      max(last - 1, 0))
+            same = [p for p in range(last + 1) if self.bounded[p] and self._per_row(p) == self._per_row(at)]
+            fits = [p for p in same if self.parts[p][0] >= n]
+            self.plans[key] = fits[-1] if fits else same[0] if self.bounded[at] else len(self.parts)
+        return self.plans[key]
+
+    def _per_row(self, p: int) -> Fraction:
+        """Part ``p``'s work per row of its block (:meth:`_short`)."""
+        rows, kernel = self.parts[p]
+        return Fraction(kernel.signature.row_work, rows)
 
     def _left(self, n: int, parts: int) -> int:
         """The rows whole blocks of the first ``parts`` parts leave of ``n``."""
         for rows, _ in self.parts[:parts]:
             n %= rows
         return n
-
-    def _cost(self, covered: int) -> int:
-        """The work of whole blocks on ``covered`` rows, each block's reread bytes counted
-        (:data:`WORK_PER_BYTE`)."""
-        return sum(c * (k.work + self.reread) for c, (_, k) in zip(self._counts(covered), self.parts))
 
     def _counts(self, n: int) -> list[int]:
         """How many whole blocks of each part run on ``n`` rows."""

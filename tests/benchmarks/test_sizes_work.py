@@ -1,12 +1,16 @@
 """The layers of ``benchmarks.sizes`` and its Transformer block, written once over a symbolic batch ``n``,
 lower at each size to the work of the program written at that size, forward and backward: the
-optimizer's choices made over the size (its cases included) are those it makes at the size."""
+optimizer's choices made over the size (its cases included) are those it makes at the size.  The
+kernels ``ta.build`` makes of the layers once over ``n`` run at each count the static program's work
+(``kernel.work_at``), on a pinned target whose cost model chooses alike on every CPU."""
 
 import pytest
 
 import tensorad as ta
 from benchmarks.sizes import SOFTMAX, programs
 from benchmarks.workloads import BY_NAME
+from benchmarks.workloads import LAYERS as SUITE
+from fuzz.cheap import pinned
 
 LAYERS = ("softmax", "layer_norm", "batch_norm", "log_softmax_nll", "gelu_mlp", "attention",
           "transformer_block")
@@ -21,3 +25,44 @@ def test_work_at_each_size_is_the_static_programs(name):
                 symbolic, programs(ta, w, size, tiny=True), ("forward", "backward")):
             want = ta.lower(static_out, static_in).work
             assert ta.lower(outputs, inputs).work_at(n=size) == want, f"{label} at n={size}"
+
+
+TARGET = pinned("llvm -mcpu=haswell")  # (the cost model's choices, a convolution's product or loops, pinned)
+CALLS = (1, 7, 64, 300)
+# what each convolution's static program runs, by count of rows: a stencil of loops, a padded product, or
+# (None) the one strategy its op is offered
+CONV = {("conv3x3s2_relu", "forward"): {"conv2d": (None, None, None, "padded")},
+        ("conv3x3_relu", "forward"): {"conv2d": ("stencil", "stencil", "padded", "padded")},
+        ("conv3x3_relu", "backward"): {"conv2d": ("stencil", "stencil", "padded", "padded"),
+                                       "X.grad": ("stencil", "stencil", "stencil", "padded")},
+        ("conv3x3s2_relu", "backward"): {"W.grad": ("stencil", None, "stencil", "padded")}}
+# the block's work that does not depend on its rows runs in each block (a max pool's count of windows
+# over each position, a batch norm's per-channel statistics), and a stage's sum over the rows, an output
+# of its block, is stored before its scaling reads it
+REPEATS = {("batch_norm", "forward"), ("batch_norm", "backward"), ("log_softmax_nll", "forward"),
+           ("max_pool3s2", "backward")}
+
+
+def _chosen(lowered) -> dict[str, str]:
+    return {point.split("#")[0]: label for point, _, label in lowered.offered if "/" not in point}
+
+
+@pytest.mark.parametrize("name,label", [
+    pytest.param(w.name, label, marks=[pytest.mark.xfail(strict=True)] * ((w.name, label) in REPEATS)
+                 + [pytest.mark.slow] * (w.kind == "conv_relu" or (w.name, label) in REPEATS))  # (5-20 CPU-s)
+    for w in (SOFTMAX, *SUITE) for label in ("forward", "backward")])
+def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label):
+    """The layers suite's kernels built once over a symbolic batch run, at each count of rows, the work of
+    the static program of that count, forward and backward: a call runs the part whose code is the one
+    the static program chooses there (a convolution's stencil of loops on few rows, its product on many),
+    a short block its rows only."""
+    w = SOFTMAX if name == "softmax" else BY_NAME[name]
+    outputs, inputs = programs(ta, w, ta.size_var("n"), tiny=True)[label == "backward"]
+    kernel = ta.build(outputs, inputs, target=TARGET)
+    assert kernel.generic
+    for k, size in enumerate(CALLS):
+        static = ta.lower(*programs(ta, w, size, tiny=True)[label == "backward"], target=TARGET)
+        assert kernel.work_at(size) == static.work, f"n={size}"
+        for op, runs in CONV.get((name, label), {}).items():  # (the part that runs the call's rows)
+            part = kernel.parts[min(kernel.tail_part(size), len(kernel.parts) - 1)][1]
+            assert _chosen(static).get(op) == _chosen(part.lowered).get(op) == runs[k], f"{op} at n={size}"
