@@ -440,6 +440,8 @@ class AdjointBuilder:
         if nested is not None:
             return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
+            if (moved := self._reranged(op, heads, kind)) is not None:
+                return self.contributions(*moved, x, p, j, sole)
             bare = self._unpadded(op) if kind in ("max", "min") else None
             line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
                 self._line_terms(bare[0], heads, x, p, j, kind, bare[1])
@@ -1107,6 +1109,48 @@ class AdjointBuilder:
         mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
         return prefix[tuple(axes[:pos]) + (mirrored,) + tuple(axes[pos + 1:])], t
 
+    def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
+        """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
+        whose range is not its window axis ``k``'s, as ``(P, heads)``: ``P[q] = reduce_{k <= k.lo + q}`` (a
+        suffix ``>=``) over ``k``'s range, and ``Y[j] = P[clamp(j - shift - k.lo)]`` where the window has a
+        point, so ``P``'s head at ``q`` is ``H[q + k.lo + shift]`` and, at the end, every ``H[j]`` past it."""
+        body, key = op.body[0], (op, tuple(heads.items()))
+        units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
+        ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
+        found = plain_prefix(op.axes, ks, srcs[0], srcs[1:]) if kind != "recurrence" or set(heads) == {1} else None
+        if found is None:
+            return None
+        (pos, step, rest, shift), (k,) = found, ks
+        jax = op.axes[pos]
+        if (jax.lo, jax.hi) == (k.lo, k.hi) and not units or any(type(b) is not int for b in (jax.lo, jax.hi, k.lo, k.hi)):
+            return None
+        if key not in self._nests:
+            m, q, w = copy_vars(op.axes), var(jax.name, 0, k.hi - k.lo), var(k.name, 0, k.hi - k.lo)
+            m, at = {**m, jax: q}, {k: w + const(k.lo, k.dtype), **units}
+            cond = all_of([rename(c, at) for c in rest] + [compare(Op.LE if step > 0 else Op.GE, w, q)])
+            bodies = [Expr(Op.REDUCE, b.dtype, tuple(rename(rename(e, m), at) for e in (cond, *b.src[1:])),
+                           ReduceArg(b.arg.combiner, (w,), b.arg.value_index)) for b in op.body]
+            sub = compute(op.name, [m[a] for a in op.axes], bodies, op.provenance)[0].op
+            c, last = k.lo + step * shift, (k.hi - k.lo - 1 if step > 0 else 0)
+            moved = {}
+            for v, h in heads.items():
+                pv = axis_vars(h.shape[:h.ndim - len(op.axes)], prefix="p")
+                av = [m[a] for a in op.axes]
+                def read(e: Expr) -> Expr:
+                    return cast(dt.compute_dtype(h.dtype), h[tuple(pv + av[:pos] + [e] + av[pos + 1:])])
+                t = var("t", jax.lo, jax.hi)  # (the outputs past the window's end: P's last point)
+                past = compare(Op.GT, t, const(k.hi - 1 + shift, t.dtype)) if step > 0 else \
+                    compare(Op.LT, t, const(k.lo - shift, t.dtype))
+                inside = all_of([compare(Op.GE, q + const(c, q.dtype), const(jax.lo, q.dtype)),
+                                 compare(Op.LT, q + const(c, q.dtype), const(jax.hi, q.dtype))])
+                total = head_sum(read(q + const(c, q.dtype)), (), inside) + head_sum(
+                    head_sum(read(t), [t], past), (), compare(Op.EQ, q, const(last, q.dtype)))
+                g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)],
+                            Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
+                moved[v] = g if self.optimizer is None else self.optimizer(g)
+            self._nests[key] = sub, moved
+        return self._nests[key]
+
     def _unpadded(self, op: ComputeOp) -> tuple[ComputeOp, Expr] | None:
         """A max/min that pads its one reduction axis with its identity, ``max_k if_then_else(c, e, -inf)``
         with ``c`` affine in the indices, as ``(op', P)``: ``op'`` the reduction over the points where ``c``
@@ -1140,6 +1184,8 @@ class AdjointBuilder:
             return None
         pos, step, rest, shift = found
         jax, (k,) = op.axes[pos], body.arg.axes
+        if (jax.lo, jax.hi) != (k.lo, k.hi):
+            return None
         cond = rename(all_of(rest), {k: jax})
         sources = [rename(e, {k: jax}) for e in body.src[1:]]
         key = (op, heads[max(heads)])
