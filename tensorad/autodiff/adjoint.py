@@ -83,6 +83,7 @@ from ..poly.nesting import classes_apart, interval_count, plain_prefix, running_
 from . import combiners
 from .build import (
     Optimizer,
+    adjoint_of,
     all_of,
     axis_vars,
     compute,
@@ -1111,43 +1112,42 @@ class AdjointBuilder:
 
     def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
         """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
-        whose range is not its window axis ``k``'s, as ``(P, heads)``: ``P[q] = reduce_{k <= k.lo + q}`` (a
-        suffix ``>=``) over ``k``'s range, and ``Y[j] = P[clamp(j - shift - k.lo)]`` where the window has a
-        point, so ``P``'s head at ``q`` is ``H[q + k.lo + shift]`` and, at the end, every ``H[j]`` past it."""
+        whose range is not its window axis ``k``'s (or beside one-point axes), as ``(P, heads)``: ``P[q] =
+        reduce_{k <= k.lo + q}`` (a suffix ``>=``) over ``k``'s range, ``Y[j] = P[clamp(j - shift - k.lo)]``
+        where the window has a point, so ``P``'s head at ``q`` is ``H[q + k.lo + shift]`` and, at the end,
+        every ``H[j]`` past it."""
         body, key = op.body[0], (op, tuple(heads.items()))
         units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
         ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
-        found = plain_prefix(op.axes, ks, srcs[0], srcs[1:]) if kind != "recurrence" or set(heads) == {1} else None
+        found = None if kind == "recurrence" and set(heads) != {1} or len(ks) != 1 else \
+            plain_prefix(op.axes, ks, srcs[0], srcs[1:])
         if found is None:
             return None
-        (pos, step, rest, shift), (k,) = found, ks
-        jax = op.axes[pos]
-        if (jax.lo, jax.hi) == (k.lo, k.hi) and not units or any(type(b) is not int for b in (jax.lo, jax.hi, k.lo, k.hi)):
+        (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
+        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo or (0, jax.hi) == k.dom and not units:
             return None
         if key not in self._nests:
-            m, q, w = copy_vars(op.axes), var(jax.name, 0, k.hi - k.lo), var(k.name, 0, k.hi - k.lo)
-            m, at = {**m, jax: q}, {k: w + const(k.lo, k.dtype), **units}
-            cond = all_of([rename(c, at) for c in rest] + [compare(Op.LE if step > 0 else Op.GE, w, q)])
-            bodies = [Expr(Op.REDUCE, b.dtype, tuple(rename(rename(e, m), at) for e in (cond, *b.src[1:])),
-                           ReduceArg(b.arg.combiner, (w,), b.arg.value_index)) for b in op.body]
-            sub = compute(op.name, [m[a] for a in op.axes], bodies, op.provenance)[0].op
-            c, last = k.lo + step * shift, (k.hi - k.lo - 1 if step > 0 else 0)
-            moved = {}
+            ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, k.extent, k.dtype)
+            q, t = var(jax.name, 0, k.extent, jax.dtype), var("t", 0, jax.hi, jax.dtype)
+            m, c = {**copy_vars(op.axes), jax: q, k: w + const(k.lo, k.dtype)}, k.lo + step * shift
+            side = compare(Op.LE if step > 0 else Op.GE, k, jax)
+            cond = rename(all_of([*rest, side]), {**m, jax: q + ix(k.lo)})
+            sub = compute(op.name, [m[a] for a in op.axes], [Expr(Op.REDUCE, b.dtype, (cond, *(
+                rename(e, m) for e in srcs[1:])), ReduceArg(b.arg.combiner, (w,), b.arg.value_index))
+                for b in op.body], op.provenance)[0].op
+            moved, av = {}, [m[a] for a in op.axes]
+            past = t > ix(k.hi - 1 + shift) if step > 0 else t < ix(k.lo - shift)  # (P's last point)
             for v, h in heads.items():
                 pv = axis_vars(h.shape[:h.ndim - len(op.axes)], prefix="p")
-                av = [m[a] for a in op.axes]
-                def read(e: Expr) -> Expr:
-                    return cast(dt.compute_dtype(h.dtype), h[tuple(pv + av[:pos] + [e] + av[pos + 1:])])
-                t = var("t", jax.lo, jax.hi)  # (the outputs past the window's end: P's last point)
-                past = compare(Op.GT, t, const(k.hi - 1 + shift, t.dtype)) if step > 0 else \
-                    compare(Op.LT, t, const(k.lo - shift, t.dtype))
-                inside = all_of([compare(Op.GE, q + const(c, q.dtype), const(jax.lo, q.dtype)),
-                                 compare(Op.LT, q + const(c, q.dtype), const(jax.hi, q.dtype))])
-                total = head_sum(read(q + const(c, q.dtype)), (), inside) + head_sum(
-                    head_sum(read(t), [t], past), (), compare(Op.EQ, q, const(last, q.dtype)))
-                g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)],
-                            Provenance(Role.ADJOINT, source=Tensor(sub, v)))[0]
-                moved[v] = g if self.optimizer is None else self.optimizer(g)
+
+                def read(e: Expr, h: Tensor = h, pv: list = pv) -> Expr:
+                    return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
+
+                end, e = compare(Op.EQ, q, ix(k.extent - 1 if step > 0 else 0)), q + ix(c)
+                total = head_sum(read(e), (), all_of([e >= ix(0), e < ix(jax.hi)])) + \
+                    head_sum(head_sum(read(t), [t], past), (), end)
+                g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
+                moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])
             self._nests[key] = sub, moved
         return self._nests[key]
 

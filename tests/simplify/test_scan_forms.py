@@ -395,7 +395,7 @@ def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, 
 
     def formula(t):
         rows = torch.where(inside, t[:, None, :], torch.tensor(pad, dtype=t.dtype))
-        return {"max": lambda r: r.amax(2), "min": lambda r: r.amin(2), "prod": lambda r: r.prod(2)}[kind](rows)
+        return rows.amax(2) if kind == "max" else rows.amin(2) if kind == "min" else rows.prod(2)
 
     # a winner scan, the scan of the head's shares and the routing (a product: its exclusive running
     # product, the head's recurrence and the routing) over the window, and the heads past its end
