@@ -1112,10 +1112,10 @@ class AdjointBuilder:
 
     def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
         """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
-        whose range is not its window axis ``k``'s (or beside one-point axes), as ``(P, heads)``: ``P[q] =
-        reduce_{k <= k.lo + q}`` (a suffix ``>=``) over ``k``'s range, ``Y[j] = P[clamp(j - shift - k.lo)]``
-        where the window has a point, so ``P``'s head at ``q`` is ``H[q + k.lo + shift]`` and, at the end,
-        every ``H[j]`` past it."""
+        whose range is not its window axis ``k``'s (or beside one-point axes), as ``(P, heads)``: with
+        ``[lo, hi)`` the points of ``k`` some window holds, ``P[q] = reduce_{lo <= k <= lo + q}`` (a suffix
+        ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift - lo)]`` where the window has a point, so ``P``'s
+        head at ``q`` is ``H[q + lo + shift]`` and, at the end, every ``H[j]`` past it."""
         body, key = op.body[0], (op, tuple(heads.items()))
         units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
         ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
@@ -1126,30 +1126,31 @@ class AdjointBuilder:
         (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
         if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo or (0, jax.hi) == k.dom and not units:
             return None
-        if key not in self._nests:
-            ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, k.extent, k.dtype)
-            q, t = var(jax.name, 0, k.extent, jax.dtype), var("t", 0, jax.hi, jax.dtype)
-            m, c = {**copy_vars(op.axes), jax: q, k: w + const(k.lo, k.dtype)}, k.lo + step * shift
+        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k.hi, jax.hi - shift) if step > 0 else k.hi
+        if key not in self._nests and hi > lo:
+            ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, hi - lo, k.dtype)
+            q, t = var(jax.name, 0, hi - lo, jax.dtype), var("t", 0, jax.hi, jax.dtype)
+            m, c = {**copy_vars(op.axes), jax: q, k: w + const(lo, k.dtype)}, lo + step * shift
             side = compare(Op.LE if step > 0 else Op.GE, k, jax)
-            cond = rename(all_of([*rest, side]), {**m, jax: q + ix(k.lo)})
+            cond = rename(all_of([*rest, side]), {**m, jax: q + ix(lo)})
             sub = compute(op.name, [m[a] for a in op.axes], [Expr(Op.REDUCE, b.dtype, (cond, *(
                 rename(e, m) for e in srcs[1:])), ReduceArg(b.arg.combiner, (w,), b.arg.value_index))
                 for b in op.body], op.provenance)[0].op
             moved, av = {}, [m[a] for a in op.axes]
-            past = t > ix(k.hi - 1 + shift) if step > 0 else t < ix(k.lo - shift)  # (P's last point)
+            past = t > ix(hi - 1 + shift) if step > 0 else t < ix(lo - shift)  # (P's last point)
             for v, h in heads.items():
                 pv = axis_vars(h.shape[:h.ndim - len(op.axes)], prefix="p")
 
                 def read(e: Expr, h: Tensor = h, pv: list = pv) -> Expr:
                     return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
 
-                end, e = compare(Op.EQ, q, ix(k.extent - 1 if step > 0 else 0)), q + ix(c)
+                end, e = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0)), q + ix(c)
                 total = head_sum(read(e), (), all_of([e >= ix(0), e < ix(jax.hi)])) + \
                     head_sum(head_sum(read(t), [t], past), (), end)
                 g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
                 moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])
             self._nests[key] = sub, moved
-        return self._nests[key]
+        return self._nests.get(key)
 
     def _unpadded(self, op: ComputeOp) -> tuple[ComputeOp, Expr] | None:
         """A max/min that pads its one reduction axis with its identity, ``max_k if_then_else(c, e, -inf)``

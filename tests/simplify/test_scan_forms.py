@@ -365,10 +365,12 @@ def test_a_prefix_over_several_axes_has_pytorchs_gradient(kind, shape, scanned, 
 
 
 # ---- a running reduction whose window axis has another range than its output axis ---------------
-# (window range, output length, where): a prefix shorter than the outputs read at clamp(j - 1), one
-# starting below 0, a suffix ``k >= j - 3`` longer than the outputs, an exclusive prefix of a middle axis
+# (window range, output length, where): an exclusive prefix shorter than the outputs, starting below 0;
+# suffixes longer than the outputs, one whose windows all start past the range's start; a prefix whose
+# windows all end before the range's end
 RANGED = {"short prefix": ((-3, 17), 40, lambda r, j: r < j),
           "suffix": ((0, 30), 12, lambda r, j: r >= j - 3),
+          "late suffix": ((0, 30), 12, lambda r, j: r >= j + 5),
           "long prefix": ((2, 50), 9, lambda r, j: r <= j + 4)}
 
 
@@ -377,9 +379,9 @@ RANGED = {"short prefix": ((-3, 17), 40, lambda r, j: r < j),
 @pytest.mark.parametrize("data", ["distinct", "ties"])
 def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, window, data):
     """``Y[b, j] = max_{k in [lo, hi), k < j} X[b, k - lo]`` with ``j`` over its own range: ``Y[j]`` is a
-    plain prefix over the window's range read at ``clamp(j - 1)`` (the identity where the window is
-    empty), so its gradient is that prefix's scans, plus one sum of the heads of the outputs past the
-    window's end; a winner pass and a routing sum per output and window point took ``n_j n_k``.  Ties
+    plain prefix over the points some window holds, read at ``clamp(j - 1)`` (the identity where the
+    window is empty), so its gradient is that prefix's scans, plus one sum of the heads of the outputs
+    past its last point; a winner pass and a routing sum per output and window point took ``n_j n_k``.  Ties
     split each head among the window's tied points (``amax`` of each window); a product with zeros
     matches PyTorch's."""
     (lo, hi), n, where = RANGED[window]
@@ -397,6 +399,8 @@ def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, 
         rows = torch.where(inside, t[:, None, :], torch.tensor(pad, dtype=t.dtype))
         return rows.amax(2) if kind == "max" else rows.amin(2) if kind == "min" else rows.prod(2)
 
-    # a winner scan, the scan of the head's shares and the routing (a product: its exclusive running
-    # product, the head's recurrence and the routing) over the window, and the heads past its end
-    _check(Y, X, formula, x, b * nk, b * (3 * nk + n))
+    # over the m points some window holds: a winner scan, the scan of the head's shares and the routing
+    # (a product: its exclusive running product, the head's recurrence, the adjoint and its copy into the
+    # points of the gradient it covers), and the heads of the outputs past the last point
+    m = int(inside.any(0).sum())
+    _check(Y, X, formula, x, b * m, b * ((4 if kind == "prod" else 3) * m + n))
