@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -139,8 +139,8 @@ def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
             stack.pop()
             continue
         op = u.op
-        elementwise = isinstance(op, ComputeOp) and op.body[u.value_index].op is not Op.REDUCE
-        pending = [r for r in reads(op.body[u.value_index]) if r not in table] if elementwise else []
+        pending = [r for r in reads(op.body[u.value_index]) if r not in table] \
+            if isinstance(op, ComputeOp) else []
         if pending:
             stack += pending
             continue
@@ -155,13 +155,18 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     if not isinstance(op, ComputeOp):
         return TRUE
     body = op.body[t.value_index]
+    rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
-        return _without_reads(fold(body, {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}))
-    if body.arg.combiner.kind != "sum":
+        return _without_reads(fold(body, rules))
+    comb, v = body.arg.combiner, body.arg.value_index
+    zero = const(0, comb.lhs[v].dtype)
+    if fold(substitute(comb.result[v], {comb.lhs[v]: zero, comb.rhs[v]: zero}), NZ_RULES) is not FALSE \
+            or fold(comb.identity[v], NZ_RULES) is not FALSE:
         return TRUE
     bound = set(body.arg.axes)
-    cands = [c for c in implied_conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
-    return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
+    cands = [c for c in implied_conjuncts(_and(body.src[0], fold(body.src[1 + v], rules)))
+             if not any(v in bound for v in walk(c))]
+    return _without_reads(all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))]))
 
 
 def _without_reads(c: Expr) -> Expr:
