@@ -1112,10 +1112,11 @@ class AdjointBuilder:
 
     def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
         """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
-        whose range is not its window axis ``k``'s (or beside one-point axes), as ``(P, heads)``: with
-        ``[lo, hi)`` the points of ``k`` some window holds, ``P[q] = reduce_{lo <= k <= lo + q}`` (a suffix
-        ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift - lo)]`` where the window has a point, so ``P``'s
-        head at ``q`` is ``H[q + lo + shift]`` and, at the end, every ``H[j]`` past it."""
+        whose range is not its window axis ``k``'s, beside one-point axes, or whose window reaches past ``j``
+        (``shift < 0``), as ``(P, heads)``: with ``[lo, hi)`` the points of ``k`` some window holds, ``P[q] =
+        reduce_{lo <= k <= lo + q}`` (a suffix ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift - lo)]`` where
+        the window has a point, so ``P``'s head at ``q`` is ``H[q + lo + shift]`` and, at the end, every
+        ``H[j]`` past it."""
         body, key = op.body[0], (op, tuple(heads.items()))
         units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
         ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
@@ -1124,7 +1125,8 @@ class AdjointBuilder:
         if found is None:
             return None
         (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
-        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo or (0, jax.hi) == k.dom and not units:
+        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo \
+                or (0, jax.hi) == k.dom and not units and shift >= 0:
             return None
         lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k.hi, jax.hi - shift) if step > 0 else k.hi
         if key not in self._nests and hi > lo:
@@ -1181,8 +1183,8 @@ class AdjointBuilder:
         (:meth:`_unpadded`), tied with it where it is the identity."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
-        if found is None or (kind == "recurrence" and (set(heads) != {1} or found[3])):
-            return None
+        if found is None or found[3] < 0 or kind == "recurrence" and (set(heads) != {1} or found[3]):
+            return None  # (a window past its output: :meth:`_reranged`)
         pos, step, rest, shift = found
         jax, (k,) = op.axes[pos], body.arg.axes
         if (jax.lo, jax.hi) != (k.lo, k.hi):
