@@ -261,10 +261,7 @@ class _Pass:
 
     def guard(self, t: Tensor) -> Expr:
         """``t``'s guard as the nonzeroness fold reads it (the call's table)."""
-        found = self.ctx.tensor_guards.get(t)
-        if found is None:
-            found = self.ctx.tensor_guards[t] = tensor_guard(t, self.ctx.tensor_guards)
-        return found
+        return tensor_guard(t, self.ctx.tensor_guards)
 
     def op(self, op: ComputeOp) -> ComputeOp:
         found = self.ctx.ops.get(op)

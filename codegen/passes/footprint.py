@@ -304,11 +304,12 @@ def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
     as ``ta.topi``'s masked spelling does, and :func:`shrink_to_footprints` narrows their producers."""
     materialized = set(ops)
     guards: dict = {}  # tensor -> its nonzero condition on its axes: this call's
+    stated_guards: dict = {}  # (:func:`~tensorad.simplify.zeros.nonzero.tensor_guard`'s, shared by the reads)
 
     def read(n: Expr, *idx: Expr) -> Expr:
         t = n.arg
         if t.op not in materialized or len(bodies[t.op]) != 1 or bodies[t.op][0].op is Op.REDUCE:
-            return read_nonzero(n)
+            return read_nonzero(n, stated_guards)
         if t not in guards:
             guards[t] = TRUE  # (a cycle reads True)
             guards[t] = simplify_expr(fold(bodies[t.op][0], rules))
@@ -319,7 +320,7 @@ def zero_terms_into_domain(ops: Sequence[ComputeOp], bodies: dict) -> dict:
         t = n.arg
         body = t.op.body[t.value_index] if isinstance(t.op, ComputeOp) else None
         if body is None or body.op is Op.REDUCE:
-            return read_nonzero(n)
+            return read_nonzero(n, stated_guards)
         if body.op not in (Op.SELECT, Op.IF_THEN_ELSE) or not is_zero(body.src[2]):
             return TRUE
         cs = [c for c in conjuncts(body.src[0]) if not any(m.op in (Op.READ, Op.REDUCE) for m in walk(c))]

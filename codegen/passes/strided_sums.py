@@ -15,7 +15,9 @@ axis per digit, most significant first, so that no division is left in the loops
 (:func:`split_digits`, :mod:`.loops.stripmine`'s split of a reduction's axes).  The points and their
 order are unchanged.  A matrix product (a flatten then a dense layer, ``sum_k X[b, k // 256, (k // 16) % 16,
 k % 16] * W[o, k]``) keeps its flat ``k``: its strategies (the micro-kernel, strips of the output) walk
-``k`` whole, and its digits would leave short loops over a row of ``W``."""
+``k`` whole, and its digits would leave short loops over a row of ``W``.  So does a scan whose combiner
+keeps the loop's order (an exclusive prefix product along a box's flat points): its digits are two
+reduction axes, which no ordered scan carries."""
 
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ from tensorad.ir.expr import Expr, Op, ReduceArg, const, var
 from tensorad.ir.rewrite import substitute
 from tensorad.ir.tensor import ComputeOp
 from tensorad.poly.linear import var_coefficients
+from tensorad.poly.nesting import running_order
 
 from ..gemm.contraction import match_contraction
 from ..loops.stripmine import plan_split, simplify_index
+from ..strategies.scan import any_order
 from ..target import Target
 
 
@@ -87,14 +91,16 @@ def unstride(red: Expr) -> Expr:
 def split_digits(op: ComputeOp, bodies: tuple[Expr, ...], target: Target) -> tuple[Expr, ...]:
     """``bodies`` (``op``'s, all ``REDUCE`` over the same axes) summed over the digits of every
     reduction axis read through ``//`` and ``%`` whose divisors divide its extent; unchanged if they
-    are not, or if ``op`` is a matrix product (:func:`.gemm.contraction.match_contraction`)."""
+    are not, if ``op`` is a matrix product (:func:`.gemm.contraction.match_contraction`), or an ordered
+    running reduction (:func:`~tensorad.poly.nesting.running_order`) of a combiner kept in order."""
     if not bodies or any(b.op is not Op.REDUCE or b.arg.axes != bodies[0].arg.axes for b in bodies):
         return bodies
     if match_contraction(op, bodies, None, target) is not None:
         return bodies
-    axes = bodies[0].arg.axes
+    axes, (cond, *srcs) = bodies[0].arg.axes, bodies[0].src
     split = plan_split(axes, bodies)
-    if split is None or split.constraints:
+    if split is None or split.constraints or not any_order(bodies[0].arg.combiner) \
+            and running_order(op.axes, axes, cond, srcs) is not None:
         return tuple(Expr(Op.REDUCE, b.dtype, tuple(simplify_index(s) for s in b.src), b.arg) for b in bodies)
     out = []
     for b in bodies:

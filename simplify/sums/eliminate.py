@@ -125,8 +125,7 @@ def make_plan(outer: Sequence[Expr], rvars: Sequence[Expr], affine: Sequence[Exp
               equations: Sequence[Expr] = (), indices: Sequence[Expr] = (), ctx=None) -> Plan:
     """The (memoized) elimination plan for a sum over ``rvars`` where ``affine`` holds.  ``indices``: the
     index expressions of the sum's reads; a data-dependent equation is not used for a variable in one."""
-    variables = list(outer) + list(rvars)
-    sharing = ctx is not None and ctx.share_plans and not equations
+    variables, sharing = list(outer) + list(rvars), ctx is not None and ctx.share_plans and not equations
     shape = shape_key(variables, affine) if sharing else None
     if shape is not None:  # equal up to the variables' identities: renamed (:mod:`.sums.plan_key`)
         shape = (len(outer), shape)
@@ -196,8 +195,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
             break
         _, r, sol = best
         _compose(mapping, r, simplify_expr(sol.value, ctx))
-        dom = dom.project_out(r)
-        rvars = [x for x in rvars if x is not r]
+        dom, rvars = dom.project_out(r), [x for x in rvars if x is not r]
     # 2. data-dependent equations k == e(...)
     guards: list[Expr] = []
     for eq in equations:
@@ -215,8 +213,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         guards = [simplify_expr(substitute(g, {r: e}), ctx) for g in guards]
         guards.append(simplify_expr(substitute(limits, {r: e}), ctx))
         _compose(mapping, r, e)
-        dom = dom.project_out(r)
-        rvars = [x for x in rvars if x is not r]
+        dom, rvars = dom.project_out(r), [x for x in rvars if x is not r]
     # 3. tighten and deskew the remaining variables
     new_vars: list[Expr] = []
     shift: dict[Expr, Expr] = {}
@@ -247,8 +244,7 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
         for r, value in shift.items():
             _compose(mapping, r, value)
         guards = [simplify_expr(substitute(g, shift), ctx) for g in guards]
-        cond = simplify_expr(substitute(cond, shift), ctx)
-        space_vars = outer + new_vars
+        cond, space_vars = simplify_expr(substitute(cond, shift), ctx), outer + new_vars
         space = space_of(space_vars, ctx)
         cond = IndexSet.from_conditions(space_vars, [cond], space).gist(
             IndexSet.box(space_vars, space=space)).to_cond()

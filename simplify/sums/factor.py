@@ -174,8 +174,7 @@ def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     cond = red.src[0]
     if cond is TRUE:
         return TRUE
-    rvars = tuple(red.arg.axes)
-    used = {n for n in walk(cond) if n.op is Op.VAR}
+    rvars, used = tuple(red.arg.axes), {n for n in walk(cond) if n.op is Op.VAR}
     if all(v in used or (v.lo is not None and v.hi is not None and decide(v.hi > v.lo))
            for v in tuple(axes) + rvars):
         axes, rvars = tuple(a for a in axes if a in used), tuple(r for r in rvars if r in used)
@@ -240,8 +239,7 @@ def factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=
 def _factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx=None) -> Expr | None:
     cond, src = red.src
     rvars = red.arg.axes
-    bound = frozenset(rvars)
-    count = _count(red)
+    bound, count = frozenset(rvars), _count(red)
     nonempty = nonempty_where(axes, red, ctx)
     if nonempty is None:
         return None
@@ -253,8 +251,7 @@ def _factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx
     def used(body: Expr, outer: Sequence[Expr] = ()) -> tuple[Expr, ...]:
         """The axes a bracket depends on (then the ``outer`` sum variables it reads): its tensor's axes."""
         free = set(walk(body))
-        ax = tuple(a for a in axes if a in free)
-        dropped = [a for a in axes if a not in free]
+        ax, dropped = tuple(a for a in axes if a in free), [a for a in axes if a not in free]
         # dropping only unit axes makes no smaller tensor: keep the op's own axes then
         ax = ax if any(decide(a.hi - a.lo > 1) for a in dropped) else tuple(axes)
         return ax + tuple(r for r in outer if r in free)
@@ -429,8 +426,7 @@ def _renamed(body: Expr, axes: Sequence[Expr], brackets: set) -> Expr:
     if read.op is not Op.READ or read.arg.op not in brackets or set(read.src) != set(axes) \
             or len(read.src) != len(axes):
         return body
-    red = read.arg.op.body[0]
-    m = dict(zip(read.arg.op.axes, read.src))
+    red, m = read.arg.op.body[0], dict(zip(read.arg.op.axes, read.src))
     cond, *src = (_subst(x, m) for x in red.src)
     if guard is not None:
         cond = guard if cond.op is Op.CONST and cond.value else Expr(Op.AND, cond.dtype, (guard, cond))
@@ -554,10 +550,8 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
         return None
     fresh = {r: var(r.name, r.lo, r.hi, r.dtype) for r in t_red.arg.axes}
     m = dict(zip(t_op.axes, read.src)) | fresh
-    cond = substitute(t_red.src[0], m)
-    inside = substitute(t_red.src[1], m)
-    src = substitute(red.src[1], {read: inside})
-    both = all_of(conjuncts(red.src[0]) + conjuncts(cond))
+    cond, inside = substitute(t_red.src[0], m), substitute(t_red.src[1], m)
+    src, both = substitute(red.src[1], {read: inside}), all_of(conjuncts(red.src[0]) + conjuncts(cond))
     return Expr(Op.REDUCE, red.dtype, (both, src),
                 ReduceArg(red.arg.combiner, red.arg.axes + tuple(fresh[r] for r in t_red.arg.axes), 0))
 
@@ -600,8 +594,7 @@ def nested_share(axes: Sequence[Expr], red: Expr, lookup: Lookup, ctx=None) -> E
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2 \
             or len(red.arg.axes) < 2 or not dt.is_float(red.dtype):
         return None
-    rvars = red.arg.axes
-    found = one_term(red)
+    rvars, found = red.arg.axes, one_term(red)
     if found is None or not found[1]:
         return None
     coef, factors = found
@@ -636,8 +629,7 @@ def _nest_split(axes: Sequence[Expr], red: Expr, factors: Sequence[Expr], seen: 
     the factors using an inner variable under every conjunct, the outer sum runs where the inner domain
     has a point; ``None`` when isl cannot tell."""
     rvars = red.arg.axes
-    inner = frozenset(r for r in rvars if r not in outer)
-    cs = conjuncts(red.src[0])
+    inner, cs = frozenset(r for r in rvars if r not in outer), conjuncts(red.src[0])
     # the bracket keeps the outer conjuncts too: they keep its reads in bounds
     inside = Expr(Op.REDUCE, red.dtype,
                   (all_of(cs),

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 
@@ -125,8 +125,9 @@ for _op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.NOT):
 
 
 def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
-    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): of a sum, its
-    where-conjuncts free of reduction variables (of a disjunction, those of every disjunct); of any other
+    """A condition on ``t``'s axes outside which ``t`` is zero (``True`` if none is known): of a reduction
+    whose combiner keeps zeros (:func:`_keeps_zeros`), the conjuncts of its where and of its term's
+    nonzeroness free of reduction variables (of a disjunction, those of every disjunct); of any other
     body, its nonzeroness (:data:`NZ_RULES`, reads of tensors by their guards) with every part that reads
     data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``.
     ``guards``: a table ``tensor -> guard`` to read and fill; the guards a body needs are found first,
@@ -138,9 +139,9 @@ def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
         if u in table:
             stack.pop()
             continue
-        op = u.op
-        elementwise = isinstance(op, ComputeOp) and op.body[u.value_index].op is not Op.REDUCE
-        pending = [r for r in reads(op.body[u.value_index]) if r not in table] if elementwise else []
+        body = u.op.body[u.value_index] if isinstance(u.op, ComputeOp) else None
+        pending = [] if body is None or body.op is Op.REDUCE and not _keeps_zeros(body) else \
+            [r for r in reads(body) if r not in table]
         if pending:
             stack += pending
             continue
@@ -155,13 +156,22 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     if not isinstance(op, ComputeOp):
         return TRUE
     body = op.body[t.value_index]
+    rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
-        return _without_reads(fold(body, {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}))
-    if body.arg.combiner.kind != "sum":
+        return _without_reads(fold(body, rules))
+    if not _keeps_zeros(body):
         return TRUE
-    bound = set(body.arg.axes)
-    cands = [c for c in implied_conjuncts(body.src[0]) if not any(v in bound for v in walk(c))]
-    return all_of([c for c in cands if not any(n.op in (Op.READ, Op.REDUCE) for n in walk(c))])
+    terms, bound = _and(body.src[0], fold(body.src[1 + body.arg.value_index], rules)), set(body.arg.axes)
+    return _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
+
+
+def _keeps_zeros(red: Expr) -> bool:
+    """The reduction ``red``'s combiner folds zero terms to zero from a zero identity (a sum, the added
+    part of a recurrence's pairs): ``red`` is zero where every term is."""
+    comb, v = red.arg.combiner, red.arg.value_index
+    zero = dict.fromkeys((comb.lhs[v], comb.rhs[v]), const(0, comb.lhs[v].dtype))
+    return fold(comb.identity[v], NZ_RULES) is FALSE \
+        and fold(substitute(comb.result[v], zero), NZ_RULES) is FALSE
 
 
 def _without_reads(c: Expr) -> Expr:
@@ -187,12 +197,7 @@ def read_nonzero(n: Expr, guards: dict | None = None) -> Expr:
     """``nz(T[idx])``: the guard of ``T`` with its axes replaced by the indices (``guards``:
     a table of tensor guards, ``tensor -> guard``, to read and fill)."""
     t = n.arg
-    if guards is None:
-        guard = tensor_guard(t)
-    else:
-        guard = guards.get(t)
-        if guard is None:
-            guard = guards[t] = tensor_guard(t, guards)
+    guard = tensor_guard(t, guards)
     return TRUE if guard is TRUE else substitute(guard, dict(zip(t.op.axes, n.src)))
 
 

@@ -448,8 +448,7 @@ class Refuter:
         kind = combiner.kind
         if len(e.src) != 2 or kind not in ("sum", "max", "min", "prod"):
             return self._combine(e, env)
-        body = e.src[1]
-        acc = None
+        body, acc = e.src[1], None
         for inner, memo in self._points(e, env):
             v = self._eval(body, inner, memo)
             if acc is None:
@@ -462,8 +461,7 @@ class Refuter:
 
     def _combine(self, e: Expr, env: dict) -> Any:
         """A custom or multi-value reduction (argmax): its combiner over the sample points from the first."""
-        combiner = e.arg.combiner
-        acc = None
+        combiner, acc = e.arg.combiner, None
         for inner, memo in self._points(e, env):
             values = tuple(self._eval(s, inner, memo) for s in e.src[1:])
             if acc is None:

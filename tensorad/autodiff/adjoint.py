@@ -83,6 +83,7 @@ from ..poly.nesting import classes_apart, interval_count, plain_prefix, running_
 from . import combiners
 from .build import (
     Optimizer,
+    adjoint_of,
     all_of,
     axis_vars,
     compute,
@@ -412,8 +413,7 @@ class AdjointBuilder:
         narrow = self._uncopied(op, heads, kind) if several else None
         if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
-        cond = body.src[0]
-        point = {k: const(k.lo, k.dtype) for k in ra.axes}
+        cond, point = body.src[0], {k: const(k.lo, k.dtype) for k in ra.axes}
         single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
         if ra.combiner.kind in ("max", "min", "prod") and _one_point(op.axes, ra.axes, cond):
             # one point at most per output: the value is its source there, a sum of one term (the identity
@@ -440,6 +440,8 @@ class AdjointBuilder:
         if nested is not None:
             return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
+            if (moved := self._reranged(op, heads, kind)) is not None:
+                return self.contributions(*moved, x, p, j, sole)
             bare = self._unpadded(op) if kind in ("max", "min") else None
             line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
                 self._line_terms(bare[0], heads, x, p, j, kind, bare[1])
@@ -455,8 +457,7 @@ class AdjointBuilder:
                 if ties is None:
                     return [first], None
                 # max/min: the first winner by index always gets head / ties, other tied ones by value.
-                count = ties[tuple(iv)]
-                source = self._compared_source(op, m)
+                count, source = ties[tuple(iv)], self._compared_source(op, m)
                 tied = logical(Op.AND, compare(Op.GT, count, const(1, count.dtype)),
                                combiners.ties_result(source, best[tuple(iv)]))
                 return [logical(Op.OR, first, tied)], const(1, source.dtype) / cast(source.dtype, count)
@@ -509,8 +510,7 @@ class AdjointBuilder:
             copied, unread = repeats(bodies)
         outer = [c for c in conjuncts(bodies[0].src[0])
                  if not set(free_vars(c)) & set(raxes) and not reads_data(c)]
-        mask = all_of(outer)
-        first = {k: const(k.lo, k.dtype) for k in raxes}
+        mask, first = all_of(outer), {k: const(k.lo, k.dtype) for k in raxes}
         if outer and kind in ("max", "min", "prod", "select") \
                 and all(b.src[0] is bodies[0].src[0] for b in bodies) \
                 and set(free_vars(_read_at(bodies[0].src[1], op.axes, first))) & set(raxes):
@@ -529,8 +529,7 @@ class AdjointBuilder:
             sub = compute(op.name, [m[a] for a in kept], [rename(b, m) for b in bodies], op.provenance)[0].op
             narrowed = {}
             for v, h in heads.items():
-                out = copy_vars(op.axes)
-                prefix = axis_vars(h.shape[:h.ndim - len(op.axes)])
+                out, prefix = copy_vars(op.axes), axis_vars(h.shape[:h.ndim - len(op.axes)])
                 dtype = dt.compute_dtype(op.body[v].dtype)  # (summed at the precision its terms take)
                 if copied:
                     value = cast(dtype, h[tuple(prefix) + tuple(out[a] for a in op.axes)])
@@ -680,8 +679,7 @@ class AdjointBuilder:
         scatter) under ``T(i) > 1 && t != W(i) && f(i, t) == best(i)``."""
         body = op.body[0]
         ra: ReduceArg = body.arg
-        size = combiners.box_size(ra.axes)
-        m = copy_vars(tuple(op.axes))
+        size, m = combiners.box_size(ra.axes), copy_vars(tuple(op.axes))
         iv = [m[a] for a in op.axes]
         conds: list[Expr] = []
         axes = iv
@@ -714,8 +712,7 @@ class AdjointBuilder:
             conds = [compare(Op.NE, first, const(combiners.INDEX_SENTINEL, first.dtype))]
         else:
             t = var("t", 0, size)
-            axes = iv + [t]
-            point = data_index(t, size, "clip", index.name)
+            axes, point = iv + [t], data_index(t, size, "clip", index.name)
         for k, digit in zip(ra.axes, _unflatten(point, ra.axes)):
             m[k] = digit
         # A window point ``t``'s digits are opaque (the term stays a scatter from the outputs: solved for
@@ -852,8 +849,7 @@ class AdjointBuilder:
         if op in self._saved_values:
             return self._saved_values[op]
         body = op.body[0]
-        source = body.src[1]
-        found = None
+        source, found = body.src[1], None
         if not recomputes_exactly(source, inlined=True):
             # Keyed by tensor: ``rewrite`` rebuilds bottom-up, so a read of a copy is a new node by then.
             copied = {n.arg for n in walk(source) if n.op is Op.READ and _inlinable(n.arg)
@@ -861,19 +857,16 @@ class AdjointBuilder:
             source = rewrite(source, lambda n: self._copy(n.arg)[tuple(n.src)]
                              if n.op is Op.READ and n.arg in copied else None)
         if not recomputes_exactly(source):
-            source = body.src[1]
-            ra = body.arg
+            source, ra = body.src[1], body.arg
             axes, where = list(op.axes), body.src[0]
             read = [a for a in axes if a in free_vars(source)]
             met = _window_met([*read, *ra.axes], [a for a in axes if a not in read], where) \
                 if len(read) < len(axes) else None
             if met is not None:
                 axes, where = read, met
-            m = copy_vars(axes)
-            kz = {k: var(k.name, 0, k.extent) for k in ra.axes}
+            m, kz = copy_vars(axes), {k: var(k.name, 0, k.extent) for k in ra.axes}
             m.update({k: z + const(k.lo, z.dtype) if k.lo else z for k, z in kz.items()})
-            cond = rename(where, m)
-            value = rename(source, m)
+            cond, value = rename(where, m), rename(source, m)
             if cond is not TRUE:  # out of the domain the source may read out of bounds; what is
                 # stored there is never read (each reader reduces where ``cond`` holds): a zero, so
                 # that the copy runs on the domain only
@@ -982,8 +975,7 @@ class AdjointBuilder:
             flat = combiners.flat_index(kv, self.holds)
             assert flat is not None
             weight = const(1, dt.INDEX) + const(scale, dt.INDEX) * flat
-            same = combiners.ties_result(rename(e, m), value[tuple(iv)])
-            where = rename(where, m)
+            same, where = combiners.ties_result(rename(e, m), value[tuple(iv)]), rename(where, m)
             if e.op is Op.CONST:  # the sum of the weights, over the axes the points depend on
                 used = [k for k, v in enumerate(iv) if v in free_vars(where)]
                 (acc,) = compute(f"{op.name}.hits", [iv[k] for k in used], [sum_reducer(weight, kv, where)])
@@ -1016,8 +1008,7 @@ class AdjointBuilder:
             g = self._compared_source(op, m)  # the bits Z and P were counted from
             counted, pr = zeros[tuple(iv)], nonzero[tuple(iv)]
             is0 = compare(Op.EQ, g, const(0, g.dtype))
-            q = pr / choice(Op.SELECT, is0, const(1, g.dtype), g)
-            zero = const(0, g.dtype)
+            q, zero = pr / choice(Op.SELECT, is0, const(1, g.dtype), g), const(0, g.dtype)
             z = cast(dt.INDEX, counted)  # (the count, without the zeros' tangents ``counted`` carries)
             zs = counted - cast(counted.dtype, z)  # 0, whose tangent is the zero factors' tangents
 
@@ -1046,8 +1037,7 @@ class AdjointBuilder:
         body = op.body[0]
         m = copy_vars(op.axes + body.arg.axes)
         cond, g = rename(body.src[0], m), self._compared_source(op, m)
-        is0 = compare(Op.EQ, g, const(0, g.dtype))
-        cd = dt.compute_dtype(g.dtype)
+        is0, cd = compare(Op.EQ, g, const(0, g.dtype)), dt.compute_dtype(g.dtype)
         sources = (choice(Op.SELECT, is0, const(1, cd) + cast(cd, g), const(0, cd)),
                    choice(Op.SELECT, is0, const(1, g.dtype), g))
         where = None if cond is TRUE else cond
@@ -1107,6 +1097,50 @@ class AdjointBuilder:
         mirrored = t if step > 0 else const(lo + hi - 1, t.dtype) - t
         return prefix[tuple(axes[:pos]) + (mirrored,) + tuple(axes[pos + 1:])], t
 
+    def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
+        """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
+        whose range is not its window axis ``k``'s, beside one-point axes, or whose window reaches past ``j``
+        (``shift < 0``), as ``(P, heads)``: with ``[lo, hi)`` the points of ``k`` some window holds, ``P[q] =
+        reduce_{lo <= k <= lo + q}`` (a suffix ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift - lo)]`` where
+        the window has a point, so ``P``'s head at ``q`` is ``H[q + lo + shift]`` and, at the end, every
+        ``H[j]`` past it."""
+        body, key = op.body[0], (op, tuple(heads.items()))
+        units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
+        ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
+        found = None if kind == "recurrence" and set(heads) != {1} or len(ks) != 1 else \
+            plain_prefix(op.axes, ks, srcs[0], srcs[1:])
+        if found is None:
+            return None
+        (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
+        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo \
+                or (0, jax.hi) == k.dom and not units and shift >= 0:
+            return None
+        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k.hi, jax.hi - shift) if step > 0 else k.hi
+        if key not in self._nests and hi > lo:
+            ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, hi - lo, k.dtype)
+            q, t = var(jax.name, 0, hi - lo, jax.dtype), var("t", 0, jax.hi, jax.dtype)
+            m, c = {**copy_vars(op.axes), jax: q, k: w + const(lo, k.dtype)}, lo + step * shift
+            side = compare(Op.LE if step > 0 else Op.GE, k, jax)
+            cond = rename(all_of([*rest, side]), {**m, jax: q + ix(lo)})
+            sub = compute(op.name, [m[a] for a in op.axes], [Expr(Op.REDUCE, b.dtype, (cond, *(
+                rename(e, m) for e in srcs[1:])), ReduceArg(b.arg.combiner, (w,), b.arg.value_index))
+                for b in op.body], op.provenance)[0].op
+            moved, av = {}, [m[a] for a in op.axes]
+            past = t > ix(hi - 1 + shift) if step > 0 else t < ix(lo - shift)  # (P's last point)
+            for v, h in heads.items():
+                pv = axis_vars(h.shape[:h.ndim - len(op.axes)], prefix="p")
+
+                def read(e: Expr, h: Tensor = h, pv: list = pv) -> Expr:
+                    return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
+
+                end, e = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0)), q + ix(c)
+                total = head_sum(read(e), (), all_of([e >= ix(0), e < ix(jax.hi)])) + \
+                    head_sum(head_sum(read(t), [t], past), (), end)
+                g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
+                moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])
+            self._nests[key] = sub, moved
+        return self._nests.get(key)
+
     def _unpadded(self, op: ComputeOp) -> tuple[ComputeOp, Expr] | None:
         """A max/min that pads its one reduction axis with its identity, ``max_k if_then_else(c, e, -inf)``
         with ``c`` affine in the indices, as ``(op', P)``: ``op'`` the reduction over the points where ``c``
@@ -1136,18 +1170,15 @@ class AdjointBuilder:
         (:meth:`_unpadded`), tied with it where it is the identity."""
         body = op.body[0]
         found = plain_prefix(op.axes, body.arg.axes, body.src[0], body.src[1:])
-        if found is None or (kind == "recurrence" and (set(heads) != {1} or found[3])):
-            return None
-        pos, step, rest, shift = found
-        jax, (k,) = op.axes[pos], body.arg.axes
-        cond = rename(all_of(rest), {k: jax})
-        sources = [rename(e, {k: jax}) for e in body.src[1:]]
-        key = (op, heads[max(heads)])
-        if key not in self._lines:
-            self._lines[key] = (self._tie_adjoint(op, heads[0], len(p), pos, step, shift, pads)
-                                if kind in ("max", "min") else
-                                self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond,
-                                                    sources))
+        if found is None or found[3] < 0 or op.axes[found[0]].dom != body.arg.axes[0].dom \
+                or kind == "recurrence" and (set(heads) != {1} or found[3]):
+            return None  # (another range, or a window past its output: :meth:`_reranged`)
+        (pos, step, rest, shift), m = found, {body.arg.axes[0]: op.axes[found[0]]}
+        cond, sources = rename(all_of(rest), m), [rename(e, m) for e in body.src[1:]]
+        if (key := (op, heads[max(heads)])) not in self._lines:
+            self._lines[key] = self._tie_adjoint(op, heads[0], len(p), pos, step, shift, pads) \
+                if kind in ("max", "min") else \
+                self._line_adjoints(op, heads[max(heads)], len(p), pos, step, shift, cond, sources)
         return [t for src, adj in zip(sources, self._lines[key])
                 for t in self._site_terms(op.axes, (), cond, src, adj, x, p, j)]
 
@@ -1167,26 +1198,19 @@ class AdjointBuilder:
         zero factor is 0 whatever the other factors are: no NaN of ``0 * inf``.  A term ``k``
         that enters the output ``k + shift`` (``k < j``: 1) reads the head there."""
         d, lo, hi = sources[0].dtype, op.axes[pos].lo, op.axes[pos].hi
-        pv = axis_vars(head.shape[:n_prefix], prefix="p")
-        m = copy_vars(op.axes)
+        pv, m, g = axis_vars(head.shape[:n_prefix], prefix="p"), copy_vars(op.axes), _factor(cond, sources[0])
         av = [m[a] for a in op.axes]
         t = av[pos]
-
-        def at(e: Expr) -> list[Expr]:
-            return av[:pos] + [e] + av[pos + 1:]
-
-        after = self._suffix_recurrence(op, lambda e: head[tuple(pv) + tuple(e)], pv, m, pos, step, shift,
-                                        _factor(cond, sources[0]))
+        after = self._suffix_recurrence(op, lambda e: head[tuple(pv) + tuple(e)], pv, m, pos, step, shift, g)
         g_after = after[tuple(pv) + tuple(av)]
         if len(sources) == 2:  # a recurrence: its sum before the term
             first = compare(Op.EQ, t, const(lo if step > 0 else hi - 1, t.dtype))
-            carried = Tensor(op, 1)[tuple(at(t - const(step, t.dtype)))]
+            carried = Tensor(op, 1)[(*av[:pos], t - const(step, t.dtype), *av[pos + 1:])]
             before = choice(Op.IF_THEN_ELSE, first, const(0, d), carried)
             values = [before * g_after, g_after]
         else:
-            term = _factor(cond, sources[0])
             before, _ = self._before(f"{op.name}.before", av, pos,
-                                     lambda e: rename(term, {**m, op.axes[pos]: e}), step)
+                                     lambda e: rename(g, {**m, op.axes[pos]: e}), step)
             values = [combiners.strong_product(before, g_after)]
         return [compute(f"{op.name}.adjoint", pv + av, [v])[0] for v in values]
 
@@ -1203,12 +1227,9 @@ class AdjointBuilder:
         ``S`` a suffix recurrence (:meth:`_suffix_recurrence`) whose 0 links hold back an infinite or
         NaN head of another run, ``~`` the tie test (equal, or both NaN).  ``pads`` (over ``op``'s axes):
         the points a guard padded with the identity, counted in ``T`` where ``Y`` is the identity."""
-        best, _, ties = self._winner(op)
-        body = op.body[0]
-        (k,) = body.arg.axes
-        jax, d = op.axes[pos], body.src[1].dtype
-        pv = axis_vars(head.shape[:n_prefix], prefix="p")
-        m = copy_vars(op.axes)
+        (best, _, ties), body = self._winner(op), op.body[0]
+        (k,), jax, d = body.arg.axes, op.axes[pos], body.src[1].dtype
+        pv, m = axis_vars(head.shape[:n_prefix], prefix="p"), copy_vars(op.axes)
         av = [m[a] for a in op.axes]
 
         def at(axes: Sequence[Expr], e: Expr) -> tuple[Expr, ...]:
@@ -1217,25 +1238,22 @@ class AdjointBuilder:
         back = at(op.axes, jax - const(step, jax.dtype))
         link = choice(Op.SELECT, combiners.ties_result(best[back], best[tuple(op.axes)]), const(1, d),
                       const(0, d))
-        ident = body.arg.combiner.identity[0]
 
         def share(e: list[Expr]) -> Expr:
             count = cast(d, ties[tuple(e)])
             if pads is not None:
-                padded = choice(Op.SELECT, compare(Op.EQ, best[tuple(e)], ident),
-                                cast(d, rename(pads, dict(zip(op.axes, e)))), const(0, d))
-                count = count + padded
+                padded = compare(Op.EQ, best[tuple(e)], body.arg.combiner.identity[0])
+                count = count + choice(Op.SELECT, padded, cast(d, rename(pads, dict(zip(op.axes, e)))),
+                                       const(0, d))
             return cast(d, head[tuple(pv) + tuple(e)]) / count
 
-        after = self._suffix_recurrence(op, share, pv, m, pos, step, 0, link)
-        t = av[pos]
+        after, t = self._suffix_recurrence(op, share, pv, m, pos, step, 0, link), av[pos]
         e = t + const(step * shift, t.dtype) if shift else t
         source = self._compared_source(op, {**m, jax: e, k: t})
         value = choice(Op.IF_THEN_ELSE, combiners.ties_result(source, best[at(av, e)]),
                        after[tuple(pv) + at(av, e)], const(0, d))
         if shift:  # (a term no output reads: past the end)
-            inside = compare(Op.LT, e, const(jax.hi, e.dtype)) if step > 0 else \
-                compare(Op.GE, e, const(jax.lo, e.dtype))
+            inside = e < const(jax.hi, e.dtype) if step > 0 else e >= const(jax.lo, e.dtype)
             value = choice(Op.IF_THEN_ELSE, inside, value, const(0, d))
         return [compute(f"{op.name}.adjoint", pv + av, [value])[0]]
 
@@ -1247,10 +1265,8 @@ class AdjointBuilder:
         recurrence's pairs ``(g(j + 1), H[j])`` from the end (:func:`combiners.recurrence_reducer`),
         an ordered prefix over a mirrored index that a scan carries, then read back in place.
         A suffix (``step = -1``) mirrored: ``S[k] = sum_{j <= k} H[j] prod_{j <= i < k} g(i)``."""
-        jax = op.axes[pos]
-        lo, hi, d = jax.lo, jax.hi, factor.dtype
-        av = [m[a] for a in op.axes]
-        t, u = av[pos], var("u", lo, hi)
+        jax, av, d = op.axes[pos], [m[a] for a in op.axes], factor.dtype
+        lo, hi, t, u = jax.lo, jax.hi, av[pos], var("u", jax.lo, jax.hi)
 
         def at(e: Expr) -> list[Expr]:
             return av[:pos] + [e] + av[pos + 1:]
@@ -1265,8 +1281,7 @@ class AdjointBuilder:
             inside = all_of([compare(Op.GE, here, const(lo - step * shift, u.dtype)),
                              compare(Op.LT, here, const(hi - step * shift, u.dtype))])
             b = choice(Op.IF_THEN_ELSE, inside, b, const(0, d))
-        rec = combiners.recurrence_reducer(prod_reducer.instantiate((d,)))
-        src = (compare(Op.LE, u, t), a, b)
+        rec, src = combiners.recurrence_reducer(prod_reducer.instantiate((d,))), (compare(Op.LE, u, t), a, b)
         fold = compute(f"{op.name}.after", pv + av,
                        [Expr(Op.REDUCE, d, src, ReduceArg(rec, (u,), v)) for v in (0, 1)])
         back = const(lo + hi - 1, t.dtype) - t if step > 0 else t
@@ -1277,15 +1292,13 @@ class AdjointBuilder:
         """``sum_i H[p, i] * J[i, j]`` with ``J`` the (der, value) Jacobian of the op by ``x``."""
         key = (op, x)
         if key not in self._jacobians:
-            m = copy_vars(op.axes + op.reduce_axes)
-            jv = axis_vars(x.shape, prefix="jac_i")
+            m, jv = copy_vars(op.axes + op.reduce_axes), axis_vars(x.shape, prefix="jac_i")
             ders = [body_jacobian(b, x, jv) for b in op.body]
             live = [v for v, d in enumerate(ders) if d is not ZERO]
             made = compute_each(f"{op.name}.jacobian", [m[a] for a in op.axes] + jv,
                                 [rename(ders[v], m) for v in live]) if live else ()
             self._jacobians[key] = dict(zip(live, made))
-        jac = self._jacobians[key]
-        terms = []
+        jac, terms = self._jacobians[key], []
         for v, h in heads.items():
             if v not in jac:
                 continue

@@ -42,8 +42,7 @@ def _val(n: int) -> isl.Val:
     while mag:
         digits.append(mag & ((1 << _CHUNK) - 1))
         mag >>= _CHUNK
-    out = isl.Val.int_from_si(CTX, 0)
-    base = isl.Val.int_from_si(CTX, 1 << _CHUNK)
+    out, base = isl.Val.int_from_si(CTX, 0), isl.Val.int_from_si(CTX, 1 << _CHUNK)
     for d in reversed(digits):
         out = out.mul(base).add(isl.Val.int_from_si(CTX, d))
     return out.neg() if n < 0 else out
@@ -157,8 +156,7 @@ class IndexSpace:
                 aff = aff.set_coefficient_val(isl.dim_type.in_, k, _val(c))
         if form.const:
             aff = aff.set_constant_val(_val(form.const))
-        out = isl.PwAff.from_aff(aff)
-        rest = [(a, k) for a, k in form.terms if not self._is_var(a)]
+        out, rest = isl.PwAff.from_aff(aff), [(a, k) for a, k in form.terms if not self._is_var(a)]
         for atom, k in rest:
             out = out.add(self._aff_memo[atom].scale_val(_val(k)))
         return out
@@ -247,8 +245,7 @@ _INT = ("int32", "int64")
 def admissible(space: isl.Space) -> isl.Set:
     """The universe of ``space`` at the admissible values of its parameters, size variables (each
     ``isl.Id``'s user): ``min <= v <= max``, ``v`` a multiple of ``multiple_of``."""
-    s = isl.Set.universe(space)
-    local = isl.LocalSpace.from_space(space)
+    s, local = isl.Set.universe(space), isl.LocalSpace.from_space(space)
     for k in range(space.dim(_PARAM)):
         info = space.get_dim_id(_PARAM, k).user.arg
         n = isl.PwAff.from_aff(isl.Aff.var_on_domain(local, _PARAM, k))
@@ -282,8 +279,7 @@ def size_cases(c: Expr) -> tuple[Expr, list[tuple[int, int | None]]] | None:
     """``(v, [(lo, hi), ...])``: the admissible values of the one size variable ``v`` of condition ``c``
     split into the intervals (``hi`` ``None``: unbounded) where ``c`` holds and where it does not, or
     ``None`` where they are not intervals (or ``c`` has other variables, or isl does not represent it)."""
-    sizes = list(dict.fromkeys(n for n in walk(c) if n.op is Op.VAR))
-    space = IndexSpace([])
+    sizes, space = list(dict.fromkeys(n for n in walk(c) if n.op is Op.VAR)), IndexSpace([])
     try:
         holds = space.cond(c)
     except NotAffine:
@@ -389,8 +385,7 @@ def _ident(name: str) -> str:
 
 def point_str(space: IndexSpace, s: isl.Set) -> str:
     """One point of nonempty ``s`` as ``name=value, ...``, sizes last (for error messages)."""
-    p = s.sample_point()
-    dims = [(_SET, k, v) for k, v in enumerate(space.vars)]
+    p, dims = s.sample_point(), [(_SET, k, v) for k, v in enumerate(space.vars)]
     dims += [(_PARAM, k, s.get_dim_id(_PARAM, k).user) for k in range(s.dim(_PARAM))]
 
     return ", ".join(f"{v.name if v.op is Op.VAR else expr_to_str(v)}="

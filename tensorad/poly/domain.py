@@ -142,8 +142,7 @@ class IndexSet:
         m = isl.Map.from_domain(self.set).move_dims(_OUT, 0, _IN, k, 1)
         if not m.is_single_valued():
             return None
-        pma = m.as_pw_multi_aff().coalesce()
-        others = self.vars[:k] + self.vars[k + 1:]
+        pma, others = m.as_pw_multi_aff().coalesce(), self.vars[:k] + self.vars[k + 1:]
         affs: list[isl.Aff] = []
         pma.foreach_piece(lambda s, ma: affs.append(ma.get_at(0)))
         divs = sum(a.dim(isl.dim_type.div) for a in affs)
@@ -178,8 +177,7 @@ class IndexSet:
         k = self._pos(v)
         if self.set.dim(_PARAM):
             return size_bound(self.set.dim_min(k)), size_bound(self.set.dim_max(k))
-        lo = val_to_fraction(self.set.dim_min_val(k))
-        hi = val_to_fraction(self.set.dim_max_val(k))
+        lo, hi = val_to_fraction(self.set.dim_min_val(k)), val_to_fraction(self.set.dim_max_val(k))
         return int(lo), int(hi)
 
     def lower_bounds(self, v: Expr, over: Sequence[Expr]) -> list[tuple[Expr, int]]:

@@ -150,10 +150,9 @@ def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
     if len(raxes) != 1:
         return None
     (k,) = raxes
-    terms = list(chain(cond, Op.AND))
-    used = {v for e in reads for v in free_vars(e)}
-    for pos, j in enumerate(axes):
-        if (j.lo, j.hi) != (k.lo, k.hi) or j in used:
+    terms, used = list(chain(cond, Op.AND)), {v for e in reads for v in free_vars(e)}
+    for pos, j in sorted(enumerate(axes), key=lambda pj: (pj[1].lo, pj[1].hi) != (k.lo, k.hi)):
+        if j in used:
             continue
         ties = [t for t in terms if j in free_vars(t)]
         if not ties or any(set(free_vars(t)) - {j, k} for t in ties):

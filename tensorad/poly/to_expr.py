@@ -91,8 +91,7 @@ def set_to_cond(s: isl.Set | isl.BasicSet, variables: Sequence[Expr]) -> Expr:
         return FALSE
     if s.dim(_PARAM):
         s = s.gist_params(admissible(s.get_space()).params())
-    s = s.coalesce().compute_divs()
-    out = FALSE
+    s, out = s.coalesce().compute_divs(), FALSE
     for bs in s.get_basic_sets():
         cond = basic_set_to_cond(bs, variables)
         if cond is TRUE:

@@ -76,11 +76,11 @@ def test_a_tensors_guard_is_found_once_per_call(monkeypatch):
     asked = [T[IV, JV] * X, T[JV, IV] + U[IV], U[JV] * T[IV, JV], T[IV, JV] * X]
     alone = [nonzero(e) for e in asked]
     guards = []
-    real = nz.tensor_guard
-    monkeypatch.setattr(nz, "tensor_guard", lambda t, *table: guards.append(t) or real(t, *table))
+    real = nz._own_guard  # (where a guard is computed; a lookup of the call's table is not)
+    monkeypatch.setattr(nz, "_own_guard", lambda t, table: guards.append(t) or real(t, table))
     ctx = OptimizerContext()
     assert [nonzero(e, ctx) for e in asked] == alone
-    assert sorted(t.op.name for t in guards) == ["T", "U"]
+    assert sorted(t.op.name for t in guards) == ["A", "T", "U"]  # (each once: A, a placeholder, too)
 
 
 def test_a_sums_guard_is_what_every_disjunct_of_its_condition_requires():
@@ -112,3 +112,23 @@ def test_a_tensor_of_guarded_pieces_is_zero_outside_their_union():
     for n in range(3000):  # (a guard per link, none by recursion)
         C = ta.compute((8,), lambda i, C=C: C[i] * 0.5, name=f"c{n}")
     assert nonzero(C[IV]) is simplify_expr((IV < 2) | (IV >= 5))
+
+
+def test_a_reduction_that_keeps_zeros_is_zero_where_every_term_is():
+    """A combiner that folds zero terms to zero from a zero identity (a sum; the added part of a
+    recurrence's pairs ``(a, b)``, ``b' = a_y b_x + b_y``) gives zero at an output whose terms are all
+    zero: ``sum_k G[i, k]`` with ``G`` zero outside ``i < 3`` is zero outside ``i < 3``, and so is the
+    recurrence of such terms.  The recurrence's product part (identity 1) and a max (identity ``-inf``)
+    may be nonzero anywhere."""
+    A = ta.placeholder((6, 6), name="A")
+    k = ta.reduce_axis((0, 6), name="k")
+    G = ta.compute((6, 6), lambda i, j: ta.select(i < 3, A[i, j], 0.0), name="G")
+    S = ta.compute((6,), lambda i: ta.sum(G[i, k], axis=k), name="S")
+    M = ta.compute((6,), lambda i: ta.max(G[i, k], axis=k), name="M")
+    pairs = ta.comm_reducer(lambda x, y: (x[0] * y[0], y[0] * x[1] + y[1]),
+                            lambda a, b: (ta.const(1.0, a), ta.const(0.0, b)), name="pairs")
+    P, B = ta.compute((6,), lambda i: pairs((A[i, k], G[i, k]), axis=k), name="R")
+    assert nonzero(S[IV]) is simplify_expr(IV < 3)
+    assert nonzero(B[IV]) is simplify_expr(IV < 3)
+    assert nonzero(P[IV]) is TRUE
+    assert nonzero(M[IV]) is TRUE

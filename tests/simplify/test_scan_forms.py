@@ -362,3 +362,45 @@ def test_a_prefix_over_several_axes_has_pytorchs_gradient(kind, shape, scanned, 
     y, g = ta.build([Y, dX], [X, H])(x, h)
     np.testing.assert_allclose(y, want_y, rtol=1e-12, atol=0)
     np.testing.assert_allclose(g, want_g, rtol=1e-12, atol=1e-12)
+
+
+# ---- a running reduction whose window axis has another range than its output axis ---------------
+# (window range, output length, where): an exclusive prefix shorter than the outputs, starting below 0;
+# suffixes longer than the outputs, one whose windows all start past the range's start; a prefix whose
+# windows all end before the range's end
+RANGED = {"short prefix": ((-3, 17), 40, lambda r, j: r < j),
+          "suffix": ((0, 30), 12, lambda r, j: r >= j - 3),
+          "late suffix": ((0, 30), 12, lambda r, j: r >= j + 5),
+          "long prefix": ((2, 50), 9, lambda r, j: r <= j + 4)}
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "prod"])
+@pytest.mark.parametrize("window", list(RANGED))
+@pytest.mark.parametrize("data", ["distinct", "ties"])
+def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, window, data):
+    """``Y[b, j] = max_{k in [lo, hi), k < j} X[b, k - lo]`` with ``j`` over its own range: ``Y[j]`` is a
+    plain prefix over the points some window holds, read at ``clamp(j - 1)`` (the identity where the
+    window is empty), so its gradient is that prefix's scans, plus one sum of the heads of the outputs
+    past its last point; a winner pass and a routing sum per output and window point took ``n_j n_k``.  Ties
+    split each head among the window's tied points (``amax`` of each window); a product with zeros
+    matches PyTorch's."""
+    (lo, hi), n, where = RANGED[window]
+    b, nk = 3, hi - lo
+    X = ta.placeholder((b, nk), "float64", "X")
+    k = ta.reduce_axis((lo, hi), "k")
+    reduce = {"max": ta.max, "min": ta.min, "prod": ta.prod}[kind]
+    Y = ta.compute((b, n), lambda p, j: reduce(X[p, k - lo], k, where=where(k, j)), "ranged")
+    x = RNG.integers(-2, 3, (b, nk)).astype(np.float64) if data == "ties" else RNG.standard_normal((b, nk))
+    j, ks = torch.arange(n)[:, None], torch.arange(lo, hi)[None, :]
+    inside = where(ks, j)
+    pad = {"max": -INF, "min": INF, "prod": 1.0}[kind]
+
+    def formula(t):
+        rows = torch.where(inside, t[:, None, :], torch.tensor(pad, dtype=t.dtype))
+        return rows.amax(2) if kind == "max" else rows.amin(2) if kind == "min" else rows.prod(2)
+
+    # over the m points some window holds: a winner scan, the scan of the head's shares and the routing
+    # (a product: its exclusive running product, the head's recurrence, the adjoint and its copy into the
+    # points of the gradient it covers), and the heads of the outputs past the last point
+    m = int(inside.any(0).sum())
+    _check(Y, X, formula, x, b * m, b * ((4 if kind == "prod" else 3) * m + n))

@@ -1,0 +1,63 @@
+"""A running max, min or product whose window reaches past its output, ``Y[j] = max_{k <= j + 2} X[k]``
+(or ``k >= j - 2``, a suffix), over one range for ``j`` and ``k``: each term ``k`` enters at the output
+``k - 2``, and the first three all at ``j = 0``.  Its gradient is the plain prefix over ``k``'s range, read
+at ``clamp(j + 2)``, whose last point takes every head past it: linear, and within the bounds of every
+tensor it reads (the line form routed a term to the output ``k - 2`` even below 0: a read out of bounds,
+and a product's adjoint that missed the terms entering together).  Spelled with a ``where`` or padded with
+the identity by a guard.
+
+Oracles: float64 central differences of the formula in NumPy; ``ta.evaluate``."""
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+N = 9
+IDENTITY = {"max": -np.inf, "min": np.inf, "prod": 1.0}
+WINDOWS = {"prefix": (lambda k, j: k <= j + 2), "suffix": (lambda k, j: k >= j - 2)}
+
+
+def _program(kind, side, padded):
+    X = ta.placeholder((N,), "float64", "X")
+    k = ta.reduce_axis((0, N), "k")
+    reduce, inside = getattr(ta, kind), WINDOWS[side]
+    if padded:
+        return X, ta.compute((N,), lambda j: reduce(ta.if_then_else(inside(k, j), X[k], IDENTITY[kind]),
+                                                   axis=k), name="Y")
+    return X, ta.compute((N,), lambda j: reduce(X[k], axis=k, where=inside(k, j)), name="Y")
+
+
+def _loss(x, h, kind, side):
+    reduce = {"max": np.max, "min": np.min, "prod": np.prod}[kind]
+    return sum(h[j] * reduce([x[k] for k in range(N) if WINDOWS[side](k, j)]) for j in range(N))
+
+
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+@pytest.mark.parametrize(("kind", "padded"), [("max", False), ("min", False), ("prod", False), ("max", True),
+                                              ("min", True)])
+def test_gradient_equals_central_differences(kind, side, padded):
+    X, Y = _program(kind, side, padded)
+    H = ta.placeholder((N,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    rng = np.random.default_rng(7)
+    x = rng.permutation(np.linspace(0.6, 1.4, N)) * rng.choice([-1.0, 1.0], N)  # (no ties)
+    h = rng.standard_normal(N)
+    eps = 1e-6
+    want = np.array([(_loss(x + e, h, kind, side) - _loss(x - e, h, kind, side)) / (2 * eps)
+                     for e in np.eye(N) * eps])
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+@pytest.mark.parametrize("kind", ["max", "prod"])
+def test_gradient_work_is_linear(kind, side):
+    """Work by hand, on a pinned target: three scans of the ``N`` terms (a product's exclusive running
+    product, ``N - 1``, or a max's winner, ``N``; the recurrence of the head's shares, ``N``; the routing
+    to ``X``, ``N``) and the two heads past the prefix's last point summed once: ``3 N + 2`` at most,
+    where the pairs ``(j, k)`` number ``N^2``."""
+    X, Y = _program(kind, side, False)
+    H = ta.placeholder((N,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([dX], [X, H], target="llvm -mcpu=haswell").work <= 3 * N + 2
