@@ -38,7 +38,7 @@ from ..target import Target, captured_stderr, host_target, new_target_machine, u
 from . import compile_job, isolate
 from . import disk_cache as diskcache
 from .compile_job import Job, Machine, Pipeline
-from .module_split import bundle, merge_duplicates, split, unbundle
+from .module_split import bundle, merge_duplicates, shared_units, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
 _LOCK = process_lock(reentrant=True)
@@ -112,15 +112,43 @@ def _room_for_object(s: _JitState) -> None:
             "kernel across calls, drop those no longer needed), or raise vm.max_map_count")
 
 
+class Units:
+    """The object code of the units (:func:`.jit.module_split.shared_units`) this process compiled or
+    read, by their key text (the fingerprint, level and text), the most recent :data:`UNIT_BYTES`; and
+    on disk (:func:`.jit.disk_cache.put_object`) for other processes."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def get(self, key_text: str) -> bytes | None:
+        key = hashlib.sha256(key_text.encode()).hexdigest()
+        obj = self.objects.pop(key, None) or diskcache.get_object(key, key_text)
+        if obj is not None:
+            self.objects[key] = obj
+        return obj
+
+    def put(self, key_text: str, obj: bytes) -> None:
+        key = hashlib.sha256(key_text.encode()).hexdigest()
+        self.objects[key] = obj
+        diskcache.put_object(key, key_text, obj)
+        while sum(map(len, self.objects.values())) > UNIT_BYTES:
+            del self.objects[next(iter(self.objects))]
+
+
 class _Process:
     """What the JIT keeps for the life of the process, each made once: the resident engine's state
-    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`)."""
+    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`), the
+    units' object code (:class:`Units`)."""
 
     def __init__(self) -> None:
         self.state: _JitState | None = None
         self.machines: dict[Machine, llvm.TargetMachine] = {}
         self.source_hash: str | None = None
+        self.units = Units()
 
+
+#: the bytes of the units' object code a process keeps (:class:`Units`; ~2-20 KB each)
+UNIT_BYTES = 16 << 20
 
 _PROCESS = _Process()
 
@@ -297,37 +325,58 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
     compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
-    :func:`.jit.module_split.bundle` of the parts :func:`.jit.module_split.split` cuts, each optimized at
-    its level), and the object code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).
-    A build must write nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is
-    caught and the module compiled again with its width hints renamed out of LLVM's reach.  Anything else
-    written to stderr is passed on."""
+    :func:`.jit.module_split.bundle` of the :func:`.jit.module_split.shared_units` it calls, each compiled
+    once (:class:`Units`), and of the parts :func:`.jit.module_split.split` cuts the rest into, each
+    optimized at its level), and the object code and CPU seconds of the modules ``beside`` it
+    (:func:`compile_objects`).  A build must write nothing: where LLVM still declines a hinted loop (a
+    remark on stderr), the remark is caught and the module compiled again with its width hints renamed out
+    of LLVM's reach (the units of that compile kept).  Anything else written to stderr is passed on."""
     # (twin internal functions merged; a kernel compiled alone is cut into parts for the idle cores)
     ir_text = merge_duplicates(ir_text)
     cpus = 1 if beside or opt_level < 2 else usable_cpus()
+    target = target or host()
     with _LOCK:
         with captured_stderr() as err:
-            obj, others = _compile_parts(split(ir_text, cpus, opt_level), target, beside)
+            obj, others, made = _compile_parts(ir_text, cpus, opt_level, target, beside)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with captured_stderr() as err:
-                obj, _ = _compile_parts(split(ir_text, cpus, opt_level), target)
+                obj, _, made = _compile_parts(ir_text, cpus, opt_level, target)
             text = DECLINED.sub("", text) + err()
+        for key_text, unit in made:
+            _PROCESS.units.put(key_text, unit)
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
     return ir_text, obj, others
 
 
-def _compile_parts(parts: list[tuple[str, int]], target: Target | None,
+def kernel_modules(ir_text: str, opt_level: int, cpus: int = 1) -> tuple[list[tuple[str, int]], ...]:
+    """The modules a kernel's object code is compiled from, each with its level: the parts
+    :func:`.jit.module_split.split` cuts the rest of its module into, and its units
+    (:func:`.jit.module_split.shared_units`)."""
+    rest, units = shared_units(ir_text)
+    return split(rest, cpus, opt_level), [(t, min(opt_level, 3 if v is None else v))
+                                          for t, v in units.values()]
+
+
+def _compile_parts(ir_text: str, cpus: int, opt_level: int, target: Target,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
-                   ) -> tuple[bytes, list[tuple[bytes, float]]]:
-    """The bundled object code of a module's ``parts`` (each text with its level), and that of the
-    modules ``beside`` them, compiled side by side (:func:`compile_objects`)."""
-    done = compile_objects([*((lambda t=t: t, level, False) for t, level in parts), *beside], target)
-    return bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
+                   ) -> tuple[bytes, list[tuple[bytes, float]], list[tuple[str, bytes]]]:
+    """The bundled object code of a kernel's module (:func:`kernel_modules`, each unit compiled once:
+    :class:`Units`), the object code of the modules ``beside`` it, compiled side by side
+    (:func:`compile_objects`), and the units compiled, with their key texts."""
+    parts, units = kernel_modules(ir_text, opt_level, cpus)
+    keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
+    found = [_PROCESS.units.get(k) for k in keys]
+    todo = parts + [u for u, o in zip(units, found) if o is None]
+    done = compile_objects([*((lambda t=t: t, level, False) for t, level in todo), *beside], target)
+    made = iter(o for o, _ in done[len(parts):len(todo)])
+    objs = [o or next(made) for o in found]
+    return (bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):],
+            [(k, o) for k, o, f in zip(keys, objs, found) if f is None])
 
 
 def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:

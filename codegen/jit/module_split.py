@@ -14,10 +14,12 @@ they weigh enough to repay a part of their own.  :func:`bundle` keeps the parts'
 ``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
-their names and their loops' own metadata nodes, and points every use at it."""
+their names and their loops' own metadata nodes, and points every use at it; :func:`shared_units` then
+names each nest by its content and moves the heavy ones out into modules compiled once per process."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import struct
 from collections import Counter
@@ -259,6 +261,100 @@ def unbundle(data: bytes) -> list[bytes]:
     if at != len(data) or any(len(o) == 0 or o.startswith(BUNDLE_MAGIC) for o in out):
         raise ValueError("malformed object bundle")
     return out
+
+
+_META = re.compile(r"!([0-9]+)\b")
+_SELF = "tensorad_fn_SELF"
+
+
+def shared_units(text: str) -> tuple[str, dict[str, tuple[str, int | None]]]:
+    """Module ``text`` with each function its own code calls that calls none of its functions (a nest,
+    not glue) named by its content, and those weighing :data:`MIN_PART_LINES` moved out into units:
+    ``(the rest, {name: (unit text, the level it asks for)})``.  A unit is the function, the internal
+    functions and private constants it reaches, and the declarations and metadata they name (renumbered
+    in order of use), its own names and those of its module's prefix made ``tensorad_fn_<SHA-256 of the
+    text>``: nests alike but for their names (a forward's nest that its gradient's kernel runs again,
+    twins of one module) are one unit, compiled once (:func:`.jit.engine.compile_kernel`), or one
+    function of the rest; calls of a unit pass ``poison`` for what it never reads.  ``(text, {})``
+    where the module is not one this reads."""
+    try:
+        header, entities = _entities(text)
+    except ValueError:
+        return text, {}
+    if any(e.kind == "global" and not e.local or e.kind == "other" and (e.uses or e.lines[0][:1] == "!"
+           and not e.lines[0][1:2].isdigit() or e.lines[0].startswith("attributes")) for e in entities):
+        return text, {}
+    named = {e.name: e for e in entities if e.name is not None}
+    meta = {m.group(1): e.lines[0] for e in entities if (m := re.match(r"!([0-9]+) = ", e.lines[0]))}
+    prefix = m.group(1) if header and (m := re.match(r'; ModuleID = "([^"]+)"', header[0])) else "\0"
+    called = {n for e in entities if e.kind == "function" for n in e.uses}
+    reach = {e.name: _reached(e.name, named) for e in entities if e.kind == "function" and not e.local}
+    content: dict[str, tuple[str, str]] = {}  # a nest's name -> its content name and unit text
+    for r in (named[n] for n in reach if n in called):
+        own = [named[n] for n in reach[r.name]]
+        uses = {u for e in own for u in e.uses} - {e.name for e in own}
+        ids, order = {}, [m.group(1) for e in own for ln in e.lines for m in _META.finditer(ln)]
+        while order:
+            if (n := order.pop(0)) not in ids:
+                ids[n] = str(len(ids))
+                order += _META.findall(meta.get(n, ""))
+        if any(u in named for u in uses) or any(n not in meta for n in ids):
+            continue  # (glue: it calls the module's functions)
+        names = {e.name: _SELF + e.name[len(r.name):] if e.name.startswith(r.name) else f"{_SELF}.{k}"
+                 for k, e in enumerate(own) if e.name.startswith((r.name, prefix))}
+        body = _META.sub(lambda m, ids=ids: "!" + ids[m.group(1)], "\n".join(
+            [ln for e in own for ln in e.lines] + [meta[n] for n in ids]))
+        decls = sorted(e.lines[0] for e in entities if e.kind == "other" and e.lines[0].startswith("declare")
+                       and _NAME.search(e.lines[0])[0].strip('@"') in uses)
+        used = _used([n for n in reach[r.name] if USED in named and n in named[USED].uses])
+        unit = "\n".join(header[1:] + decls + [_renamed("\n".join([body] + used), names)]) + "\n"
+        content[r.name] = ("tensorad_fn_" + hashlib.sha256(unit.encode()).hexdigest()[:24], unit)
+    owners: dict[str, set[str]] = {}  # a local entity -> the contents of the functions reaching it
+    for n, reached in reach.items():
+        for d in reached[1:]:
+            owners.setdefault(d, set()).add(content.get(n, (n,))[0])
+    calls: dict[str, str] = {}  # a function's name -> the name its calls take
+    units: dict[str, tuple[str, int | None]] = {}
+    first: dict[str, str] = {}  # a light function's content name -> the first of its twins
+    for n, (name, unit) in content.items():  # (weighed by what it alone reaches: shared helpers stay)
+        if sum(named[d].cost for d in reach[n] if len(owners.get(d, ())) < 2) >= MIN_PART_LINES:
+            units.setdefault(name, (f'; ModuleID = "{name}"\n' + unit.replace(_SELF, name), named[n].level))
+            calls[n] = name
+        else:  # (a light function: the first of its twins, in the rest)
+            calls[n] = first.setdefault(name, n)
+    if all(calls[n] == n for n in calls):
+        return text, {}
+    keep = {n for e in entities if e.kind == "function" and not e.local
+            and calls.get(e.name, e.name) == e.name for n in reach[e.name]}
+    unread = {calls[n]: named[n].unread() for n in calls if calls[n] in units}
+    decls = [named[n].declaration().replace(f'@"{n}"', f'@"{calls[n]}"') for n in dict(
+        (calls[n], n) for n in calls if calls[n] in units).values()]
+    lines = [ln for e in entities if e.kind == "other" or e.name in keep for ln in e.lines]
+    lines = _unread_passed_as_poison(_renamed("\n".join(lines), calls).split("\n"), unread)
+    used = _used(sorted(named[USED].uses & keep) if USED in named else [])
+    return "\n".join(header + decls + lines + used) + "\n", units
+
+
+def _reached(root: str, named: dict[str, _Entity]) -> list[str]:
+    """``root`` and the internal functions and private constants it reaches, in order of first mention."""
+    seen = [root]
+    for n in seen:  # (grows while walked)
+        e = named[n]
+        for u in [a or b for a, b in _NAME.findall("\n".join(e.lines))] + _VARIANT.findall(e.lines[0]):
+            if u in named and named[u].local and u not in seen:
+                seen.append(u)
+    return seen
+
+
+_MANGLED = re.compile(r'(_ZGV_LLVM_N[0-9]+v+_)([-\w.$]+)\(([-\w.$]+)\)')
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` with each global name of ``names`` replaced by its value, where named in a math function's
+    vector variant too."""
+    text = _NAME.sub(lambda m: f'@"{names[m.group(1) or m.group(2)]}"' if (m.group(1) or m.group(2)) in names
+                     else m.group(0), text)
+    return _MANGLED.sub(lambda m: f"{m[1]}{names.get(m[2], m[2])}({names.get(m[3], m[3])})", text)
 
 
 def merge_duplicates(text: str) -> str:

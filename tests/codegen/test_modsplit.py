@@ -262,6 +262,97 @@ def test_a_product_run_in_batch_pieces_whose_epilogue_reads_no_batch_axis_has_on
     np.testing.assert_allclose(ta.build([Y], [X, W], cache=False)(x, w), want, rtol=1e-4, atol=1e-4)
 
 
+def _nest(k: int, scale: str) -> str:
+    return textwrap.dedent(f"""
+    @"k0123456789abcdef_nest{k}_c" = private constant [2 x float] [float 1.0, float {scale}]
+    define void @"k0123456789abcdef_nest{k}"(ptr noalias %p, i64 %n) noinline nounwind {{
+    entry:
+      br label %body
+    body:
+      %i = phi i64 [ 0, %entry ], [ %j, %body ]
+      %a = getelementptr float, ptr %p, i64 %i
+      %c = load float, ptr getelementptr (float, ptr @"k0123456789abcdef_nest{k}_c", i64 1)
+      %v = load float, ptr %a
+      %w = call float @"llvm.fabs.f32"(float %v)
+      %x = fmul float %w, %c
+      store float %x, ptr %a
+      %j = add i64 %i, 1
+      %d = icmp slt i64 %j, %n
+      br i1 %d, label %body, label %done, !llvm.loop !{k + 1}
+    done:
+      ret void
+    }}""")
+
+
+_ALIKE = '; ModuleID = "k0123456789abcdef"\n' + _nest(1, "2.0") + _nest(2, "2.0") + _nest(3, "3.0") + """
+define void @"k0123456789abcdef_main"(ptr %p, ptr %q) noinline nounwind optnone {
+  call void @"k0123456789abcdef_nest1"(ptr %p, i64 8)
+  call void @"k0123456789abcdef_nest2"(ptr %q, i64 8)
+  call void @"k0123456789abcdef_nest3"(ptr %q, i64 8)
+  ret void
+}
+declare float @"llvm.fabs.f32"(float %".1")
+!0 = !{ !"llvm.loop.unroll.disable" }
+!2 = distinct !{ !2, !0 }
+!3 = distinct !{ !3, !0 }
+!4 = distinct !{ !4, !0 }
+"""
+
+
+def test_nests_alike_but_for_their_names_are_one_unit_named_by_its_content(monkeypatch):
+    """Two nests alike but for their names and their constants' (a forward's nest that its gradient's
+    kernel runs again) are one unit, ``tensorad_fn_<hash of its text>``, which the rest of the module
+    declares and calls for both; a nest with another constant is another unit.  Lighter than a part,
+    they stay in the rest, the second calling the first."""
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
+    rest, units = modsplit.shared_units(_ALIKE)
+    assert len(units) == 2
+    for text, level in units.values():
+        llvm.parse_assembly(text).verify()
+        assert level is None and "k0123456789abcdef" not in text
+    mod = llvm.parse_assembly(rest)
+    mod.verify()
+    assert [f.name for f in mod.functions if not f.is_declaration] == ["k0123456789abcdef_main"]
+    called = re.findall(r'call void @"(tensorad_fn_\w+)"', rest)
+    assert called[0] == called[1] != called[2] and set(called) == set(units)
+    assert modsplit.shared_units(_ALIKE.replace("k0123456789abcdef", "kfedcba9876543210"))[1] == units
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1000)
+    rest, units = modsplit.shared_units(_ALIKE)
+    assert units == {}
+    llvm.parse_assembly(rest).verify()
+    assert re.findall(r'call void @"(\w+)"', rest) == [f"k0123456789abcdef_nest{k}" for k in (1, 1, 3)]
+
+
+def test_a_nest_alike_in_two_kernels_is_compiled_by_the_first_build_only(monkeypatch):
+    """The second of two kernels that run one nest alike (its unit, codegen/jit/module_split.py) links
+    the object code the first build compiled: LLVM compiles its rest alone.  Both compute NumPy's."""
+    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
+    monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    compiled, real = [], jit.compile_objects
+
+    def recorded(modules, target=None):
+        texts = [(text(), level, light) for text, level, light in modules]
+        compiled.append([t for t, _, _ in texts])
+        return real([(lambda t=t: t, level, light) for t, level, light in texts], target)
+    monkeypatch.setattr(jit, "compile_objects", recorded)
+    X = ta.placeholder((64, 47), name="X")
+    V = ta.placeholder((32, 16), name="V")
+    Y = ta.compute(X.shape, lambda i, j: ta.tanh(X[i, j]) * ta.exp(-X[i, j]), name="Y")
+    Z = ta.compute(V.shape, lambda i, j: ta.sigmoid(V[i, j]), name="Z")
+    first = ta.build([Y], [X], cache=False, num_threads=1)
+    second = ta.build([Z, Y], [V, X], cache=False, num_threads=1)
+    units = [{t[14:50] for t in texts if t.startswith('; ModuleID = "tensorad_fn_')} for texts in compiled]
+    assert len(compiled) == 2 and len(units[0]) == 1 and units[1].isdisjoint(units[0])
+    assert units[0] <= set(modsplit.shared_units(second.compiled.llvm_ir_unoptimized)[1])
+    rng = np.random.default_rng(4)
+    x, v = rng.standard_normal(X.shape, dtype=np.float32), rng.standard_normal(V.shape, dtype=np.float32)
+    want = np.tanh(x) * np.exp(-x)
+    np.testing.assert_allclose(first(x), want, rtol=1e-5, atol=1e-6)
+    z, y = second(v, x)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, 1 / (1 + np.exp(-v)), rtol=1e-5, atol=1e-6)
+
+
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

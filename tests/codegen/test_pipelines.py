@@ -93,8 +93,9 @@ def test_kernels_run_O3_code(make):
     c = make().compiled
     text = c.llvm_ir_unoptimized
     assert _lines(jit.optimized_ir(text, 2, c.target)) != _lines(jit.optimized_ir(text, 3, c.target))
-    assert c.obj == jit.compile_object(text, 3, c.target)
-    assert c.obj != jit.compile_object(text, 2, c.target)
+    parts, units = jit.kernel_modules(text, 3, jit.usable_cpus())
+    assert modsplit.unbundle(c.obj) == [jit.compile_object(t, 3, c.target) for t, _ in parts + units]
+    assert modsplit.unbundle(c.obj) != [jit.compile_object(t, 2, c.target) for t, _ in parts + units]
 
 
 
@@ -117,9 +118,9 @@ def test_a_matrix_products_nest_runs_O2_code_and_the_kernel_computes_right(monke
     gives NumPy's result."""
     k, (X, W, H) = _dense_relu_gradient(monkeypatch)
     c = k.compiled
-    parts = modsplit.split(c.llvm_ir_unoptimized, 1, c.opt_level)
-    assert sorted(level for _, level in parts) == [2, 3]
-    assert modsplit.unbundle(c.obj) == [jit.compile_object(t, level, c.target) for t, level in parts]
+    parts, units = jit.kernel_modules(c.llvm_ir_unoptimized, c.opt_level)
+    assert sorted({level for _, level in parts + units}) == [2, 3]
+    assert modsplit.unbundle(c.obj) == [jit.compile_object(t, level, c.target) for t, level in parts + units]
     rng = np.random.default_rng(2)
     x, w, h = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H))
     masked = np.where(x.astype(np.float64) @ w > 0, h, 0)
