@@ -3,8 +3,8 @@
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager with loop and SLP
 vectorization) and compiles a module for the target; ``optimized_ir`` and ``assembly`` give the texts on
 demand.  A kernel's module is compiled in parts, each at the level its nests ask for (:func:`compile_kernel`;
-:func:`by_level` for its optimized IR, export and a pickled kernel's recompile: the same code).  The
-pipeline is :mod:`.jit.compile_job`'s, run in compile workers (:mod:`.jit.isolate`).
+:func:`.jit.module_split.split` for its optimized IR, export and a pickled kernel's recompile: the same
+code).  The pipeline is :mod:`.jit.compile_job`'s, run in compile workers (:mod:`.jit.isolate`).
 
 Object code is linked (fresh, or from the disk cache) in one of two ways:
 
@@ -34,11 +34,11 @@ import llvmlite.binding as llvm
 from tensorad.ir.locks import process_lock
 
 from ..gemm import version as libversion
-from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
+from ..target import Target, captured_stderr, host_target, new_target_machine
 from . import compile_job, isolate
 from . import disk_cache as diskcache
 from .compile_job import Job, Machine, Pipeline
-from .module_split import bundle, merge_duplicates, shared_units, split, unbundle
+from .module_split import bundle, merge_duplicates, split, unbundle
 from .object_check import defined_symbols, undefined_symbols
 
 _LOCK = process_lock(reentrant=True)
@@ -113,12 +113,14 @@ def _room_for_object(s: _JitState) -> None:
 
 
 class Units:
-    """The object code of the units (:func:`.jit.module_split.shared_units`) this process compiled or
+    """The object code of the units (:func:`.jit.module_split.split`) this process compiled or
     read, by their key text (the fingerprint, level and text), the most recent :data:`UNIT_BYTES`; and
-    on disk (:func:`.jit.disk_cache.put_object`) for other processes."""
+    on disk (:func:`.jit.disk_cache.put_object`: a damaged entry is compiled again) for other processes.
+    ``compiled`` counts the units handed to LLVM."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.compiled = 0
 
     def get(self, key_text: str) -> bytes | None:
         key = hashlib.sha256(key_text.encode()).hexdigest()
@@ -167,6 +169,11 @@ def _machine_of(m: Machine) -> llvm.TargetMachine:
             tm = _PROCESS.machines.get(m) or _PROCESS.machines.setdefault(
                 m, m.make() if m.pic else new_target_machine(m.triple, m.cpu, m.features))
     return tm
+
+
+def units() -> Units:
+    """The process's units' object code (:class:`Units`)."""
+    return _PROCESS.units
 
 
 def host() -> Target:
@@ -325,25 +332,22 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
     compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
-    :func:`.jit.module_split.bundle` of the :func:`.jit.module_split.shared_units` it calls, each compiled
-    once (:class:`Units`), and of the parts :func:`.jit.module_split.split` cuts the rest into, each
-    optimized at its level), and the object code and CPU seconds of the modules ``beside`` it
-    (:func:`compile_objects`).  A build must write nothing: where LLVM still declines a hinted loop (a
-    remark on stderr), the remark is caught and the module compiled again with its width hints renamed out
-    of LLVM's reach (the units of that compile kept).  Anything else written to stderr is passed on."""
-    # (twin internal functions merged; a kernel compiled alone is cut into parts for the idle cores)
-    ir_text = merge_duplicates(ir_text)
-    cpus = 1 if beside or opt_level < 2 else usable_cpus()
+    :func:`.jit.module_split.bundle` of the modules :func:`.jit.module_split.split` cuts it into, each
+    optimized at its level, each unit compiled once: :class:`Units`), and the object code and CPU seconds of
+    the modules ``beside`` it (:func:`compile_objects`).  A build must write nothing: where LLVM still
+    declines a hinted loop (a remark on stderr), the remark is caught and the module compiled again with its
+    width hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
+    ir_text = merge_duplicates(ir_text)  # (twin internal functions merged)
     target = target or host()
     with _LOCK:
         with captured_stderr() as err:
-            obj, others, made = _compile_parts(ir_text, cpus, opt_level, target, beside)
+            obj, others, made = _compile_parts(ir_text, opt_level, target, beside)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with captured_stderr() as err:
-                obj, _, made = _compile_parts(ir_text, cpus, opt_level, target)
+                obj, _, made = _compile_parts(ir_text, opt_level, target)
             text = DECLINED.sub("", text) + err()
         for key_text, unit in made:
             _PROCESS.units.put(key_text, unit)
@@ -353,36 +357,22 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     return ir_text, obj, others
 
 
-def kernel_modules(ir_text: str, opt_level: int, cpus: int = 1) -> tuple[list[tuple[str, int]], ...]:
-    """The modules a kernel's object code is compiled from, each with its level: the parts
-    :func:`.jit.module_split.split` cuts the rest of its module into, and its units
-    (:func:`.jit.module_split.shared_units`)."""
-    rest, units = shared_units(ir_text)
-    return split(rest, cpus, opt_level), [(t, min(opt_level, 3 if v is None else v))
-                                          for t, v in units.values()]
-
-
-def _compile_parts(ir_text: str, cpus: int, opt_level: int, target: Target,
+def _compile_parts(ir_text: str, opt_level: int, target: Target,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[bytes, list[tuple[bytes, float]], list[tuple[str, bytes]]]:
-    """The bundled object code of a kernel's module (:func:`kernel_modules`, each unit compiled once:
-    :class:`Units`), the object code of the modules ``beside`` it, compiled side by side
+    """The bundled object code of a kernel's module (:func:`.jit.module_split.split`, each unit compiled
+    once: :class:`Units`), the object code of the modules ``beside`` it, compiled side by side
     (:func:`compile_objects`), and the units compiled, with their key texts."""
-    parts, units = kernel_modules(ir_text, opt_level, cpus)
+    parts, units = split(ir_text, opt_level)
     keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
     found = [_PROCESS.units.get(k) for k in keys]
     todo = parts + [u for u, o in zip(units, found) if o is None]
     done = compile_objects([*((lambda t=t: t, level, False) for t, level in todo), *beside], target)
     made = iter(o for o, _ in done[len(parts):len(todo)])
     objs = [o or next(made) for o in found]
+    _PROCESS.units.compiled += len(todo) - len(parts)
     return (bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):],
             [(k, o) for k, o, f in zip(keys, objs, found) if f is None])
-
-
-def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:
-    """A kernel's module cut only where its nests ask for a lower level (:func:`.jit.module_split.split`
-    into one part a level), each part with its level: every function at the level a build compiles it."""
-    return split(ir_text, 1, opt_level)
 
 
 def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:

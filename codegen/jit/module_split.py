@@ -6,16 +6,15 @@ each part keeps some external functions, a copy of every internal function and p
 reach (a math function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in
 the part's own ``llvm.compiler.used``), and declarations of the other parts' functions they call, whose
 calls pass ``poison`` for the parameters the callee never reads (as LLVM's dead-argument elimination does
-within a module: the caller loads nothing for them).  :func:`split` cuts the module text (one entity a
-line), balanced by instructions; a module too small to repay a second compile child, or with another
-global not private to it, stays whole.  A nest marked to be optimized at a lower level
-(:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the others so marked, where
-they weigh enough to repay a part of their own.  :func:`bundle` keeps the parts' object code as one
-``bytes``.
+within a module: the caller loads nothing for them).  :func:`split` moves each nest heavy enough
+to repay a compile child of its own (:data:`MIN_PART_LINES`) out into a unit named by its content, so that
+a nest alike in several kernels is compiled once, and cuts the rest by level: a nest marked to be
+optimized at a lower level (:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the
+others so marked, where they weigh enough to repay a part of their own.  A module with a global not
+private to it stays whole.  :func:`bundle` keeps the parts' object code as one ``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
-their names and their loops' own metadata nodes, and points every use at it; :func:`shared_units` then
-names each nest by its content and moves the heavy ones out into modules compiled once per process."""
+their names and their loops' own metadata nodes, and points every use at it."""
 
 from __future__ import annotations
 
@@ -23,8 +22,6 @@ import hashlib
 import re
 import struct
 from collections import Counter
-
-from tensorad.ir.rewrite import walk_along
 
 from ..llvm.ir_loops import OPT_LEVEL_ATTRIBUTE
 
@@ -158,11 +155,11 @@ def _entities(text: str) -> tuple[list[str], list[_Entity]]:
     return header, out
 
 
-def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
-    """Module ``text`` cut into modules, each with the level it is optimized at (see the module
-    docstring): at most ``parts`` of each level; ``[(text, opt_level)]`` where cutting does not pay
-    or the module is not one this reads."""
-    whole = [(text, opt_level)]
+def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """Module ``text`` cut (see the module docstring): ``(the rest, one module a level; the units)``,
+    each module with the level it is optimized at; ``([(text, level)], [])`` where cutting does not pay,
+    and the module whole where it is not one this reads or has a global its parts would share."""
+    whole: tuple[list[tuple[str, int]], list[tuple[str, int]]] = ([(text, opt_level)], [])
     try:
         header, entities = _entities(text)
     except ValueError:
@@ -170,37 +167,25 @@ def split(text: str, parts: int, opt_level: int = 3) -> list[tuple[str, int]]:
     if any(e.kind == "global" and not e.local or e.kind == "other" and e.uses for e in entities):
         return whole  # (a global parts would share, metadata naming a function: kept whole)
     named = {e.name: e for e in entities if e.name is not None}
-    roots = [e for e in entities if e.kind == "function" and not e.local]
-
-    def local_uses(name: str) -> list[str]:
-        return [n for n in named[name].uses if n in named and named[n].local]
-
-    # the local entities each root reaches
-    reach = {r.name: [named[n] for n in walk_along(r.name, local_uses)][1:] for r in roots}
-    weight = {r.name: r.cost + sum(d.cost for d in reach[r.name]) for r in roots}
-    bins = [(level, b) for level, group in _levels(roots, weight, opt_level).items()
-            for b in _balanced(group, weight, parts, sum(weight.values()))]
-    if len(bins) < 2:
-        return [(text, bins[0][0])] if bins else whole
-    shared = [e for e in entities if e.kind == "other"]
-    unread: dict[str, set[int]] = {}  # (an external function's, where a part calls it from another)
+    reach = {e.name: [named[n] for n in _reached(e.name, named)] for e in entities
+             if e.kind == "function" and not e.local}  # (each external function and what it reaches)
+    calls, units = _units(header, entities, named, reach)
+    rest = [named[n] for n in reach if calls.get(n, n) == n]
+    bins = list(_levels(rest, {n: sum(d.cost for d in reach[n]) for n in reach}, opt_level).items())
+    if len(bins) < 2 and not calls:
+        return [(text, bins[0][0] if bins else opt_level)], []
+    origin = {calls.get(n, n): n for n in reach}  # (a name calls take -> a function of that text)
+    shared = [ln for e in entities if e.kind == "other" for ln in e.lines]
     out = []
     for level, b in bins:
-        own = {r.name for r in b}
-        keep = {d.name for r in b for d in reach[r.name]} | own
-        called = {n for r in b for e in [r, *reach[r.name]] for n in e.uses}
-        body = [e for e in entities if e.name in keep]
-        decls = [named[n].declaration() for n in sorted(called)
-                 if n in named and named[n].kind == "function" and not named[n].local and n not in own]
+        keep = {d.name for r in b for d in reach[r.name]}
+        called = sorted({calls.get(u, u) for n in keep for u in named[n].uses} & origin.keys() - keep)
+        lines = _renamed("\n".join(ln for e in entities if e.name in keep for ln in e.lines), calls)
+        lines = _unread_passed_as_poison(lines.split("\n"), {n: named[origin[n]].unread() for n in called})
+        decls = [named[origin[n]].declaration().replace(f'@"{origin[n]}"', f'@"{n}"') for n in called]
         used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
-        for n in called - own - unread.keys():
-            if n in named and named[n].kind == "function" and not named[n].local:
-                unread[n] = named[n].unread()
-        lines = _unread_passed_as_poison([ln for e in body for ln in e.lines],
-                                         {n: unread[n] for n in called - own if n in unread})
-        out.append(("\n".join(header + decls + lines + [ln for e in shared for ln in e.lines] + used) + "\n",
-                    level))
-    return out
+        out.append(("\n".join(header + decls + lines + shared + used) + "\n", level))
+    return out, [(t, min(opt_level, 3 if v is None else v)) for t, v in units.values()]
 
 
 def _used(names: list[str]) -> list[str]:
@@ -221,20 +206,6 @@ def _levels(roots: list[_Entity], weight: dict[str, int], opt_level: int) -> dic
         if sum(weight[r.name] for r in groups[level]) < MIN_PART_LINES:
             groups.setdefault(opt_level, []).extend(groups.pop(level))
     return groups
-
-
-def _balanced(roots: list[_Entity], weight: dict[str, int], parts: int, total: int) -> list[list[_Entity]]:
-    """``roots`` in bins of about equal weight: as many as their share of ``parts`` (by ``total``
-    weight), none lighter than :data:`MIN_PART_LINES` on average; empty bins left out."""
-    own = sum(weight[r.name] for r in roots)
-    count = max(1, min(own // MIN_PART_LINES, -(-parts * own // max(total, 1))))
-    bins: list[list[_Entity]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for r in sorted(roots, key=lambda r: -weight[r.name]):  # (the longest first, to the lightest part)
-        k = loads.index(min(loads))
-        bins[k].append(r)
-        loads[k] += weight[r.name]
-    return [b for b in bins if b]
 
 
 def bundle(objects: list[bytes]) -> bytes:
@@ -267,31 +238,26 @@ _META = re.compile(r"!([0-9]+)\b")
 _SELF = "tensorad_fn_SELF"
 
 
-def shared_units(text: str) -> tuple[str, dict[str, tuple[str, int | None]]]:
-    """Module ``text`` with each function its own code calls that calls none of its functions (a nest,
-    not glue) named by its content, and those weighing :data:`MIN_PART_LINES` moved out into units:
-    ``(the rest, {name: (unit text, the level it asks for)})``.  A unit is the function, the internal
-    functions and private constants it reaches, and the declarations and metadata they name (renumbered
-    in order of use), its own names and those of its module's prefix made ``tensorad_fn_<SHA-256 of the
-    text>``: nests alike but for their names (a forward's nest that its gradient's kernel runs again,
-    twins of one module) are one unit, compiled once (:func:`.jit.engine.compile_kernel`), or one
-    function of the rest; calls of a unit pass ``poison`` for what it never reads.  ``(text, {})``
-    where the module is not one this reads."""
-    try:
-        header, entities = _entities(text)
-    except ValueError:
-        return text, {}
-    if any(e.kind == "global" and not e.local or e.kind == "other" and (e.uses or e.lines[0][:1] == "!"
-           and not e.lines[0][1:2].isdigit() or e.lines[0].startswith("attributes")) for e in entities):
-        return text, {}
-    named = {e.name: e for e in entities if e.name is not None}
+def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity],
+           reach: dict[str, list[_Entity]]) -> tuple[dict[str, str], dict[str, tuple[str, int | None]]]:
+    """Each function its module's code calls that calls none of its functions (a nest, not glue), named by
+    its content, those weighing :data:`MIN_PART_LINES` moved out into units: ``({a function's name: the
+    name its calls take}, {a unit's name: (its text, the level it asks for)})``.  A unit is the function,
+    the internal functions and private constants it reaches, and the declarations and metadata they name
+    (renumbered in order of use), its own names and those of its module's prefix made ``tensorad_fn_<SHA-256
+    of the text>``: nests alike but for their names (a forward's nest that its gradient's kernel runs
+    again, twins of one module) are one unit, compiled once (:func:`.jit.engine.compile_kernel`), or one
+    function of the rest, the first of its twins.  None in a module with attribute groups or named
+    metadata."""
+    if any(e.kind == "other" and (e.lines[0][:1] == "!" and not e.lines[0][1:2].isdigit()
+           or e.lines[0].startswith("attributes")) for e in entities):
+        return {}, {}
     meta = {m.group(1): e.lines[0] for e in entities if (m := re.match(r"!([0-9]+) = ", e.lines[0]))}
     prefix = m.group(1) if header and (m := re.match(r'; ModuleID = "([^"]+)"', header[0])) else "\0"
     called = {n for e in entities if e.kind == "function" for n in e.uses}
-    reach = {e.name: _reached(e.name, named) for e in entities if e.kind == "function" and not e.local}
     content: dict[str, tuple[str, str]] = {}  # a nest's name -> its content name and unit text
     for r in (named[n] for n in reach if n in called):
-        own = [named[n] for n in reach[r.name]]
+        own = reach[r.name]
         uses = {u for e in own for u in e.uses} - {e.name for e in own}
         ids, order = {}, [m.group(1) for e in own for ln in e.lines for m in _META.finditer(ln)]
         while order:
@@ -306,33 +272,23 @@ def shared_units(text: str) -> tuple[str, dict[str, tuple[str, int | None]]]:
             [ln for e in own for ln in e.lines] + [meta[n] for n in ids]))
         decls = sorted(e.lines[0] for e in entities if e.kind == "other" and e.lines[0].startswith("declare")
                        and _NAME.search(e.lines[0])[0].strip('@"') in uses)
-        used = _used([n for n in reach[r.name] if USED in named and n in named[USED].uses])
+        used = _used([e.name for e in own if USED in named and e.name in named[USED].uses])
         unit = "\n".join(header[1:] + decls + [_renamed("\n".join([body] + used), names)]) + "\n"
         content[r.name] = ("tensorad_fn_" + hashlib.sha256(unit.encode()).hexdigest()[:24], unit)
     owners: dict[str, set[str]] = {}  # a local entity -> the contents of the functions reaching it
     for n, reached in reach.items():
         for d in reached[1:]:
-            owners.setdefault(d, set()).add(content.get(n, (n,))[0])
-    calls: dict[str, str] = {}  # a function's name -> the name its calls take
+            owners.setdefault(d.name, set()).add(content.get(n, (n,))[0])
+    calls: dict[str, str] = {}
     units: dict[str, tuple[str, int | None]] = {}
     first: dict[str, str] = {}  # a light function's content name -> the first of its twins
     for n, (name, unit) in content.items():  # (weighed by what it alone reaches: shared helpers stay)
-        if sum(named[d].cost for d in reach[n] if len(owners.get(d, ())) < 2) >= MIN_PART_LINES:
+        if sum(d.cost for d in reach[n] if len(owners.get(d.name, ())) < 2) >= MIN_PART_LINES:
             units.setdefault(name, (f'; ModuleID = "{name}"\n' + unit.replace(_SELF, name), named[n].level))
             calls[n] = name
-        else:  # (a light function: the first of its twins, in the rest)
-            calls[n] = first.setdefault(name, n)
-    if all(calls[n] == n for n in calls):
-        return text, {}
-    keep = {n for e in entities if e.kind == "function" and not e.local
-            and calls.get(e.name, e.name) == e.name for n in reach[e.name]}
-    unread = {calls[n]: named[n].unread() for n in calls if calls[n] in units}
-    decls = [named[n].declaration().replace(f'@"{n}"', f'@"{calls[n]}"') for n in dict(
-        (calls[n], n) for n in calls if calls[n] in units).values()]
-    lines = [ln for e in entities if e.kind == "other" or e.name in keep for ln in e.lines]
-    lines = _unread_passed_as_poison(_renamed("\n".join(lines), calls).split("\n"), unread)
-    used = _used(sorted(named[USED].uses & keep) if USED in named else [])
-    return "\n".join(header + decls + lines + used) + "\n", units
+        elif first.setdefault(name, n) != n:  # (a light function: the first of its twins, in the rest)
+            calls[n] = first[name]
+    return calls, units
 
 
 def _reached(root: str, named: dict[str, _Entity]) -> list[str]:
