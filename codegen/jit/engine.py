@@ -112,45 +112,15 @@ def _room_for_object(s: _JitState) -> None:
             "kernel across calls, drop those no longer needed), or raise vm.max_map_count")
 
 
-class Units:
-    """The object code of the units (:func:`.jit.module_split.split`) this process compiled or
-    read, by their key text (the fingerprint, level and text), the most recent :data:`UNIT_BYTES`; and
-    on disk (:func:`.jit.disk_cache.put_object`: a damaged entry is compiled again) for other processes.
-    ``compiled`` counts the units handed to LLVM."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-        self.compiled = 0
-
-    def get(self, key_text: str) -> bytes | None:
-        key = hashlib.sha256(key_text.encode()).hexdigest()
-        obj = self.objects.pop(key, None) or diskcache.get_object(key, key_text)
-        if obj is not None:
-            self.objects[key] = obj
-        return obj
-
-    def put(self, key_text: str, obj: bytes) -> None:
-        key = hashlib.sha256(key_text.encode()).hexdigest()
-        self.objects[key] = obj
-        diskcache.put_object(key, key_text, obj)
-        while sum(map(len, self.objects.values())) > UNIT_BYTES:
-            del self.objects[next(iter(self.objects))]
-
-
 class _Process:
     """What the JIT keeps for the life of the process, each made once: the resident engine's state
-    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`), the
-    units' object code (:class:`Units`)."""
+    (:func:`state`), a target machine per target named, the source hash (:func:`source_hash`)."""
 
     def __init__(self) -> None:
         self.state: _JitState | None = None
         self.machines: dict[Machine, llvm.TargetMachine] = {}
         self.source_hash: str | None = None
-        self.units = Units()
 
-
-#: the bytes of the units' object code a process keeps (:class:`Units`; ~2-20 KB each)
-UNIT_BYTES = 16 << 20
 
 _PROCESS = _Process()
 
@@ -169,11 +139,6 @@ def _machine_of(m: Machine) -> llvm.TargetMachine:
             tm = _PROCESS.machines.get(m) or _PROCESS.machines.setdefault(
                 m, m.make() if m.pic else new_target_machine(m.triple, m.cpu, m.features))
     return tm
-
-
-def units() -> Units:
-    """The process's units' object code (:class:`Units`)."""
-    return _PROCESS.units
 
 
 def host() -> Target:
@@ -333,7 +298,7 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
     compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
     :func:`.jit.module_split.bundle` of the modules :func:`.jit.module_split.split` cuts it into, each
-    optimized at its level, each unit compiled once: :class:`Units`), and the object code and CPU seconds of
+    optimized at its level, a unit only where the disk cache lacks it), and the object code and CPU seconds of
     the modules ``beside`` it (:func:`compile_objects`).  A build must write nothing: where LLVM still
     declines a hinted loop (a remark on stderr), the remark is caught and the module compiled again with its
     width hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
@@ -341,16 +306,14 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     target = target or host()
     with _LOCK:
         with captured_stderr() as err:
-            obj, others, made = _compile_parts(ir_text, opt_level, target, beside)
+            obj, others = _compile_parts(ir_text, opt_level, target, beside)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with captured_stderr() as err:
-                obj, _, made = _compile_parts(ir_text, opt_level, target)
+                obj, _ = _compile_parts(ir_text, opt_level, target)
             text = DECLINED.sub("", text) + err()
-        for key_text, unit in made:
-            _PROCESS.units.put(key_text, unit)
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
@@ -359,20 +322,21 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
 
 def _compile_parts(ir_text: str, opt_level: int, target: Target,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
-                   ) -> tuple[bytes, list[tuple[bytes, float]], list[tuple[str, bytes]]]:
-    """The bundled object code of a kernel's module (:func:`.jit.module_split.split`, each unit compiled
-    once: :class:`Units`), the object code of the modules ``beside`` it, compiled side by side
-    (:func:`compile_objects`), and the units compiled, with their key texts."""
+                   ) -> tuple[bytes, list[tuple[bytes, float]]]:
+    """The bundled object code of a kernel's module (:func:`.jit.module_split.split`; its units read from
+    the disk cache, keyed by the fingerprint, level and text, where there: a damaged entry is compiled
+    again), and that of the modules ``beside`` it, compiled side by side (:func:`compile_objects`)."""
     parts, units = split(ir_text, opt_level)
     keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
-    found = [_PROCESS.units.get(k) for k in keys]
+    found = [diskcache.get_object(hashlib.sha256(k.encode()).hexdigest(), k) for k in keys]
     todo = parts + [u for u, o in zip(units, found) if o is None]
     done = compile_objects([*((lambda t=t: t, level, False) for t, level in todo), *beside], target)
     made = iter(o for o, _ in done[len(parts):len(todo)])
     objs = [o or next(made) for o in found]
-    _PROCESS.units.compiled += len(todo) - len(parts)
-    return (bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):],
-            [(k, o) for k, o, f in zip(keys, objs, found) if f is None])
+    for k, o, f in zip(keys, objs, found):
+        if f is None:
+            diskcache.put_object(hashlib.sha256(k.encode()).hexdigest(), k, o)
+    return bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):]
 
 
 def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:

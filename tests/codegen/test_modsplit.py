@@ -331,72 +331,64 @@ def test_nests_alike_but_for_their_names_are_one_unit_named_by_its_content(monke
     assert re.findall(r'call void @"(\w+)"', rest) == [f"k0123456789abcdef_nest{k}" for k in (1, 1, 3)]
 
 
-def _alike_kernels(**opts) -> tuple:
-    """Two kernels running one nest alike (``Y``'s), built one after the other, their inputs and ``Y``."""
-    X = ta.placeholder((64, 47), name="X")
-    V = ta.placeholder((32, 16), name="V")
-    Y = ta.compute(X.shape, lambda i, j: ta.tanh(X[i, j]) * ta.exp(-X[i, j]), name="Y")
-    Z = ta.compute(V.shape, lambda i, j: ta.sigmoid(V[i, j]), name="Z")
-    first = ta.build([Y], [X], num_threads=1, **opts)
-    return first, ta.build([Z, Y], [V, X], num_threads=1, **opts), (X, V), Y
-
-
-def test_a_damaged_or_truncated_unit_on_disk_is_compiled_again(monkeypatch, tmp_path):
-    """A unit's object code on disk (codegen/jit/disk_cache.py) that is truncated or has a byte changed
-    is not linked: the next build compiles the unit again, and its kernel computes NumPy's result."""
-    from tensorad.codegen.jit import disk_cache
-
-    monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
-    monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("TENSORAD_NO_DISK_CACHE", raising=False)
-    rng = np.random.default_rng(5)
-    for damage in (lambda b: b[:len(b) // 2], lambda b: b[:-9] + bytes([b[-9] ^ 1]) + b[-8:]):
-        monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
-        monkeypatch.setattr(jit.units(), "objects", {})
-        for f in tmp_path.glob("*.bin"):
-            f.unlink()
-        _alike_kernels()
-        files = {f: (disk_cache.get(f.stem) or b"")[4:].startswith(b"unit\n") for f in tmp_path.glob("*.bin")}
-        assert any(files.values())
-        for f, unit in files.items():  # (units damaged, the kernels' entries gone)
-            f.write_bytes(damage(f.read_bytes())) if unit else f.unlink()
-        monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
-        monkeypatch.setattr(jit.units(), "objects", {})
-        before = jit.units().compiled
-        _, second, (X, V), _ = _alike_kernels()
-        assert second.origin == "compiled" and jit.units().compiled - before >= 2  # (Y's unit again, Z's)
-        x, v = rng.standard_normal(X.shape, dtype=np.float32), rng.standard_normal(V.shape, dtype=np.float32)
-        z, y = second(v, x)
-        np.testing.assert_allclose(y, np.tanh(x) * np.exp(-x), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(z, 1 / (1 + np.exp(-v)), rtol=1e-5, atol=1e-6)
-
-
-def test_a_nest_alike_in_two_kernels_is_compiled_by_the_first_build_only(monkeypatch):
-    """The second of two kernels that run one nest alike (its unit, codegen/jit/module_split.py) links
-    the object code the first build compiled: LLVM compiles its rest alone.  Both compute NumPy's."""
+def _alike_kernels(monkeypatch, tmp_path) -> tuple:
+    """Two kernels running one nest alike (``Y``'s), built one after the other with every nest a unit and
+    the disk cache in ``tmp_path``; their inputs; the names of the units each build handed to LLVM."""
     monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
     monkeypatch.setattr(compiled_cache, "COMPILED", CompiledCache())
+    monkeypatch.setenv("TENSORAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TENSORAD_NO_DISK_CACHE", raising=False)
     compiled, real = [], jit.compile_objects
 
     def recorded(modules, target=None):
         texts = [(text(), level, light) for text, level, light in modules]
-        compiled.append([t for t, _, _ in texts])
+        compiled.append({t[14:50] for t, _, _ in texts if t.startswith('; ModuleID = "tensorad_fn_')})
         return real([(lambda t=t: t, level, light) for t, level, light in texts], target)
     monkeypatch.setattr(jit, "compile_objects", recorded)
-    monkeypatch.setattr(jit.units(), "objects", {})
-    before = jit.units().compiled
-    first, second, (X, V), _ = _alike_kernels(cache=False)
-    units = [{t[14:50] for t in texts if t.startswith('; ModuleID = "tensorad_fn_')} for texts in compiled]
-    assert len(compiled) == 2 and len(units[0]) == 1 and units[1].isdisjoint(units[0])
-    assert jit.units().compiled - before == len(units[0]) + len(units[1])
-    assert units[0] <= {t[14:50] for t, _ in modsplit.split(second.compiled.llvm_ir_unoptimized)[1]}
-    rng = np.random.default_rng(4)
-    x, v = rng.standard_normal(X.shape, dtype=np.float32), rng.standard_normal(V.shape, dtype=np.float32)
+    X = ta.placeholder((64, 47), name="X")
+    V = ta.placeholder((32, 16), name="V")
+    Y = ta.compute(X.shape, lambda i, j: ta.tanh(X[i, j]) * ta.exp(-X[i, j]), name="Y")
+    Z = ta.compute(V.shape, lambda i, j: ta.sigmoid(V[i, j]), name="Z")
+    first = ta.build([Y], [X], num_threads=1)
+    return first, ta.build([Z, Y], [V, X], num_threads=1), (X, V), compiled
+
+
+def _check_alike(first, second, inputs, seed) -> None:
+    rng = np.random.default_rng(seed)
+    x, v = (rng.standard_normal(t.shape, dtype=np.float32) for t in inputs)
     want = np.tanh(x) * np.exp(-x)
     np.testing.assert_allclose(first(x), want, rtol=1e-5, atol=1e-6)
     z, y = second(v, x)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(z, 1 / (1 + np.exp(-v)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_nest_alike_in_two_kernels_is_compiled_by_the_first_build_only(monkeypatch, tmp_path):
+    """The second of two kernels that run one nest alike (its unit, codegen/jit/module_split.py) links
+    the object code the first build compiled (on disk): LLVM compiles its rest and its other nest's unit
+    alone.  Both compute NumPy's."""
+    first, second, inputs, units = _alike_kernels(monkeypatch, tmp_path)
+    assert len(units) == 2 and len(units[0]) == 1 and len(units[1]) == 1 and units[1].isdisjoint(units[0])
+    assert units[0] <= {t[14:50] for t, _ in modsplit.split(second.compiled.llvm_ir_unoptimized)[1]}
+    _check_alike(first, second, inputs, 4)
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:len(b) // 2], lambda b: b[:-9] + bytes([b[-9] ^ 1]) + b[-8:]
+                                    ],
+                         ids=["truncated", "flipped"])
+def test_a_damaged_unit_on_disk_is_compiled_again(monkeypatch, tmp_path, damage):
+    """A unit's object code on disk (codegen/jit/disk_cache.py) that is truncated or has a byte changed
+    is not linked: the next build compiles the unit again, and its kernel computes NumPy's result."""
+    from tensorad.codegen.jit import disk_cache
+
+    _alike_kernels(monkeypatch, tmp_path)
+    files = {f: (disk_cache.get(f.stem) or b"")[4:].startswith(b"unit\n") for f in tmp_path.glob("*.bin")}
+    assert sum(files.values()) == 2
+    for f, unit in files.items():  # (the units damaged, the kernels' entries gone)
+        f.write_bytes(damage(f.read_bytes())) if unit else f.unlink()
+    first, second, inputs, units = _alike_kernels(monkeypatch, tmp_path)
+    assert first.origin == second.origin == "compiled" and [len(u) for u in units] == [1, 1]
+    _check_alike(first, second, inputs, 5)
 
 
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
