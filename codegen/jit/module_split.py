@@ -6,12 +6,11 @@ each part keeps some external functions, a copy of every internal function and p
 reach (a math function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in
 the part's own ``llvm.compiler.used``), and declarations of the other parts' functions they call, whose
 calls pass ``poison`` for the parameters the callee never reads (as LLVM's dead-argument elimination does
-within a module: the caller loads nothing for them).  :func:`split` moves each nest heavy enough
-to repay a compile child of its own (:data:`MIN_PART_LINES`) out into a unit named by its content, so that
-a nest alike in several kernels is compiled once, and cuts the rest by level: a nest marked to be
-optimized at a lower level (:func:`.llvm.ir_loops.at_most_level`) goes into a part of that level, with the
-others so marked, where they weigh enough to repay a part of their own.  A module with a global not
-private to it stays whole.  :func:`bundle` keeps the parts' object code as one ``bytes``.
+within a module: the caller loads nothing for them).  :func:`split` moves each nest worth a compile
+child (:data:`MIN_PART_LINES`) or marked for a lower level (:func:`.llvm.ir_loops.at_most_level`) into a
+unit named by its content (a nest alike in several kernels: one unit, compiled once), optimized at its
+level.  A module with a global not private to it stays whole.  :func:`bundle` keeps the parts' object
+code as one ``bytes``.
 
 :func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
 their names and their loops' own metadata nodes, and points every use at it."""
@@ -156,9 +155,9 @@ def _entities(text: str) -> tuple[list[str], list[_Entity]]:
 
 
 def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """Module ``text`` cut (see the module docstring): ``(the rest, one module a level; the units)``,
-    each module with the level it is optimized at; ``([(text, level)], [])`` where cutting does not pay,
-    and the module whole where it is not one this reads or has a global its parts would share."""
+    """Module ``text`` cut (see the module docstring): ``([the rest], the units)``, each module with the
+    level it is optimized at; the module whole, ``([(text, opt_level)], [])``, where it has no unit, is not
+    one this reads or has a global its parts would share."""
     whole: tuple[list[tuple[str, int]], list[tuple[str, int]]] = ([(text, opt_level)], [])
     try:
         header, entities = _entities(text)
@@ -170,22 +169,18 @@ def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tu
     reach = {e.name: [named[n] for n in _reached(e.name, named)] for e in entities
              if e.kind == "function" and not e.local}  # (each external function and what it reaches)
     calls, units = _units(header, entities, named, reach)
-    rest = [named[n] for n in reach if calls.get(n, n) == n]
-    bins = list(_levels(rest, {n: sum(d.cost for d in reach[n]) for n in reach}, opt_level).items())
-    if len(bins) < 2 and not calls:
-        return [(text, bins[0][0] if bins else opt_level)], []
+    if not calls:
+        return whole
+    keep = {d.name for n in reach if calls.get(n, n) == n for d in reach[n]}
     origin = {calls.get(n, n): n for n in reach}  # (a name calls take -> a function of that text)
+    called = sorted({calls.get(u, u) for n in keep for u in named[n].uses} & origin.keys() - keep)
+    lines = _renamed("\n".join(ln for e in entities if e.name in keep for ln in e.lines), calls)
+    lines = _unread_passed_as_poison(lines.split("\n"), {n: named[origin[n]].unread() for n in called})
+    decls = [named[origin[n]].declaration().replace(f'@"{origin[n]}"', f'@"{n}"') for n in called]
+    used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
     shared = [ln for e in entities if e.kind == "other" for ln in e.lines]
-    out = []
-    for level, b in bins:
-        keep = {d.name for r in b for d in reach[r.name]}
-        called = sorted({calls.get(u, u) for n in keep for u in named[n].uses} & origin.keys() - keep)
-        lines = _renamed("\n".join(ln for e in entities if e.name in keep for ln in e.lines), calls)
-        lines = _unread_passed_as_poison(lines.split("\n"), {n: named[origin[n]].unread() for n in called})
-        decls = [named[origin[n]].declaration().replace(f'@"{origin[n]}"', f'@"{n}"') for n in called]
-        used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
-        out.append(("\n".join(header + decls + lines + shared + used) + "\n", level))
-    return out, [(t, min(opt_level, 3 if v is None else v)) for t, v in units.values()]
+    return ([("\n".join(header + decls + lines + shared + used) + "\n", opt_level)],
+            [(t, min(opt_level, 3 if v is None else v)) for t, v in units.values()])
 
 
 def _used(names: list[str]) -> list[str]:
@@ -194,18 +189,6 @@ def _used(names: list[str]) -> list[str]:
         return []
     items = ", ".join(f'ptr @"{n}"' for n in sorted(names))
     return [f'@"{USED}" = appending global [{len(names)} x ptr] [{items}], section "llvm.metadata"']
-
-
-def _levels(roots: list[_Entity], weight: dict[str, int], opt_level: int) -> dict[int, list[_Entity]]:
-    """The roots by the level each is optimized at: ``opt_level``, or the lower one it asks for where
-    the roots asking for it weigh :data:`MIN_PART_LINES` or more."""
-    groups: dict[int, list[_Entity]] = {}
-    for r in roots:
-        groups.setdefault(opt_level if r.level is None else min(r.level, opt_level), []).append(r)
-    for level in [v for v in groups if v != opt_level]:
-        if sum(weight[r.name] for r in groups[level]) < MIN_PART_LINES:
-            groups.setdefault(opt_level, []).extend(groups.pop(level))
-    return groups
 
 
 def bundle(objects: list[bytes]) -> bytes:
@@ -240,14 +223,11 @@ _SELF = "tensorad_fn_SELF"
 
 def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity],
            reach: dict[str, list[_Entity]]) -> tuple[dict[str, str], dict[str, tuple[str, int | None]]]:
-    """Each function its module's code calls that calls none of its functions (a nest, not glue), named by
-    its content, those weighing :data:`MIN_PART_LINES` moved out into units: ``({a function's name: the
-    name its calls take}, {a unit's name: (its text, the level it asks for)})``.  A unit is the function,
-    the internal functions and private constants it reaches, and the declarations and metadata they name
-    (renumbered in order of use), its own names and those of its module's prefix made ``tensorad_fn_<SHA-256
-    of the text>``: nests alike but for their names (a forward's nest that its gradient's kernel runs
-    again, twins of one module) are one unit, compiled once (:func:`.jit.engine.compile_kernel`), or one
-    function of the rest, the first of its twins.  None in a module with attribute groups or named
+    """The nests (functions the module calls that call none of its functions) named by their content, those
+    weighing :data:`MIN_PART_LINES` alone or asking for a level moved into units: ``({a nest: the name its
+    calls take}, {a unit's name: (its text, the level it asks for)})``.  A unit is the nest, what it
+    reaches, the declarations and metadata (renumbered) these name, its names and its module's prefix made
+    ``tensorad_fn_<SHA-256 of the text>`` (twins are one unit).  None where attribute groups or named
     metadata."""
     if any(e.kind == "other" and (e.lines[0][:1] == "!" and not e.lines[0][1:2].isdigit()
            or e.lines[0].startswith("attributes")) for e in entities):
@@ -281,13 +261,11 @@ def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity]
             owners.setdefault(d.name, set()).add(content.get(n, (n,))[0])
     calls: dict[str, str] = {}
     units: dict[str, tuple[str, int | None]] = {}
-    first: dict[str, str] = {}  # a light function's content name -> the first of its twins
     for n, (name, unit) in content.items():  # (weighed by what it alone reaches: shared helpers stay)
-        if sum(d.cost for d in reach[n] if len(owners.get(d.name, ())) < 2) >= MIN_PART_LINES:
+        if named[n].level is not None or sum(
+                d.cost for d in reach[n] if len(owners.get(d.name, ())) < 2) >= MIN_PART_LINES:
             units.setdefault(name, (f'; ModuleID = "{name}"\n' + unit.replace(_SELF, name), named[n].level))
             calls[n] = name
-        elif first.setdefault(name, n) != n:  # (a light function: the first of its twins, in the rest)
-            calls[n] = first[name]
     return calls, units
 
 
@@ -337,6 +315,4 @@ def merge_duplicates(text: str) -> str:
     if not merged:
         return text
     lines = [ln for e in entities if e.name not in merged for ln in e.lines]
-    body = _NAME.sub(lambda m: f'@"{merged[m.group(1) or m.group(2)]}"'
-                     if (m.group(1) or m.group(2)) in merged else m.group(0), "\n".join(lines))
-    return "\n".join(header + [body]) + "\n"
+    return "\n".join(header + [_renamed("\n".join(lines), merged)]) + "\n"

@@ -172,25 +172,29 @@ _LEVELS = textwrap.dedent("""
     }
     define void @"light"(ptr %p) "tensorad-opt-level"="2" noinline nounwind {
       call void @"helper"(ptr %p)
+      ret void
+    }
+    define void @"main"(ptr %p) noinline nounwind {
       call void @"heavy"(ptr %p)
+      call void @"light"(ptr %p)
       ret void
     }
 """)
 
 
-def test_a_nest_asking_for_a_lower_level_is_compiled_in_a_part_of_that_level():
+def test_a_nest_asking_for_a_lower_level_is_a_unit_of_that_level():
+    """A nest marked to be optimized at -O2 at most is a unit of its own at -O2, however light; the
+    others' units and the rest at the level asked for the kernel, the helper copied where called."""
+    parts, units = modsplit.split(_LEVELS)  # ("heavy" lighter than a part: in the rest)
+    assert [level for _, level in parts + units] == [3, 2]
+    defined = [{name for _, name in _DEFINED.findall(text)} for text, _ in parts + units]
+    assert defined == [{"main", "heavy", "helper"}, {"helper", units[0][0][14:50]}]
     with _split_everything():
         parts, units = modsplit.split(_LEVELS)
-        assert [level for _, level in parts + units] == [2, 3]  # (the rest, "light"; the unit, "heavy")
+        assert [level for _, level in parts + units] == [3, 3, 2]  # (the rest, "main"; "heavy"; "light")
         for text, _ in parts + units:
             llvm.parse_assembly(text).verify()
-        defined = [{name for _, name in _DEFINED.findall(text)} for text, _ in parts + units]
-        assert defined[0] == {"light", "helper"} and defined[1] == {"helper", units[0][0][14:50]}  # (copied)
-        assert [level for _, level in _cut(_LEVELS, 2)] == [2, 2]  # (asking for -O2 of -O2)
-        marked_only = _LEVELS.replace('define void @"heavy"', 'define internal void @"heavy"')
-        assert modsplit.split(marked_only) == ([(marked_only, 2)], [])
-    # (marked nests lighter than MIN_PART_LINES go with the others: a child of their own would not pay)
-    assert modsplit.split(_LEVELS) == ([(_LEVELS, 3)], [])
+        assert [level for _, level in _cut(_LEVELS, 2)] == [2, 2, 2]  # (asking for -O2 of -O2)
 
 
 def _pack(name: str, value: str, loop_md: int) -> str:
@@ -311,7 +315,7 @@ def test_nests_alike_but_for_their_names_are_one_unit_named_by_its_content(monke
     """Two nests alike but for their names and their constants' (a forward's nest that its gradient's
     kernel runs again) are one unit, ``tensorad_fn_<hash of its text>``, which the rest of the module
     declares and calls for both; a nest with another constant is another unit.  Lighter than a part,
-    they stay in the rest, the second calling the first."""
+    they stay in the module, whole."""
     monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1)
     [(rest, _)], units = modsplit.split(_ALIKE)
     assert len(units) == 2
@@ -325,10 +329,7 @@ def test_nests_alike_but_for_their_names_are_one_unit_named_by_its_content(monke
     assert called[0] == called[1] != called[2] and set(called) == {t[14:50] for t, _ in units}
     assert modsplit.split(_ALIKE.replace("k0123456789abcdef", "kfedcba9876543210"))[1] == units
     monkeypatch.setattr(modsplit, "MIN_PART_LINES", 1000)
-    [(rest, _)], units = modsplit.split(_ALIKE)
-    assert units == []
-    llvm.parse_assembly(rest).verify()
-    assert re.findall(r'call void @"(\w+)"', rest) == [f"k0123456789abcdef_nest{k}" for k in (1, 1, 3)]
+    assert modsplit.split(_ALIKE) == ([(_ALIKE, 3)], [])
 
 
 def _alike_kernels(monkeypatch, tmp_path) -> tuple:
