@@ -295,13 +295,11 @@ _PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a 
 def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
-    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
-    compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
-    :func:`.jit.module_split.bundle` of the modules :func:`.jit.module_split.split` cuts it into, each
-    optimized at its level, a unit only where the disk cache lacks it), and the object code and CPU seconds of
-    the modules ``beside`` it (:func:`compile_objects`).  A build must write nothing: where LLVM still
-    declines a hinted loop (a remark on stderr), the remark is caught and the module compiled again with its
-    width hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
+    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it compiled
+    (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (:func:`_compile_parts`)
+    and that of the modules ``beside`` it with their CPU seconds.  A build must write nothing: where LLVM
+    still declines a hinted loop (a remark on stderr), the remark is caught and the module compiled again
+    with its width hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
     ir_text = merge_duplicates(ir_text)  # (twin internal functions merged)
     target = target or host()
     with _LOCK:
@@ -323,9 +321,9 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
 def _compile_parts(ir_text: str, opt_level: int, target: Target,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[bytes, list[tuple[bytes, float]]]:
-    """The bundled object code of a kernel's module (:func:`.jit.module_split.split`; its units read from
-    the disk cache, keyed by the fingerprint, level and text, where there: a damaged entry is compiled
-    again), and that of the modules ``beside`` it, compiled side by side (:func:`compile_objects`)."""
+    """The bundled object code of the modules :func:`.jit.module_split.split` cuts a kernel's module into,
+    each at its level, a unit read from the disk cache where there (keyed by the fingerprint, level and
+    text; a damaged entry is compiled again), and that of the modules ``beside`` it, compiled side by side."""
     parts, units = split(ir_text, opt_level)
     keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
     found = [diskcache.get_object(hashlib.sha256(k.encode()).hexdigest(), k) for k in keys]

@@ -1,19 +1,15 @@
-"""A kernel's module cut into parts that LLVM optimizes side by side, and their object code kept together.
+"""A kernel's module cut into modules that LLVM compiles side by side, their object code kept together.
 
-Each loop nest of a module is an external ``noinline`` function and its helpers are internal functions it
-alone calls, so the module can be cut between nests, as LLVM's parallel code generation cuts one for LTO:
-each part keeps some external functions, a copy of every internal function and private constant they
-reach (a math function's vector form, :mod:`.llvm.math_functions`, with the scalar one that names it, in
-the part's own ``llvm.compiler.used``), and declarations of the other parts' functions they call, whose
-calls pass ``poison`` for the parameters the callee never reads (as LLVM's dead-argument elimination does
-within a module: the caller loads nothing for them).  :func:`split` moves each nest worth a compile
-child (:data:`MIN_PART_LINES`) or marked for a lower level (:func:`.llvm.ir_loops.at_most_level`) into a
-unit named by its content (a nest alike in several kernels: one unit, compiled once), optimized at its
-level.  A module with a global not private to it stays whole.  :func:`bundle` keeps the parts' object
-code as one ``bytes``.
-
-:func:`merge_duplicates` first keeps one of each set of internal functions whose text is the same but for
-their names and their loops' own metadata nodes, and points every use at it."""
+Each loop nest of a module is an external ``noinline`` function, its helpers internal functions, so the
+module can be cut between nests, as LLVM's parallel code generation cuts one for LTO.  :func:`split` moves
+each nest worth a compile child (:data:`MIN_PART_LINES`) or marked for a lower level
+(:func:`.llvm.ir_loops.at_most_level`) into a unit named by its content (nests alike but for their names
+are one unit, compiled once): the nest and a copy of every internal function and private constant it
+reaches (a math function's vector form in the unit's own ``llvm.compiler.used``).  The rest declares the
+units and passes ``poison`` for the parameters they never read (as LLVM's dead-argument elimination does
+within a module).  A module with a global not private to it stays whole.  :func:`bundle` keeps the
+object code as one ``bytes``; :func:`merge_duplicates` first keeps one of each set of internal functions
+alike but for their names and their loops' own metadata nodes."""
 
 from __future__ import annotations
 
@@ -157,14 +153,15 @@ def _entities(text: str) -> tuple[list[str], list[_Entity]]:
 def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """Module ``text`` cut (see the module docstring): ``([the rest], the units)``, each module with the
     level it is optimized at; the module whole, ``([(text, opt_level)], [])``, where it has no unit, is not
-    one this reads or has a global its parts would share."""
+    one this reads or has a global its parts would share, attribute groups or named metadata."""
     whole: tuple[list[tuple[str, int]], list[tuple[str, int]]] = ([(text, opt_level)], [])
     try:
         header, entities = _entities(text)
     except ValueError:
         return whole
-    if any(e.kind == "global" and not e.local or e.kind == "other" and e.uses for e in entities):
-        return whole  # (a global parts would share, metadata naming a function: kept whole)
+    if any(e.kind == "global" and not e.local or e.kind == "other" and (e.uses or e.lines[0][0] in "!a"
+           and not e.lines[0][1:2].isdigit()) for e in entities):
+        return whole  # (a global parts would share, metadata naming a function, attribute groups: kept whole)
     named = {e.name: e for e in entities if e.name is not None}
     reach = {e.name: [named[n] for n in _reached(e.name, named)] for e in entities
              if e.kind == "function" and not e.local}  # (each external function and what it reaches)
@@ -227,11 +224,7 @@ def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity]
     weighing :data:`MIN_PART_LINES` alone or asking for a level moved into units: ``({a nest: the name its
     calls take}, {a unit's name: (its text, the level it asks for)})``.  A unit is the nest, what it
     reaches, the declarations and metadata (renumbered) these name, its names and its module's prefix made
-    ``tensorad_fn_<SHA-256 of the text>`` (twins are one unit).  None where attribute groups or named
-    metadata."""
-    if any(e.kind == "other" and (e.lines[0][:1] == "!" and not e.lines[0][1:2].isdigit()
-           or e.lines[0].startswith("attributes")) for e in entities):
-        return {}, {}
+    ``tensorad_fn_<SHA-256 of the text>`` (twins are one unit)."""
     meta = {m.group(1): e.lines[0] for e in entities if (m := re.match(r"!([0-9]+) = ", e.lines[0]))}
     prefix = m.group(1) if header and (m := re.match(r'; ModuleID = "([^"]+)"', header[0])) else "\0"
     called = {n for e in entities if e.kind == "function" for n in e.uses}
@@ -255,15 +248,13 @@ def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity]
         used = _used([e.name for e in own if USED in named and e.name in named[USED].uses])
         unit = "\n".join(header[1:] + decls + [_renamed("\n".join([body] + used), names)]) + "\n"
         content[r.name] = ("tensorad_fn_" + hashlib.sha256(unit.encode()).hexdigest()[:24], unit)
-    owners: dict[str, set[str]] = {}  # a local entity -> the contents of the functions reaching it
-    for n, reached in reach.items():
-        for d in reached[1:]:
-            owners.setdefault(d.name, set()).add(content.get(n, (n,))[0])
+    # a local entity -> how many contents of functions reach it
+    owners = Counter(d for d, _ in {(d.name, content.get(n, (n,))[0]) for n in reach for d in reach[n][1:]})
     calls: dict[str, str] = {}
     units: dict[str, tuple[str, int | None]] = {}
     for n, (name, unit) in content.items():  # (weighed by what it alone reaches: shared helpers stay)
         if named[n].level is not None or sum(
-                d.cost for d in reach[n] if len(owners.get(d.name, ())) < 2) >= MIN_PART_LINES:
+                d.cost for d in reach[n] if owners[d.name] < 2) >= MIN_PART_LINES:
             units.setdefault(name, (f'; ModuleID = "{name}"\n' + unit.replace(_SELF, name), named[n].level))
             calls[n] = name
     return calls, units
