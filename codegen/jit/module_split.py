@@ -5,9 +5,8 @@ module can be cut between nests, as LLVM's parallel code generation cuts one for
 each nest worth a compile child (:data:`MIN_PART_LINES`) or marked for a lower level
 (:func:`.llvm.ir_loops.at_most_level`) into a unit named by its content (nests alike but for their names
 are one unit, compiled once): the nest and a copy of every internal function and private constant it
-reaches (a math function's vector form in the unit's own ``llvm.compiler.used``).  The rest declares the
-units and passes ``poison`` for the parameters they never read (as LLVM's dead-argument elimination does
-within a module).  A module with a global not private to it stays whole.  :func:`bundle` keeps the
+reaches (a math function's vector form in the unit's own ``llvm.compiler.used``); the rest declares the
+units it calls.  A module with a global not private to it stays whole.  :func:`bundle` keeps the
 object code as one ``bytes``; :func:`merge_duplicates` first keeps one of each set of internal functions
 alike but for their names and their loops' own metadata nodes."""
 
@@ -26,11 +25,7 @@ _DISTINCT_NODE = re.compile(r'^(![0-9]+) = distinct !\{\s*\1\s*,?(.*)\}\s*$')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?.*?@("[^"]+"|[-\w.$]+)\(')
 _GLOBAL = re.compile(r'^@("[^"]+"|[-\w.$]+)\s*=\s*(\w+)')
 _LEVEL = re.compile(f'"{OPT_LEVEL_ATTRIBUTE}"="([0-3])"')
-_LOCAL = re.compile(r'%("[^"]+"|[-\w.$]+)')
 _PAREN = re.compile(r"[()]")
-_DELIMITER = re.compile(r"[()\[\]{}<>,]")
-_DEPTH = {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}
-_CALL = re.compile(r'\bcall [^@]*@("[^"]+"|[-\w.$]+)\(')
 _VARIANT = re.compile(r'"vector-function-abi-variant"="[^"(]*\(([^")]+)\)"')
 USED = "llvm.compiler.used"
 
@@ -69,16 +64,6 @@ class _Entity:
             body = "" if head.startswith("declare") else "\n".join(lines)
         self.uses = {a or b for a, b in _NAME.findall(body)} - {self.name}
 
-    def unread(self) -> set[int]:
-        """The positions of this function's parameters its body never names (and that may be
-        ``poison``: not ``noundef``)."""
-        head = self.lines[0]
-        start = head.index("(", head.index("@"))
-        params = _arguments(head[start + 1:_closing_paren(head, start)])
-        named = set(_LOCAL.findall("\n".join(self.lines[1:])))
-        return {k for k, p in enumerate(params) if " noundef" not in f" {p}"
-                and ((m := _LOCAL.search(p)) is None or m.group(1) not in named)}
-
     def declaration(self) -> str:
         """``declare`` for this external function, taken from its definition's header."""
         head = self.lines[0]
@@ -94,36 +79,6 @@ def _closing_paren(text: str, start: int) -> int:
         if depth == 0:
             return m.start()
     raise ValueError("unbalanced parameter list")
-
-
-def _arguments(text: str) -> list[str]:
-    """A parameter or argument list cut at its top-level commas."""
-    out, depth, start = [], 0, 0
-    for m in _DELIMITER.finditer(text):
-        if m.group() == "," and depth == 0:
-            out.append(text[start:m.start()].strip())
-            start = m.end()
-        else:
-            depth += _DEPTH[m.group()]
-    return out + [text[start:].strip()] if text.strip() else out
-
-
-def _unread_passed_as_poison(lines: list[str], unread: dict[str, set[int]]) -> list[str]:
-    """``lines`` with each argument of a call of a function of ``unread`` at a position that
-    function never reads passed as ``poison`` (what LLVM's dead-argument elimination does for a
-    callee in the same module): its caller loads nothing for it."""
-    out = []
-    for line in lines:
-        m = _CALL.search(line) if "call " in line else None
-        dead = unread.get(m.group(1).strip('"')) if m is not None else None
-        if dead:
-            close = _closing_paren(line, m.end() - 1)
-            args = _arguments(line[m.end():close])
-            args = [a.split(" ", 1)[0] + " poison" if k in dead and a.split(" ", 1)[0].isalnum() else a
-                    for k, a in enumerate(args)]
-            line = line[:m.end()] + ", ".join(args) + line[close:]
-        out.append(line)
-    return out
 
 
 def _entities(text: str) -> tuple[list[str], list[_Entity]]:
@@ -171,8 +126,7 @@ def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tu
     keep = {d.name for n in reach if calls.get(n, n) == n for d in reach[n]}
     origin = {calls.get(n, n): n for n in reach}  # (a name calls take -> a function of that text)
     called = sorted({calls.get(u, u) for n in keep for u in named[n].uses} & origin.keys() - keep)
-    lines = _renamed("\n".join(ln for e in entities if e.name in keep for ln in e.lines), calls)
-    lines = _unread_passed_as_poison(lines.split("\n"), {n: named[origin[n]].unread() for n in called})
+    lines = [_renamed("\n".join(ln for e in entities if e.name in keep for ln in e.lines), calls)]
     decls = [named[origin[n]].declaration().replace(f'@"{origin[n]}"', f'@"{n}"') for n in called]
     used = _used([n for n in named[USED].uses if n in keep] if USED in named else [])
     shared = [ln for e in entities if e.kind == "other" for ln in e.lines]

@@ -139,28 +139,6 @@ def test_a_module_calling_the_math_library_is_cut_and_each_part_keeps_the_vector
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_a_call_across_parts_passes_poison_for_the_parameters_its_callee_never_reads():
-    # (in one module LLVM's dead-argument elimination does so; across parts, the caller would load
-    # every pointer the callee takes)
-    text = textwrap.dedent("""
-        define void @"a"(ptr %p, ptr %q, i64 %n, i64 noundef %m) noinline nounwind {
-          store i32 1, ptr %p
-          ret void
-        }
-        define void @"b"(ptr %p, ptr %q) noinline nounwind {
-          call void @"a"(ptr %p, ptr %q, i64 4, i64 5)
-          ret void
-        }
-    """)
-    with _split_everything():
-        parts = [p for p, _ in _cut(text)]
-    caller = next(p for p in parts if 'define void @"b"' in p)
-    # (noundef: never poison)
-    assert re.search(r'call void @"tensorad_fn_\w+"\(ptr %p, ptr poison, i64 poison, i64 5\)', caller)
-    for part in parts:
-        llvm.parse_assembly(part).verify()
-
-
 _LEVELS = textwrap.dedent("""
     define internal void @"helper"(ptr %p) noinline nounwind {
       store i32 1, ptr %p
