@@ -9,10 +9,12 @@ module are merged into one."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -368,6 +370,27 @@ def test_a_damaged_unit_on_disk_is_compiled_again(monkeypatch, tmp_path, damage)
     first, second, inputs, units = _alike_kernels(monkeypatch, tmp_path)
     assert first.origin == second.origin == "compiled" and [len(u) for u in units] == [1, 1]
     _check_alike(first, second, inputs, 5)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no system C compiler")
+def test_two_exported_kernels_holding_one_unit_run_side_by_side_in_one_process(monkeypatch, tmp_path):
+    """Two exported kernels (codegen/runtime/export.py) holding one unit, loaded into one process with
+    their symbols global (as a program linked with both sees them), by ``ctypes`` and by ``ta.load``:
+    neither library exports a unit's name, and both compute NumPy's result."""
+    first, second, inputs, _ = _alike_kernels(monkeypatch, tmp_path / "cache")
+    paths = [first.export(tmp_path / "first.so"), second.export(tmp_path / "second.so")]
+    units = [t[14:50] for t, _ in modsplit.split(second.compiled.llvm_ir_unoptimized)[1]]
+    libs = [ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL) for p in paths]
+    assert len(units) == 2 and not [u for lib in libs for u in units if hasattr(lib, u)]
+    rng = np.random.default_rng(6)
+    x, v = (rng.standard_normal(t.shape, dtype=np.float32) for t in inputs)
+    y, z, y2 = np.empty_like(x), np.empty_like(v), np.empty_like(x)
+    libs[0].first(*(a.ctypes.data_as(ctypes.c_void_p) for a in (x, y)), 1)
+    libs[1].second(*(a.ctypes.data_as(ctypes.c_void_p) for a in (v, x, z, y2)), 1)
+    want = np.tanh(x) * np.exp(-x)
+    for got in (y, y2, ta.load(paths[0])(x), ta.load(paths[1])(v, x)[1]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, 1 / (1 + np.exp(-v)), rtol=1e-5, atol=1e-6)
 
 
 SETTINGS = dict(deadline=None, derandomize=True, max_examples=25,
