@@ -193,7 +193,8 @@ def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity]
                 order += _META.findall(meta.get(n, ""))
         if any(u in named for u in uses) or any(n not in meta for n in ids):
             continue  # (glue: it calls the module's functions)
-        names = {e.name: _SELF + e.name[len(r.name):] if e.name.startswith(r.name) else f"{_SELF}.{k}"
+        names = {e.name: _SELF + (e.name[len(r.name):] if e.name.startswith(r.name)
+                                  else f".{k}{e.name[len(prefix):]}")  # (+ its name past the prefix)
                  for k, e in enumerate(own) if e.name.startswith((r.name, prefix))}
         body = _META.sub(lambda m, ids=ids: "!" + ids[m.group(1)], "\n".join(
             [ln for e in own for ln in e.lines] + [meta[n] for n in ids]))
@@ -202,7 +203,6 @@ def _units(header: list[str], entities: list[_Entity], named: dict[str, _Entity]
         used = _used([e.name for e in own if USED in named and e.name in named[USED].uses])
         unit = "\n".join(header[1:] + decls + [_renamed("\n".join([body] + used), names)]) + "\n"
         content[r.name] = ("tensorad_fn_" + hashlib.sha256(unit.encode()).hexdigest()[:24], unit)
-    # a local entity -> how many contents of functions reach it
     owners = Counter(d for d, _ in {(d.name, content.get(n, (n,))[0]) for n in reach for d in reach[n][1:]})
     calls: dict[str, str] = {}
     units: dict[str, tuple[str, int | None]] = {}
