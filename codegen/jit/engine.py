@@ -3,8 +3,8 @@
 ``compile_object(ir_text, opt_level, target)`` parses, optimizes (the new pass manager with loop and SLP
 vectorization) and compiles a module for the target; ``optimized_ir`` and ``assembly`` give the texts on
 demand.  A kernel's module is compiled in parts, each at the level its nests ask for (:func:`compile_kernel`;
-:func:`by_level` for its optimized IR, export and a pickled kernel's recompile: the same code).  The
-pipeline is :mod:`.jit.compile_job`'s, run in compile workers (:mod:`.jit.isolate`).
+:func:`.jit.module_split.split` for its optimized IR, export and a pickled kernel's recompile: the same
+code).  The pipeline is :mod:`.jit.compile_job`'s, run in compile workers (:mod:`.jit.isolate`).
 
 Object code is linked (fresh, or from the disk cache) in one of two ways:
 
@@ -34,7 +34,7 @@ import llvmlite.binding as llvm
 from tensorad.ir.locks import process_lock
 
 from ..gemm import version as libversion
-from ..target import Target, captured_stderr, host_target, new_target_machine, usable_cpus
+from ..target import Target, captured_stderr, host_target, new_target_machine
 from . import compile_job, isolate
 from . import disk_cache as diskcache
 from .compile_job import Job, Machine, Pipeline
@@ -294,25 +294,22 @@ _PREDICATE_HINT = '!"llvm.loop.vectorize.predicate.enable"'  # (always beside a 
 def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = None,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[str, bytes, list[tuple[bytes, float]]]:
-    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it
-    compiled (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (a
-    :func:`.jit.module_split.bundle` of the parts :func:`.jit.module_split.split` cuts, each optimized at
-    its level), and the object code and CPU seconds of the modules ``beside`` it (:func:`compile_objects`).
-    A build must write nothing: where LLVM still declines a hinted loop (a remark on stderr), the remark is
-    caught and the module compiled again with its width hints renamed out of LLVM's reach.  Anything else
-    written to stderr is passed on."""
-    # (twin internal functions merged; a kernel compiled alone is cut into parts for the idle cores)
-    ir_text = merge_duplicates(ir_text)
-    cpus = 1 if beside or opt_level < 2 else usable_cpus()
+    """:func:`compile_object` for a kernel whose loops may carry width hints; returns the IR text it compiled
+    (:func:`.jit.module_split.merge_duplicates` of ``ir_text``), its object code (:func:`_compile_parts`)
+    and that of the modules ``beside`` it with their CPU seconds.  A build must write nothing: where LLVM
+    still declines a hinted loop (a remark on stderr), the remark is caught and the module compiled again
+    with its width hints renamed out of LLVM's reach.  Anything else written to stderr is passed on."""
+    ir_text = merge_duplicates(ir_text)  # (twin internal functions merged)
+    target = target or host()
     with _LOCK:
         with captured_stderr() as err:
-            obj, others = _compile_parts(split(ir_text, cpus, opt_level), target, beside)
+            obj, others = _compile_parts(ir_text, opt_level, target, beside)
         text = err()
         if _WIDTH_HINT in ir_text and DECLINED.search(text):
             ir_text = ir_text.replace(_WIDTH_HINT, '!"tensorad.declined.vectorize.width"').replace(
                 _PREDICATE_HINT, '!"tensorad.declined.vectorize.predicate"')
             with captured_stderr() as err:
-                obj, _ = _compile_parts(split(ir_text, cpus, opt_level), target)
+                obj, _ = _compile_parts(ir_text, opt_level, target)
             text = DECLINED.sub("", text) + err()
     if text:
         sys.stderr.write(text)
@@ -320,19 +317,23 @@ def compile_kernel(ir_text: str, opt_level: int = 3, target: Target | None = Non
     return ir_text, obj, others
 
 
-def _compile_parts(parts: list[tuple[str, int]], target: Target | None,
+def _compile_parts(ir_text: str, opt_level: int, target: Target,
                    beside: Sequence[tuple[Callable[[], str], int, bool]] = ()
                    ) -> tuple[bytes, list[tuple[bytes, float]]]:
-    """The bundled object code of a module's ``parts`` (each text with its level), and that of the
-    modules ``beside`` them, compiled side by side (:func:`compile_objects`)."""
-    done = compile_objects([*((lambda t=t: t, level, False) for t, level in parts), *beside], target)
-    return bundle([o for o, _ in done[:len(parts)]]), done[len(parts):]
-
-
-def by_level(ir_text: str, opt_level: int) -> list[tuple[str, int]]:
-    """A kernel's module cut only where its nests ask for a lower level (:func:`.jit.module_split.split`
-    into one part a level), each part with its level: every function at the level a build compiles it."""
-    return split(ir_text, 1, opt_level)
+    """The bundled object code of the modules :func:`.jit.module_split.split` cuts a kernel's module into,
+    each at its level, a unit read from the disk cache where there (keyed by the fingerprint, level and
+    text; a damaged entry is compiled again), and that of the modules ``beside`` it, compiled side by side."""
+    parts, units = split(ir_text, opt_level)
+    keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
+    found = [diskcache.get_object(hashlib.sha256(k.encode()).hexdigest(), k) for k in keys]
+    todo = parts + [u for u, o in zip(units, found) if o is None]
+    done = compile_objects([*((lambda t=t: t, level, False) for t, level in todo), *beside], target)
+    made = iter(o for o, _ in done[len(parts):len(todo)])
+    objs = [o or next(made) for o in found]
+    for k, o, f in zip(keys, objs, found):
+        if f is None:
+            diskcache.put_object(hashlib.sha256(k.encode()).hexdigest(), k, o)
+    return bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):]
 
 
 def compile_shared_objects(parts: list[tuple[str, int]], target: Target | None = None) -> list[bytes]:

@@ -1,10 +1,11 @@
 """Kernels that leave the process as files: ``kernel.export(path)`` writes ``name.so`` (the kernel's
 code as position-independent code, the matrix-product library pieces it calls and a C wrapper, linked by
-``cc -shared``, with ``-lgomp`` when parallel), ``name.h`` (one function,
-``void name(const float *X, ..., float *Y, int num_threads)``: the inputs in ``build``'s order, then the
-outputs, C-contiguous and not overlapping) and ``name.json`` (what :func:`load_kernel` checks: the
-library's size, SHA-256 and target, the arguments, the entry symbol, the work and the loop program).
-Each file is renamed into place whole: a process that loaded the old library keeps its code."""
+``cc -shared``, with ``-lgomp`` when parallel; every symbol local but the function, its specs and the
+entry, so libraries holding a unit or library piece of one name never bind to each other's), ``name.h``
+(one function, ``void name(const float *X, ..., float *Y, int num_threads)``: the inputs in ``build``'s
+order, then the outputs, C-contiguous and not overlapping) and ``name.json`` (what :func:`load_kernel`
+checks: the library's size, SHA-256 and target, the arguments, the entry symbol, the work and the loop
+program).  Each file is renamed into place whole: a process that loaded the old library keeps its code."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
+from ..jit.module_split import split
 from ..target import needed_features
 from .pickling import specs_digest, specs_of
 
@@ -132,7 +134,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     header = _header(fn, specs)
     with tempfile.TemporaryDirectory(prefix="tensorad-export-") as tmp:
         target = c.target or jit.host()
-        objs = jit.compile_shared_objects(jit.by_level(c.llvm_ir_unoptimized, c.opt_level), target)
+        objs = jit.compile_shared_objects(sum(split(c.llvm_ir_unoptimized, c.opt_level), []), target)
         objs += _library_objects(c.meta["libraries"], target)
         files = []
         for k, obj in enumerate(objs):
@@ -140,8 +142,10 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
             files[-1].write_bytes(obj)
         wrapper = Path(tmp, "wrapper.c")
         wrapper.write_text(_wrapper(fn, c.meta["main"], specs, target.line))
-        out = Path(tmp, "lib.so")
-        cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(wrapper), *map(str, files), "-lm"]
+        out, exported = Path(tmp, "lib.so"), Path(tmp, "exported.map")
+        exported.write_text(f"{{ global: {fn}; {fn}_specs; {c.meta['main']}; local: *; }};\n")
+        cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(wrapper), *map(str, files), "-lm",
+               f"-Wl,--version-script={exported}"]
         if c.uses_gomp:
             cmd.append("-lgomp")
         done = subprocess.run(cmd, capture_output=True, text=True)

@@ -341,7 +341,7 @@ class Kernel:
     @property
     def llvm_ir(self) -> str:
         """The optimized LLVM IR that runs (``llvm_ir_unoptimized``: as emitted): a module per level
-        the nests are optimized at, one after another (:func:`.jit.engine.by_level`)."""
+        the nests are optimized at, one after another (:func:`.jit.module_split.split`)."""
         return self._compiled.llvm_ir
 
     @property
