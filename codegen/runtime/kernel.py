@@ -161,7 +161,7 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
     (C-contiguous arrays, so each is one byte range), or ``None``.  The ranges are sorted once and
     swept: a range starting before the farthest end seen so far overlaps the range reaching it."""
     n = len(ins)
-    spans = sorted((a.ctypes.data, a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
+    spans = sorted((data_address(a), a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
     reach = reach_out = 0  # the farthest end of any range so far, and of an output's range
     who = who_out = -1
     for start, size, j in spans:
@@ -490,7 +490,7 @@ def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_na
             raise KernelArgumentError(f"out {name}: expected dtype {dtype}, got {a.dtype}")
         if a.shape != shape:
             raise KernelArgumentError(f"out {name}: expected shape {list(shape)}, got {list(a.shape)}")
-        if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+        if not ((flags := a.flags).c_contiguous and flags.aligned and flags.writeable):
             raise KernelArgumentError(f"out {name}: must be a C-contiguous, aligned, writeable "
                                       f"array (outputs are written in place, never copied)")
         outs.append(a)
