@@ -125,14 +125,14 @@ def data_address(a: np.ndarray) -> int:
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an ``align``-byte boundary, so that
     threads sharing a parallel loop over its columns or strips (:func:`.loops.schedule.strip_length`) own
-    whole cache lines.  A 1-thread call allocates with ``np.empty`` (cheaper)."""
+    whole cache lines (a call on 1 thread, or of :data:`PLAIN_OUTPUT_BYTES`: few lines, takes np.empty)."""
     dt = np.dtype(dtype)
     raw = np.empty(dt.itemsize * math.prod(shape) + align, np.uint8)
     return np.ndarray(shape, dt, raw, -data_address(raw) % align)
 
 
-# outputs of at most this many bytes share one allocation per call
-SHARED_OUTPUT_BYTES = 1 << 16
+# outputs of at most this many bytes share one allocation a call; of PLAIN_OUTPUT_BYTES in all, np.empty
+SHARED_OUTPUT_BYTES, PLAIN_OUTPUT_BYTES = 1 << 16, 1 << 12
 
 
 def output_offsets(specs: Sequence[tuple[tuple[int, ...], np.dtype]], align: int) -> tuple[list, int]:
@@ -162,8 +162,7 @@ def overlapping_output(ins: list[np.ndarray], outs: list[np.ndarray]) -> tuple[i
     swept: a range starting before the farthest end seen so far overlaps the range reaching it."""
     n = len(ins)
     spans = sorted((data_address(a), a.nbytes, j) for j, a in enumerate(ins + outs) if a.size)
-    reach = reach_out = 0  # the farthest end of any range so far, and of an output's range
-    who = who_out = -1
+    reach, reach_out, who, who_out = 0, 0, -1, -1  # the farthest end of any range so far, of an output's
     for start, size, j in spans:
         if j >= n and start < reach:
             return j - n, who
@@ -304,7 +303,8 @@ class Kernel:
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
-        self._out_offsets = output_offsets(self._out_specs, self._line)
+        plain = sum(d.itemsize * math.prod(s) for s, d in self._out_specs) <= PLAIN_OUTPUT_BYTES
+        self._out_offsets = None if plain else output_offsets(self._out_specs, self._line)
         # a plain call's address table: every input and output an array of the call (:meth:`run`)
         self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)
         self._all_slots = Slots(range(len(self._no_block)))
@@ -463,7 +463,7 @@ class Kernel:
     def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
         """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
         if out is None:
-            if self.num_threads == 1:
+            if self.num_threads == 1 or self._out_offsets is None:
                 return None, [np.empty(s, d) for s, d in self._out_specs]
             return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
         return given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])

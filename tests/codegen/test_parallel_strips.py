@@ -110,7 +110,7 @@ def _buffers_passed(kern, args: list) -> tuple[list[int], tuple]:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_kernel_buffers_start_on_a_cache_line(rng, threads):
-    (X, g, b, H), grads = _layer_norm(6, 50)
+    (X, g, b, H), grads = _layer_norm(24, 50)  # (outputs of 5 KB: past PLAIN_OUTPUT_BYTES)
     kern = ta.build(list(grads), [X, g, b, H], num_threads=threads)
     n_temps = len(kern.signature.temps)
     assert n_temps >= 2
@@ -118,7 +118,7 @@ def test_kernel_buffers_start_on_a_cache_line(rng, threads):
     want = kern(*args)
     for _ in range(8):
         for outs, temps in [(kern(*args), None), _buffers_passed(kern, args)[::-1]]:
-            if threads > 1:  # before: NumPy's 16 bytes
+            if threads > 1:
                 assert all(o.ctypes.data % LINE == 0 for o in outs)
             if temps is not None:
                 assert len(temps) == len(outs) + n_temps and all(a % LINE == 0 for a in temps[-n_temps:])
@@ -129,6 +129,24 @@ def test_kernel_buffers_start_on_a_cache_line(rng, threads):
         a = empty_aligned(shape, dtype, LINE)
         assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
         assert a.size == 0 or a.ctypes.data % LINE == 0
+
+
+def test_outputs_of_a_few_cache_lines_are_allocated_as_numpy_does_on_any_threads(rng):
+    """Outputs of at most ``PLAIN_OUTPUT_BYTES`` in all take ``np.empty`` on several threads too (an
+    aligned block and a view of it cost some microseconds a call; threads splitting so few lines
+    share at most a line at each strip's end); larger ones start on a line."""
+    from tensorad.codegen.runtime.kernel import PLAIN_OUTPUT_BYTES
+
+    for rows, plain in ((4, True), (24, False)):
+        (X, g, b, H), grads = _layer_norm(rows, 50)
+        assert (4 * (rows * 50 + 100) <= PLAIN_OUTPUT_BYTES) == plain
+        kern = ta.build(list(grads), [X, g, b, H], num_threads=2)
+        args = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, g, b, H)]
+        outs, want = kern(*args), ta.build(list(grads), [X, g, b, H], num_threads=1)(*args)
+        assert all((o.base is None) == plain for o in outs)
+        assert plain or all(o.ctypes.data % LINE == 0 for o in outs)
+        for o, w in zip(outs, want):
+            np.testing.assert_array_equal(o, w)
 
 
 def test_a_call_on_one_thread_allocates_as_numpy_does(rng):
