@@ -39,6 +39,8 @@ CONV = {("conv3x3s2_relu", "forward"): {"conv2d": (None, None, None, "padded")},
 # the block's work that does not depend on its rows runs in each block (a max pool's count of windows
 # over each position, a batch norm's per-channel statistics), and a stage's sum over the rows, an output
 # of its block, is stored before its scaling reads it
+GAP = ("the generic kernel repeats work the static program does once (REPEATS): a known gap, strict so "
+       "that a fix shows")
 REPEATS = {("batch_norm", "forward"), ("batch_norm", "backward"), ("log_softmax_nll", "forward"),
            ("max_pool3s2", "backward")}
 
@@ -48,7 +50,8 @@ def _chosen(lowered) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name,label", [
-    pytest.param(w.name, label, marks=[pytest.mark.xfail(strict=True)] * ((w.name, label) in REPEATS)
+    pytest.param(w.name, label, marks=[pytest.mark.xfail(strict=True, reason=GAP)]
+                 * ((w.name, label) in REPEATS)
                  + [pytest.mark.slow] * (w.kind == "conv_relu" or (w.name, label) in REPEATS))  # (5-20 CPU-s)
     for w in (SOFTMAX, *SUITE) for label in ("forward", "backward")])
 def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label):
