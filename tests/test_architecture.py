@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import ast
+import fcntl
+import hashlib
 import importlib
+import json
+import os
 import pathlib
 import re
+import tempfile
 import tomllib
 import types
 
@@ -26,11 +31,40 @@ LAYERS = [
 ]
 
 
+def _core_paths() -> list[pathlib.Path]:
+    return [path for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))]
+
+
 @pytest.fixture(scope="module")
-def trees() -> dict[pathlib.Path, ast.Module]:
-    """Every module of the three folders, parsed once for the checks of this file."""
-    return {path: ast.parse(path.read_text())
-            for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))}
+def facts() -> dict:
+    """What the checks of this file read from the parsed modules of the three folders (see
+    :func:`_facts`), parsed once in a run of the suite: kept in the run's cache directory
+    (tests/conftest.py) under the folders' text, where pytest-xdist's other worker and each new setup
+    of this module's fixtures read them (parsing takes seconds, reading them milliseconds)."""
+    paths = _core_paths()
+    key = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+    for path in paths:
+        key.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
+    folder = pathlib.Path(os.environ.get("TENSORAD_TEST_RUN_CACHE") or tempfile.gettempdir())
+    entry = folder / f"architecture-{key.hexdigest()}.json"
+    with open(folder / "architecture.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for this one's parse
+        if not entry.exists():
+            found = _facts({path: ast.parse(path.read_text()) for path in paths})
+            tmp = entry.with_suffix(f".{os.getpid()}")
+            tmp.write_text(json.dumps(found))
+            os.replace(tmp, entry)
+        return json.loads(entry.read_text())
+
+
+def _facts(trees: dict[pathlib.Path, ast.Module]) -> dict:
+    """``imports``: each module's imports of tensorad (:func:`_imports`) by its name; ``graph``
+    and ``private``: :func:`_module_graph`'s; ``tables``: :func:`_tables_filled_at_run_time`'s."""
+    graph, private = _module_graph(trees)
+    return {"imports": {_module_name(path)[0]: _imports(tree, path, _module_name(path)[0])
+                        for path, tree in trees.items()},
+            "graph": {module: sorted(targets) for module, targets in graph.items()},
+            "private": private, "tables": _tables_filled_at_run_time(trees)}
 
 
 def _layer(package: str) -> int:
@@ -97,12 +131,11 @@ def _imports(tree: ast.Module, path: pathlib.Path, module: str) -> list[str]:
     return [m for m in out if m and m.split(".")[0] == "tensorad"]
 
 
-def test_imports_point_one_way(trees):
+def test_imports_point_one_way(facts):
     bad = []
-    for path, tree in trees.items():
-        module, _ = _module_name(path)
+    for module, targets in facts["imports"].items():
         here = _owner(module)
-        for target in _imports(tree, path, module):
+        for target in targets:
             there = _owner(target)
             if there and here and there != here and _layer(there) > _layer(here):
                 bad.append(f"{module} imports {target}")
@@ -140,8 +173,8 @@ def test_no_facade_name_hides_a_module():
 CORE_LINE_CEILING = 38_969
 
 
-def test_the_core_does_not_grow_past_its_ceiling(trees):
-    lines = sum(len(path.read_text().splitlines()) for path in trees)
+def test_the_core_does_not_grow_past_its_ceiling():
+    lines = sum(len(path.read_text().splitlines()) for path in _core_paths())
     assert lines <= CORE_LINE_CEILING, (
         f"tensorad + simplify + codegen hold {lines} lines, over the ceiling of {CORE_LINE_CEILING}: "
         "delete what the change makes redundant")
@@ -157,8 +190,7 @@ def test_every_module_is_named_in_its_package_docstring():
     assert not unnamed, "modules the package docstring does not name:\n" + "\n".join(unnamed)
 
 
-@pytest.fixture(scope="module")
-def module_graph(trees) -> tuple[dict[str, set[str]], list[str]]:
+def _module_graph(trees: dict[pathlib.Path, ast.Module]) -> tuple[dict[str, set[str]], list[str]]:
     """Every module's imports of other tensorad modules, function-level and ``TYPE_CHECKING``
     ones included (``from P import m`` of a submodule ``m`` is an import of ``P.m``), and the
     private names imported across modules."""
@@ -187,8 +219,8 @@ def module_graph(trees) -> tuple[dict[str, set[str]], list[str]]:
     return graph, private
 
 
-def test_no_import_cycle_counting_function_level_imports(module_graph):
-    graph, _ = module_graph
+def test_no_import_cycle_counting_function_level_imports(facts):
+    graph = facts["graph"]
     cycles = []
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -219,8 +251,8 @@ def test_no_import_cycle_counting_function_level_imports(module_graph):
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
-def test_no_private_name_is_imported_across_modules(module_graph):
-    _, private = module_graph
+def test_no_private_name_is_imported_across_modules(facts):
+    private = facts["private"]
     assert not private, "\n".join(private)
 
 
@@ -228,13 +260,20 @@ MUTATORS = {"clear", "update", "add", "setdefault", "append", "pop", "popitem", 
             "remove", "move_to_end", "intern"}
 
 
-def test_no_module_level_tables_in_the_compiler(trees):
+def test_no_module_level_tables_in_the_compiler(facts):
     """No module of the optimizer, autodiff or the code generator fills a module-level container
     or rebinds a module-level name at run time (constant tables such as ``NZ_RULES`` are read
     only), and none uses ``functools`` caches: what is kept lives in an object with an owner --
     the call (``OptimizerContext``), a node or a combiner, a kernel, a bounded cache, or, for
     what a process makes once (the JIT's engine, its target machines), a documented per-process
     object."""
+    found = facts["tables"]
+    assert found == [], f"module-level tables filled at run time: {found}"
+
+
+def _tables_filled_at_run_time(trees: dict[pathlib.Path, ast.Module]) -> list[str]:
+    """Where a module of ``simplify``, ``codegen`` or ``tensorad/autodiff`` fills or rebinds a
+    module-level name in a function, or caches a function (see the test above)."""
     found = []
     for path in sorted(p for folder in ("simplify", "codegen", "tensorad/autodiff")
                        for p in (ROOT / folder).rglob("*.py")):
@@ -261,7 +300,7 @@ def test_no_module_level_tables_in_the_compiler(trees):
                     target = n.func.value.id
                 if target in module_names and not _local(fn, target):
                     found.append(f"{path.relative_to(ROOT)}:{n.lineno} mutates {target}")
-    assert found == [], f"module-level tables filled at run time: {found}"
+    return found
 
 
 def _local(fn, name: str) -> bool:
