@@ -19,6 +19,7 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_a_checked_dense_softmax_and_its_gradient_compile_once(builds):
     n = ta.size_var("n")
     X, W = ta.placeholder((n, 24), name="X"), ta.placeholder((10, 24), name="W")

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 
+import pytest
 from tensorad.codegen.jit.compile_job import Job, Machine, Pipeline
 
 _SCRIPT = textwrap.dedent("""
@@ -40,6 +41,7 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_products_in_another_thread_finish_while_kernels_compile():
     env = {**os.environ, "TENSORAD_NO_DISK_CACHE": "1", "OPENBLAS_NUM_THREADS": "2"}
     run = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,

@@ -41,6 +41,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_llvm_abort_is_retried_not_fatal():
     env = dict(os.environ, TENSORAD_NO_DISK_CACHE="1")
     run = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=600,

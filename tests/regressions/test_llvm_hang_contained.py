@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 from tensorad.codegen.jit import engine as jit
 from tensorad.codegen.jit import isolate
 from tensorad.codegen.jit.compile_job import Job, Machine
@@ -40,6 +41,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_looping_llvm_pass_falls_to_the_next_rung():
     env = dict(os.environ, TENSORAD_NO_DISK_CACHE="1")
     run = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=300,
@@ -52,6 +54,7 @@ def _job(text: str) -> Job:
     return Job(text, jit.Pipeline(3), Machine("stand-in", "", ""))
 
 
+@pytest.mark.slow
 def test_a_job_past_its_cpu_limit_is_stopped(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)
     begin = isolate.cpu_seconds()
@@ -60,6 +63,7 @@ def test_a_job_past_its_cpu_limit_is_stopped(monkeypatch, stand_in_workers):
     assert int(stand_in_workers.run([_job("pid")], cpu_limit=1)[0][0]) > 0
 
 
+@pytest.mark.slow
 def test_the_ladder_goes_past_a_rung_that_loops(monkeypatch, stand_in_workers):
     monkeypatch.setattr(isolate, "CPU_LIMIT_SECONDS", 1)
     monkeypatch.setattr(isolate, "WORKERS", stand_in_workers)

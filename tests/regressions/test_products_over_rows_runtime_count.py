@@ -32,6 +32,7 @@ def _poisoned(rng, shape, n):
     return a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_dense_layer_products_run_the_given_rows(threads):
     n = ta.size_var("n")

@@ -15,6 +15,7 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_rows_past_the_count_are_neither_read_nor_written(threads):
     n = ta.size_var("n")

@@ -120,6 +120,7 @@ def _classifier(n):
     return ta.JacobianRecursive(ta.topi.sum(loss * H), [W]), [X, W, labels, H]
 
 
+@pytest.mark.slow
 def test_a_call_of_a_few_rows_runs_code_lowered_for_a_few_rows():
     """A staged program whose buffers depend on its rows (a logits gradient inlined into the weights'
     gradient at 64 rows, where it is larger than the weights, stored at 16) runs a call of 9-16 rows as

@@ -68,6 +68,7 @@ def test_batch_norm_is_one_kernel_at_every_size(threads):
             np.testing.assert_allclose(got, want.numpy(), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_mean_log_softmax_nll_is_one_kernel_at_every_size(threads):
     n = ta.size_var("n")
@@ -91,6 +92,7 @@ def test_mean_log_softmax_nll_is_one_kernel_at_every_size(threads):
         np.testing.assert_allclose(grad, zt.grad.numpy(), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_staged_kernel_at_infinities_matches_the_static_kernel():
     """An infinity in a row makes the batch's statistics NaN: every size's outputs are the static
     kernel's, NaN where it has NaN."""

@@ -35,6 +35,7 @@ def test_the_strips_run_along_the_output_row_at_every_batch(n):
     assert _inner_extents(n) == [28]  # (the output rows' 28 points, not windows of one point)
 
 
+@pytest.mark.slow
 def test_a_batch_of_one_is_the_batch_of_two_first_image():
     X1, H1, _, g1 = _max_pool_grad(1)
     X2, H2, _, g2 = _max_pool_grad(2)
