@@ -229,9 +229,10 @@ def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
 def _signature_arguments(sig: Any) -> int | None:
     """The number of arrays a kernel of signature ``sig`` takes, or ``None`` if ``sig`` is not
     a well-formed signature (shapes of non-negative ints, known dtypes, an int work count)."""
-    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", "work", "row_work", "once_work"}:
+    counts = ("work", "row_work", "once_work")
+    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", *counts}:
         return None
-    if any(type(sig[k]) is not int or sig[k] < 0 for k in ("work", "row_work", "once_work")):
+    if any(type(sig[k]) is not int or sig[k] < 0 for k in counts):
         return None
     n = 0
     for part in ("inputs", "outputs", "temps"):

@@ -95,8 +95,9 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     once = _once(steps, program, rows, summed)
     once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
     first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
-    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),), n.attrs)
-             if id(s) in once else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
+    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),),
+                   n.attrs) if id(s) in once else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound)
+             for s in steps]
     return replace(program, steps=steps, row_work=row_work, once_work=once_work)
 
 

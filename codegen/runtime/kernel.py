@@ -267,7 +267,8 @@ class Signature:
     def of_program(cls, lowered) -> Signature:
         prog = lowered.program
         return cls(tuple(_spec(b) for b in prog.inputs), tuple(_spec(b) for b in prog.outputs),
-                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work, lowered.row_work, lowered.once_work)
+                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work, lowered.row_work,
+                   lowered.once_work)
 
 
 class Kernel:

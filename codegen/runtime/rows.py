@@ -1,12 +1,12 @@
 """A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver (compiled once per process) that calls each part's code, largest first, on each next block
-of rows that fits: the arrays' pointers moved to the block's first row, its count of rows, and whether it
-is the part's first block of the call, written first to the input every part reads last
-(:mod:`..passes.row_bound`: work that reads no row runs in a part's first block only).  A part whose loops take that count runs
-the last rows as one short block; one built without it runs whole blocks only, the unit's block, last,
-running what they leave.  A part with a record (raising gathers, ``checked=True``) stops the driver
-after the block that fills it, and the call raises naming the call's row."""
+of rows that fits: the arrays' pointers moved to the block's first row, its count of rows and whether it
+is the part's first block of the call (work that reads no row runs then only) written first to the input
+every part reads last (:mod:`..passes.row_bound`).  A part whose loops take that count runs the last rows
+as one short block; one built without it runs whole blocks only, the unit's block, last, running what
+they leave.  A part with a record (raising gathers, ``checked=True``) stops the driver after the block
+that fills it, and the call raises naming the call's row."""
 
 from __future__ import annotations
 
@@ -55,10 +55,10 @@ def _add_loop(bits: int, ty: str) -> str:
 # holds the arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of
 # desc (main, temps, ntemps, rows, threads, record), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
-# for part tailp (none where past the last), on the rows left below n too, the block's count of rows
-# and whether it is the part's first block of the call written first to the int64[2] at given[cslot]; where the part's record (a raising gather's, the last of
-# its temps; null: none) holds a violation after a block, that block's first row r is written to failed
-# and the driver returns,
+# for part tailp (none where past the last), on the rows left below n too, the block's count of rows and
+# whether it is the part's first block (r = r0) written first to the int64[2] at given[cslot]; where the
+# part's record (a raising gather's, the last of its temps; null: none) holds a violation after a block,
+# that block's first row r is written to failed and the driver returns,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
