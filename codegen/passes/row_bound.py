@@ -55,8 +55,7 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     count = program.inputs[-1] if program.inputs else None
     if count is None or (count.shape, count.dtype) != ((2,), "int64") \
             or any(args[k] is count for k in carriers):
-        raise ValueError("bound_rows: the last input must be the count of rows and whether the block is its "
-                         "part's first, int64[2]")
+        raise ValueError("bound_rows: the last input must be the count of rows and a first block's flag")
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
@@ -102,22 +101,18 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
 
 
 def _once(steps: list, program: Program, rows: _Rows, summed: set[int]) -> set[int]:
-    """The steps a part runs in its first block of a call only (the count's second element set), whose
-    stores later blocks read as they are: plain serial nests that touch no row buffer, sum over the rows
-    or count (a max pool's count of windows over each position, a batch norm's mean of its channels'
-    sums), whose buffers no other nest stores, and the fills of what they store."""
+    """The steps a part runs in its first block of a call only, whose stores later blocks read as they are:
+    plain serial nests touching no row buffer, sum over the rows or count (a max pool's count of windows
+    over each position, a batch norm's mean of channel sums) nor what other nests store, and their fills."""
     touched = {id(s): {id(b) for b, _ in _accesses(s, program.buffers)} if isinstance(s, Nest)
                else {id(s.buffer)} for s in steps}
-    once = {id(s) for s in steps if isinstance(s, Nest) and s.attrs.gemm is None and not s.parallel
-            and s.attrs.row_lanes is None and s.attrs.range is None and not touched[id(s)] & {
-                id(None), id(program.inputs[-1]), *rows.axis, *summed}}
-    while True:  # (a buffer that a nest run in every block stores is read as each block leaves it)
-        every = {id(b) for s in steps if isinstance(s, Nest) and id(s) not in once
-                 for b, _ in _accesses(s, program.buffers, reads=False)}
+    rowed = {id(None), id(program.inputs[-1]), *rows.axis, *summed}  # (and reads of no buffer)
+    once, kept = None, {id(s) for s in steps if isinstance(s, Nest) and not touched[id(s)] & rowed and not
+                        s.parallel and (s.attrs.gemm, s.attrs.row_lanes, s.attrs.range) == (None, None, None)}
+    while kept != once:  # (a buffer that a nest run in every block stores is read as each block leaves it)
+        once, every = kept, {id(b) for s in steps if isinstance(s, Nest) and id(s) not in kept
+                             for b, _ in _accesses(s, program.buffers, reads=False)}
         kept = {k for k in once if not touched[k] & every}
-        if kept == once:
-            break
-        once = kept
     mine = {b for k in once for b in touched[k]}
     return once | {id(s) for s in steps if isinstance(s, Fill) and id(s.buffer) in mine}
 

@@ -263,41 +263,24 @@ class RowsKernel:
         rows, kernel = self.parts[p]
         return Fraction(kernel.signature.row_work, rows)
 
-    def _left(self, n: int, parts: int) -> int:
-        """The rows whole blocks of the first ``parts`` parts leave of ``n``."""
-        for rows, _ in self.parts[:parts]:
-            n %= rows
-        return n
-
-    def _counts(self, n: int) -> list[int]:
-        """How many whole blocks of each part run on ``n`` rows."""
-        counts = []
-        for rows, _ in self.parts:
-            counts.append(n // rows)
-            n %= rows
-        return counts
-
     def blocks(self, n: int) -> list[int]:
-        """How many blocks of each part a call of ``n`` rows runs, its short block counted."""
-        p = self.tail_part(n)
-        if p == len(self.parts):
-            return self._counts(n)
-        left = self._left(n, p)
-        counts = self._counts(n - left)
-        counts[p] += -(-left // self.parts[p][0])
+        """How many blocks of each part a call of ``n`` rows runs: whole ones, largest first, and the tail
+        part's (:meth:`tail_part`) on all it is left, its short block counted."""
+        p, counts = self.tail_part(n), []
+        for k, (rows, _) in enumerate(self.parts):
+            counts.append(-(-n // rows) if k == p else n // rows)
+            n = 0 if k == p else n % rows
         return counts
 
     def work_at(self, n: int) -> int:
         """The work of a call of ``n`` rows: each part's work for each of its blocks, but for its work of a
-        first block only (once), and a short block's work over rows in proportion to its rows."""
-        n = check_size(self.size, n)
-        p = self.tail_part(n)
-        work = sum(c * k.work - (c - 1) * k.signature.once_work
-                   for c, (_, k) in zip(self.blocks(n), self.parts) if c)
-        short = self._left(n, p) % self.parts[p][0] if p < len(self.parts) else 0
-        if short:
-            block, over = self.parts[p][0], self.parts[p][1].signature.row_work
-            work -= over - over * short // block
+        first block only (once), a short block's work over rows in proportion to its rows."""
+        counts = self.blocks(check_size(self.size, n))
+        work = sum(c * k.work - (c - 1) * k.signature.once_work for c, (_, k) in zip(counts, self.parts) if c)
+        lacks = sum(c * rows for c, (rows, _) in zip(counts, self.parts)) - n  # (the short block's rows less)
+        if lacks:
+            block, kernel = self.parts[self.tail_part(n)]
+            work += -kernel.signature.row_work * lacks // block  # (its rows' share, rounded down)
         return work
 
     def rows(self, arrays: Sequence[Any]) -> int:

@@ -36,13 +36,11 @@ CONV = {("conv3x3s2_relu", "forward"): {"conv2d": (None, None, None, "padded")},
         ("conv3x3_relu", "backward"): {"conv2d": ("stencil", "stencil", "padded", "padded"),
                                        "X.grad": ("stencil", "stencil", "stencil", "padded")},
         ("conv3x3s2_relu", "backward"): {"W.grad": ("stencil", None, "stencil", "padded")}}
-# the block's work that does not depend on its rows runs in each block (a max pool's count of windows
-# over each position, a batch norm's per-channel statistics), and a stage's sum over the rows, an output
-# of its block, is stored before its scaling reads it
-GAP = ("the generic kernel repeats work the static program does once (REPEATS): a known gap, strict so "
+# a stage's sum over the rows, an output of its block, is stored before its scaling reads it (the static
+# program fuses the scaling into the sum), and that scaling runs once in each stage that reads it
+GAP = ("the generic kernel does work the static program fuses away (REPEATS): a known gap, strict so "
        "that a fix shows")
-REPEATS = {("batch_norm", "forward"), ("batch_norm", "backward"), ("log_softmax_nll", "forward"),
-           ("max_pool3s2", "backward")}
+REPEATS = {("batch_norm", "forward"), ("batch_norm", "backward"), ("log_softmax_nll", "forward")}
 
 
 def _chosen(lowered) -> dict[str, str]:
