@@ -230,21 +230,15 @@ def _signature_arguments(sig: Any) -> int | None:
     """The number of arrays a kernel of signature ``sig`` takes, or ``None`` if ``sig`` is not
     a well-formed signature (shapes of non-negative ints, known dtypes, an int work count)."""
     counts = ("work", "row_work", "once_work")
-    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", *counts}:
+    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", *counts} \
+            or any(type(sig[k]) is not int or sig[k] < 0 for k in counts):
         return None
-    if any(type(sig[k]) is not int or sig[k] < 0 for k in counts):
-        return None
-    n = 0
-    for part in ("inputs", "outputs", "temps"):
-        items = sig[part]
-        if not isinstance(items, list):
-            return None
-        for item in items:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
-                    and all(type(d) is int and d >= 0 for d in item[0]) and item[1] in DTYPES):
-                return None
-        n += len(items)
-    return n
+    parts = [sig[k] for k in ("inputs", "outputs", "temps")]
+    specs = all(isinstance(items, list) and all(
+        isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+        and all(type(d) is int and d >= 0 for d in item[0]) and item[1] in DTYPES for item in items)
+        for items in parts)
+    return sum(map(len, parts)) if specs else None
 
 
 def _pack_entry(meta: dict, obj: bytes, text: str) -> bytes:

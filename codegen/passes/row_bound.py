@@ -113,8 +113,8 @@ def _once(steps: list, program: Program, rows: _Rows, summed: set[int]) -> set[i
         once, every = kept, {id(b) for s in steps if isinstance(s, Nest) and id(s) not in kept
                              for b, _ in _accesses(s, program.buffers, reads=False)}
         kept = {k for k in once if not touched[k] & every}
-    mine = {b for k in once for b in touched[k]}
-    return once | {id(s) for s in steps if isinstance(s, Fill) and id(s.buffer) in mine}
+    return once | {id(s) for s in steps if isinstance(s, Fill) and any(id(s.buffer) in touched[k]
+                                                                   for k in once)}
 
 
 def _row_work(nest: Nest, rows: _Rows) -> int:

@@ -277,11 +277,9 @@ class RowsKernel:
         first block only (once), a short block's work over rows in proportion to its rows."""
         counts = self.blocks(check_size(self.size, n))
         work = sum(c * k.work - (c - 1) * k.signature.once_work for c, (_, k) in zip(counts, self.parts) if c)
-        lacks = sum(c * rows for c, (rows, _) in zip(counts, self.parts)) - n  # (the short block's rows less)
-        if lacks:
-            block, kernel = self.parts[self.tail_part(n)]
-            work += -kernel.signature.row_work * lacks // block  # (its rows' share, rounded down)
-        return work
+        lacks = sum(c * rows for c, (rows, _) in zip(counts, self.parts)) - n  # (rows a short block runs not)
+        block, kernel = self.parts[min(self.tail_part(n), len(self.parts) - 1)]  # (the short block's part)
+        return work + -kernel.signature.row_work * lacks // block  # (a short block's: its rows' share)
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
