@@ -183,7 +183,7 @@ class RowsKernel:
     (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
     :class:`~tensorad.lang.sizes.RowKind` (``kinds``): ``n`` rows, a static shape, or a sum over the rows
     (each block's sum added).  ``generic`` is true: its compiles serve every size.  ``parts``:
-    ``(rows, kernel)``, largest first, each kernel taking the count of rows as its last input; those of
+    ``(rows, kernel)``, largest first, each taking the count of rows and a first block's flag last; those of
     ``bounded`` run any count up to their rows, the others whole blocks only, and where some part is not
     bounded the last one's rows divide every admissible size.  ``why`` says why a part is not bounded
     (``""``: none).  Its state is a finished call's workspace (the driver's frame, the count, the parts'
