@@ -79,7 +79,7 @@ def restore_kernel(cls: type, state: dict[str, Any]) -> Any:
         meta["libraries"] = [retarget(sym, host) for sym in meta["libraries"]]
         compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)
     return kernel_from_specs(cls, state, compiled, state["num_threads"], state["work"], state["text"],
-                             tuple(state["meta"]["signature"][k] for k in ("row_work", "once_work")))
+                             tuple(state["meta"]["signature"].get(k, 0) for k in ("row_work", "once_work")))
 
 
 def retarget(symbol: str, target) -> str:
