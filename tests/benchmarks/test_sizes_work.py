@@ -69,7 +69,7 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
             assert _chosen(static).get(op) == _chosen(part.lowered).get(op) == runs[k], f"{op} at n={size}"
 
 
-@pytest.mark.slow  # (a build of the block over n and L: about 5 CPU-s forward, 15 backward)
+@pytest.mark.slow  # (a build of the block over n and L: about 8 CPU-s forward, 25 backward)
 @pytest.mark.xfail(strict=True, reason=GAP)  # (a stage's scaled sum; at 7 rows, the block of 8's products)
 @pytest.mark.parametrize("label", ["forward", "backward"])
 def test_transformer_block_over_n_runs_the_static_programs_work_at_7_and_64_rows(label):
