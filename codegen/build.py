@@ -172,7 +172,7 @@ def _compile(lowered, key: str, opts: Options, gomp: bool, target: Target, key_t
             "signature": {"inputs": [[list(b.shape), b.dtype] for b in prog.inputs],
                           "outputs": [[list(b.shape), b.dtype] for b in prog.outputs],
                           "temps": [[list(b.shape), b.dtype] for b in prog.temps], "work": lowered.work,
-                          "row_work": lowered.row_work}}
+                          "row_work": lowered.row_work, "once_work": lowered.once_work}}
     with trace.stage("jit", name):
         compiled = link(key, obj, meta, text, opts.opt_level, target, (plan, pieces))
     if trace.dumping():
@@ -229,21 +229,16 @@ def _meta_is_sound(meta: Any, key: str, gomp: bool) -> bool:
 def _signature_arguments(sig: Any) -> int | None:
     """The number of arrays a kernel of signature ``sig`` takes, or ``None`` if ``sig`` is not
     a well-formed signature (shapes of non-negative ints, known dtypes, an int work count)."""
-    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", "work", "row_work"}:
+    counts = ("work", "row_work", "once_work")
+    if not isinstance(sig, dict) or set(sig) != {"inputs", "outputs", "temps", *counts} \
+            or any(type(sig[k]) is not int or sig[k] < 0 for k in counts):
         return None
-    if any(type(sig[k]) is not int or sig[k] < 0 for k in ("work", "row_work")):
-        return None
-    n = 0
-    for part in ("inputs", "outputs", "temps"):
-        items = sig[part]
-        if not isinstance(items, list):
-            return None
-        for item in items:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
-                    and all(type(d) is int and d >= 0 for d in item[0]) and item[1] in DTYPES):
-                return None
-        n += len(items)
-    return n
+    parts = [sig[k] for k in ("inputs", "outputs", "temps")]
+    specs = all(isinstance(items, list) and all(
+        isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+        and all(type(d) is int and d >= 0 for d in item[0]) and item[1] in DTYPES for item in items)
+        for items in parts)
+    return sum(map(len, parts)) if specs else None
 
 
 def _pack_entry(meta: dict, obj: bytes, text: str) -> bytes:

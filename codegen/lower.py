@@ -71,7 +71,7 @@ class LoweredFunc:
         #: ``{point: cycles}``: the cost model's cycles for each point's costliest candidate
         self.estimates = dict(estimates or {})
         self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
-        self.row_work = program.row_work  # (:func:`.passes.row_bound.bound_rows`)
+        self.row_work, self.once_work = program.row_work, program.once_work  # (:mod:`.passes.row_bound`)
 
     @cached_property
     def text(self) -> str:

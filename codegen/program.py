@@ -138,6 +138,7 @@ class Program:
     buffers: dict[Tensor, Buffer]
     inlined: list[str] = field(default_factory=list)
     row_work: int = 0  # of a generic kernel's block: the work a call of fewer rows runs in proportion
+    once_work: int = 0  # the work a generic kernel's part runs in its first block of a call only
 
     @property
     def arguments(self) -> list[Buffer]:

@@ -638,7 +638,7 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     outputs = [_counted(t, size) if kind is RowKind.SUM else t for t, kind in zip(listed(outputs), kinds_of)]
     roots, ins = outputs + listed(inputs), listed(inputs)
     carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
-    count = placeholder((1,), "int64", name="rows")
+    count = placeholder((2,), "int64", name="rows")  # (and whether the block is its part's first of a call)
     at = {size.name: count(0)}
     rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
                  "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}

@@ -10,7 +10,7 @@ batch), the rows its last writer stored from the row its index 0 is.  A loop is 
 ``v`` (or ``v // c``, ``v % c``, rows and another axis scanned as one, each plus a constant) indexes a row
 buffer along its rows; its upper bound becomes ``min(hi, count - first)`` (times ``c``), or, for ``v % c`` and
 any other index of loop variables, the body of the innermost loop it reads runs where the row is below the
-count, the count read from the program's last input (``int64[1]``, which the row driver writes before each
+count, the count read from the program's last input (``int64[2]``, which the row driver writes before each
 call) and clipped to the block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix
 product whose rows, batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum); rows among a stacked
@@ -48,14 +48,14 @@ class RowBoundError(ValueError):
 
 def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = ()) -> Program:
     """``program`` with its loops over rows bounded by a runtime count (see the module docstring): its last
-    input, ``int64[1]``.  ``sums``: the positions among the outputs of sums over the rows, each of which
+    input, ``int64[2]``.  ``sums``: the positions among the outputs of sums over the rows, each of which
     must add its terms under a loop over rows, or count them by the count."""
     args = program.inputs + program.outputs
     extent = args[carriers[0]].shape[0]
     count = program.inputs[-1] if program.inputs else None
-    if count is None or (count.shape, count.dtype) != ((1,), "int64") \
+    if count is None or (count.shape, count.dtype) != ((2,), "int64") \
             or any(args[k] is count for k in carriers):
-        raise ValueError("bound_rows: the last input must be the count of rows, int64[1]")
+        raise ValueError("bound_rows: the last input must be the count of rows and a first block's flag")
     rows = _Rows(extent, {id(args[k]): (args[k], 0) for k in carriers})
     steps = list(program.steps)
     while True:  # (a buffer stored along rows is a row buffer: to a fixed point)
@@ -91,8 +91,30 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
                                 f"or the count of rows other than as a sum's count")
     bound = data_index(count.tensor(0), extent + 1, "clip")
     row_work = sum(_row_work(s, rows) for s in steps if isinstance(s, Nest))
-    steps = [s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
-    return replace(program, steps=steps, row_work=row_work)
+    once = _once(steps, program, rows, summed)
+    once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
+    first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
+    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),),
+                   n.attrs) if id(s) in once else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound)
+             for s in steps]
+    return replace(program, steps=steps, row_work=row_work, once_work=once_work)
+
+
+def _once(steps: list, program: Program, rows: _Rows, summed: set[int]) -> set[int]:
+    """The steps a part runs in its first block of a call only, whose stores later blocks read as they are:
+    plain serial nests touching no row buffer, sum over the rows or count (a max pool's count of windows
+    over each position, a batch norm's mean of channel sums) nor what other nests store, and their fills."""
+    touched = {id(s): {id(b) for b, _ in _accesses(s, program.buffers)} if isinstance(s, Nest)
+               else {id(s.buffer)} for s in steps}
+    rowed = {id(None), id(program.inputs[-1]), *rows.axis, *summed}  # (and reads of no buffer)
+    once, kept = None, {id(s) for s in steps if isinstance(s, Nest) and not touched[id(s)] & rowed and not
+                        s.parallel and (s.attrs.gemm, s.attrs.row_lanes, s.attrs.range) == (None, None, None)}
+    while kept != once:  # (a buffer that a nest run in every block stores is read as each block leaves it)
+        once, every = kept, {id(b) for s in steps if isinstance(s, Nest) and id(s) not in kept
+                             for b, _ in _accesses(s, program.buffers, reads=False)}
+        kept = {k for k in once if not touched[k] & every}
+    return once | {id(s) for s in steps if isinstance(s, Fill) and any(id(s.buffer) in touched[k]
+                                                                   for k in once)}
 
 
 def _row_work(nest: Nest, rows: _Rows) -> int:

@@ -236,15 +236,16 @@ def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
 
 @dataclass(frozen=True)
 class Signature:
-    """What a call of a kernel needs besides its code: inputs and outputs (name, shape, dtype),
-    temporaries (shape, dtype) in argument order, the work, and of that the work over rows, which a call of
-    a generic kernel's block on fewer rows runs in proportion (:mod:`.rows`)."""
+    """What a call of a kernel needs besides its code: inputs and outputs (name, shape, dtype), temporaries
+    (shape, dtype) in argument order, the work, and of that, a generic kernel's block's work over rows (a
+    call of fewer rows runs it in proportion) and its work in a part's first block only (:mod:`.rows`)."""
 
     inputs: tuple
     outputs: tuple
     temps: tuple
     work: int
     row_work: int = 0
+    once_work: int = 0
 
     @classmethod
     def of(cls, stored: dict, in_names: list[str], out_names: list[str]) -> Signature:
@@ -254,7 +255,7 @@ class Signature:
 
         return cls(specs(in_names, stored["inputs"]), specs(out_names, stored["outputs"]),
                    tuple((tuple(s), numpy_dtype(d)) for s, d in stored["temps"]), stored["work"],
-                   stored["row_work"])
+                   stored["row_work"], stored["once_work"])
 
     @property
     def max_ndim(self) -> int:
@@ -265,7 +266,7 @@ class Signature:
     def of_program(cls, lowered) -> Signature:
         prog = lowered.program
         return cls(tuple(_spec(b) for b in prog.inputs), tuple(_spec(b) for b in prog.outputs),
-                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work, lowered.row_work)
+                   tuple(_spec(b)[1:] for b in prog.temps), lowered.work, lowered.row_work, lowered.once_work)
 
 
 class Kernel:

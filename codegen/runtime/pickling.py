@@ -51,7 +51,7 @@ def kernel_state(kernel: Any) -> dict[str, Any]:
 
 
 def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: int, work: int,
-                      text: str, row_work: int = 0) -> Any:
+                      text: str, rows: tuple[int, int] = (0, 0)) -> Any:  # (row_work, once_work)
     """A :class:`.runtime.kernel.Kernel` of class ``cls`` over ``compiled``, its checks from ``specs``."""
     def buffers(items, kind):
         return [Buffer(n, tuple(s), d, kind, None) for n, s, d in items]
@@ -59,8 +59,8 @@ def kernel_from_specs(cls: type, specs: dict, compiled: Compiled, num_threads: i
     program = SimpleNamespace(inputs=buffers(specs["inputs"], "input"),
                               outputs=buffers(specs["outputs"], "output"),
                               temps=buffers([["temp", s, d] for s, d in specs["temps"]], "temp"))
-    lowered = SimpleNamespace(program=program, work=work, row_work=row_work, text=text, inputs=program.inputs,
-                              outputs=program.outputs)
+    lowered = SimpleNamespace(program=program, work=work, text=text, inputs=program.inputs,
+                              outputs=program.outputs, row_work=rows[0], once_work=rows[1])
     return cls(lowered, compiled, num_threads)
 
 
@@ -79,7 +79,7 @@ def restore_kernel(cls: type, state: dict[str, Any]) -> Any:
         meta["libraries"] = [retarget(sym, host) for sym in meta["libraries"]]
         compiled = link(state["key"], obj, meta, ir_text, state["opt_level"], host)
     return kernel_from_specs(cls, state, compiled, state["num_threads"], state["work"], state["text"],
-                             state["meta"]["signature"]["row_work"])
+                             tuple(state["meta"]["signature"].get(k, 0) for k in ("row_work", "once_work")))
 
 
 def retarget(symbol: str, target) -> str:

@@ -1,11 +1,12 @@
 """A generic kernel: a program of independent rows (:func:`tensorad.lang.sizes.row_plan`) compiled once
 per part, at a few block sizes whose least divides every admissible count of rows, and run at any count
 by a driver (compiled once per process) that calls each part's code, largest first, on each next block
-of rows that fits: the arrays' pointers moved to the block's first row, its count of rows written first
-to the input every part reads last (:mod:`..passes.row_bound`).  A part whose loops take that count runs
-the last rows as one short block; one built without it runs whole blocks only, the unit's block, last,
-running what they leave.  A part with a record (raising gathers, ``checked=True``) stops the driver
-after the block that fills it, and the call raises naming the call's row."""
+of rows that fits: the arrays' pointers moved to the block's first row, its count of rows and whether it
+is the part's first block of the call (work that reads no row runs then only) written first to the input
+every part reads last (:mod:`..passes.row_bound`).  A part whose loops take that count runs the last rows
+as one short block; one built without it runs whole blocks only, the unit's block, last, running what
+they leave.  A part with a record (raising gathers, ``checked=True``) stops the driver after the block
+that fills it, and the call raises naming the call's row."""
 
 from __future__ import annotations
 
@@ -54,10 +55,10 @@ def _add_loop(bits: int, ty: str) -> str:
 # holds the arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of
 # desc (main, temps, ntemps, rows, threads, record), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
-# for part tailp (none where past the last), on the rows left below n too, the block's count of rows
-# written first to the int64 at given[cslot]; where the part's record (a raising gather's, the last of
-# its temps; null: none) holds a violation after a block, that block's first row r is written to failed
-# and the driver returns,
+# for part tailp (none where past the last), on the rows left below n too, the block's count of rows and
+# whether it is the part's first block (r = r0) written first to the int64[2] at given[cslot]; where the
+# part's record (a raising gather's, the last of its temps; null: none) holds a violation after a block,
+# that block's first row r is written to failed and the driver returns,
 # where each sum of sums (index into given, scratch, elements, 1 for double else float) is written to its
 # array by the first block, to its scratch and then added into its array by each later one
 _DRIVER = """
@@ -94,6 +95,10 @@ rowcount:
   %short = sub i64 %n, %r
   %cnt = select i1 %fits, i64 %rows, i64 %short
   store i64 %cnt, ptr %cell
+  %first = icmp eq i64 %r, %r0
+  %first64 = zext i1 %first to i64
+  %pfirst = getelementptr i64, ptr %cell, i64 1
+  store i64 %first64, ptr %pfirst
   br label %arg
 arg:
   %k = phi i64 [0, %rowcount], [%kn, %arg]
@@ -178,7 +183,7 @@ class RowsKernel:
     (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
     :class:`~tensorad.lang.sizes.RowKind` (``kinds``): ``n`` rows, a static shape, or a sum over the rows
     (each block's sum added).  ``generic`` is true: its compiles serve every size.  ``parts``:
-    ``(rows, kernel)``, largest first, each kernel taking the count of rows as its last input; those of
+    ``(rows, kernel)``, largest first, each taking the count of rows and a first block's flag last; those of
     ``bounded`` run any count up to their rows, the others whole blocks only, and where some part is not
     bounded the last one's rows divide every admissible size.  ``why`` says why a part is not bounded
     (``""``: none).  Its state is a finished call's workspace (the driver's frame, the count, the parts'
@@ -254,51 +259,27 @@ class RowsKernel:
         return self.plans[key]
 
     def _per_row(self, p: int) -> Fraction:
-        """Part ``p``'s work per row of its block (:meth:`_short`)."""
+        """Part ``p``'s work per row of its block (:meth:`work_at`)."""
         rows, kernel = self.parts[p]
         return Fraction(kernel.signature.row_work, rows)
 
-    def _left(self, n: int, parts: int) -> int:
-        """The rows whole blocks of the first ``parts`` parts leave of ``n``."""
-        for rows, _ in self.parts[:parts]:
-            n %= rows
-        return n
-
-    def _counts(self, n: int) -> list[int]:
-        """How many whole blocks of each part run on ``n`` rows."""
-        counts = []
-        for rows, _ in self.parts:
-            counts.append(n // rows)
-            n %= rows
-        return counts
-
     def blocks(self, n: int) -> list[int]:
-        """How many blocks of each part a call of ``n`` rows runs, its short block counted."""
-        p = self.tail_part(n)
-        if p == len(self.parts):
-            return self._counts(n)
-        left = self._left(n, p)
-        counts = self._counts(n - left)
-        counts[p] += -(-left // self.parts[p][0])
+        """How many blocks of each part a call of ``n`` rows runs: whole ones, largest first, and the tail
+        part's (:meth:`tail_part`) on all it is left, its short block counted."""
+        p, counts = self.tail_part(n), []
+        for k, (rows, _) in enumerate(self.parts):
+            counts.append(-(-n // rows) if k == p else n // rows)
+            n = 0 if k == p else n % rows
         return counts
 
     def work_at(self, n: int) -> int:
-        """The work of a call of ``n`` rows: each part's work for each of its whole blocks, and its short
-        block's (:meth:`_short`)."""
-        n = check_size(self.size, n)
-        p = self.tail_part(n)
-        left = self._left(n, p) if p < len(self.parts) else 0
-        work = sum(c * k.work for c, (_, k) in zip(self._counts(n - left), self.parts))
-        if left:
-            full, short = divmod(left, self.parts[p][0])
-            work += full * self.parts[p][1].work + (short and self._short(p, short))
-        return work
-
-    def _short(self, p: int, rows: int) -> int:
-        """The work of part ``p``'s block run on ``rows`` of its rows: its work over rows in proportion."""
-        block, kernel = self.parts[p]
-        over = kernel.signature.row_work
-        return kernel.work - over + over * rows // block
+        """The work of a call of ``n`` rows: each part's work for each of its blocks, but for its work of a
+        first block only (once), a short block's work over rows in proportion to its rows."""
+        counts = self.blocks(check_size(self.size, n))
+        work = sum(c * k.work - (c - 1) * k.signature.once_work for c, (_, k) in zip(counts, self.parts) if c)
+        lacks = sum(c * rows for c, (rows, _) in zip(counts, self.parts)) - n  # (rows a short block runs not)
+        block, kernel = self.parts[min(self.tail_part(n), len(self.parts) - 1)]  # (the short block's part)
+        return work + -kernel.signature.row_work * lacks // block  # (a short block's: its rows' share)
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
@@ -344,7 +325,7 @@ class RowsKernel:
         frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(frame) + 8 * FRAME,
                          data_address(self.moves), len(self.moves), self.width, ctypes.addressof(sums),
                          len(self.sums), len(self.parts), len(self.inputs), 0]
-        return frame, held, np.zeros(1, np.int64)
+        return frame, held, np.zeros(2, np.int64)
 
     def _raise(self, checks: Any, record: np.ndarray, first: int) -> NoReturn:
         """Raise the ``IndexError`` of a gather's record, the block's rows made the call's (its first row

@@ -78,7 +78,8 @@ def test_out_of_bounds_write_raises():
     small = type(prog.outputs[0])(prog.outputs[0].name, (4, 3), "float32", "output", Y)
     prog.outputs = [small]
     prog.buffers = {**prog.buffers, Y: small}
-    fake = SimpleNamespace(program=prog, work=lowered.work, row_work=lowered.row_work, text=lowered.text)
+    fake = SimpleNamespace(program=prog, work=lowered.work, row_work=lowered.row_work, once_work=0,
+                           text=lowered.text)
     opts = BUILD.Options.make({"checked": True})
     with BUILD.diskcache.disabled(True):
         compiled = BUILD._compile(fake, "checked-write-test", opts, gomp=True, target=BUILD.host_target())
@@ -186,7 +187,8 @@ lowered = ta.lower([Y], [X], parallel_min_work=0)
 prog = copy.copy(lowered.program)
 small = type(prog.outputs[0])(prog.outputs[0].name, (4, 3), "float32", "output", Y)
 prog.outputs, prog.buffers = [small], {**prog.buffers, Y: small}
-fake = SimpleNamespace(program=prog, work=lowered.work, row_work=lowered.row_work, text=lowered.text)
+fake = SimpleNamespace(program=prog, work=lowered.work, row_work=lowered.row_work, once_work=0,
+                       text=lowered.text)
 with BUILD.diskcache.disabled(True):
     compiled = BUILD._compile(fake, "fresh-gomp", BUILD.Options.make({"checked": True}), gomp=True,
                               target=BUILD.host_target())
