@@ -23,7 +23,7 @@ import numpy as np
 
 from ..gemm import library as gemmlib
 from ..jit import engine as jit
-from ..jit.module_split import split
+from ..jit.module_split import modules
 from ..target import needed_features
 from .pickling import specs_digest, specs_of
 
@@ -134,7 +134,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     header = _header(fn, specs)
     with tempfile.TemporaryDirectory(prefix="tensorad-export-") as tmp:
         target = c.target or jit.host()
-        objs = jit.compile_shared_objects(sum(split(c.llvm_ir_unoptimized, c.opt_level), []), target)
+        objs = jit.compile_shared_objects(modules(c.llvm_ir_unoptimized, c.opt_level), target)
         objs += _library_objects(c.meta["libraries"], target)
         files = []
         for k, obj in enumerate(objs):
