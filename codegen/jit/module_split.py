@@ -136,8 +136,7 @@ def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tu
 
 def modules(text: str, opt_level: int = 3) -> list[tuple[str, int]]:
     """Every module :func:`split` cuts ``text`` into, the rest first, each with its level."""
-    rest, units = split(text, opt_level)
-    return rest + units
+    return [m for part in split(text, opt_level) for m in part]
 
 
 def _used(names: list[str]) -> list[str]:
