@@ -324,15 +324,16 @@ def _compile_parts(ir_text: str, opt_level: int, target: Target,
     each at its level, a unit read from the disk cache where there (keyed by the fingerprint, level and
     text; a damaged entry is compiled again), and that of the modules ``beside`` it, compiled side by side."""
     parts, units = split(ir_text, opt_level)
-    keys = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
-    found = [diskcache.get_object(hashlib.sha256(k.encode()).hexdigest(), k) for k in keys]
+    texts = [f"unit\n{fingerprint(target)}\n{level}\n{text}" for text, level in units]
+    keys = [(hashlib.sha256(k.encode()).hexdigest(), k) for k in texts]
+    found = [diskcache.get_object(h, k) for h, k in keys]
     todo = parts + [u for u, o in zip(units, found) if o is None]
     done = compile_objects([*((lambda t=t: t, level, False) for t, level in todo), *beside], target)
     made = iter(o for o, _ in done[len(parts):len(todo)])
     objs = [o or next(made) for o in found]
-    for k, o, f in zip(keys, objs, found):
+    for (h, k), o, f in zip(keys, objs, found):
         if f is None:
-            diskcache.put_object(hashlib.sha256(k.encode()).hexdigest(), k, o)
+            diskcache.put_object(h, k, o)
     return bundle([o for o, _ in done[:len(parts)]] + objs), done[len(todo):]
 
 

@@ -134,6 +134,11 @@ def split(text: str, opt_level: int = 3) -> tuple[list[tuple[str, int]], list[tu
             [(t, min(opt_level, 3 if v is None else v)) for t, v in units.values()])
 
 
+def modules(text: str, opt_level: int = 3) -> list[tuple[str, int]]:
+    """Every module :func:`split` cuts ``text`` into, the rest first, each with its level."""
+    return [m for part in split(text, opt_level) for m in part]
+
+
 def _used(names: list[str]) -> list[str]:
     """A part's ``llvm.compiler.used``: the vector variants of the math library it keeps."""
     if not names:

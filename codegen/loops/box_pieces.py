@@ -33,9 +33,11 @@ def guards_math(body: Expr) -> bool:
                for n in _guards(body) for m in walk(n.src[1] if is_zero(n.src[2]) else n.src[2]))
 
 
-def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.Set, Expr]] | None:
+def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr,
+                 decide: bool = True) -> list[tuple[isl.Set, Expr]] | None:
     """``[(piece, body there)]``: ``box`` cut by the affine conditions of ``body``'s zero-guarded choices,
-    each decided in each piece; ``None`` when nothing is cut or past :data:`MAX_PIECES`."""
+    each decided in each piece (not ``decide``: ``body`` as it stands, for the pieces alone); ``None`` when
+    nothing is cut or past :data:`MAX_PIECES`."""
     sets: dict[Expr, isl.Set] = {}
     for n in _guards(body):
         try:
@@ -56,7 +58,7 @@ def guard_pieces(space: IndexSpace, box: isl.Set, body: Expr) -> list[tuple[isl.
     out = []
     for p in pieces:
         decided = {}
-        for n, s in sets.items():
+        for n, s in sets.items() if decide else ():
             if p.is_subset(s):
                 decided[n] = n.src[1]
             elif p.intersect(s).is_empty():

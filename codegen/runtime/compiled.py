@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from ..jit.engine import assembly, optimized_parts
-from ..jit.module_split import split
+from ..jit.module_split import modules
 from ..llvm.bounds_checks import Checks
 
 _MAIN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
@@ -46,8 +46,8 @@ class Compiled:
 
     @cached_property
     def optimized(self) -> list[str]:
-        """The optimized IR of each part of the module at its level (:func:`.jit.module_split.split`)."""
-        return optimized_parts(sum(split(self.llvm_ir_unoptimized, self.opt_level), []), self.target)
+        """The optimized IR of each part of the module at its level (:func:`.jit.module_split.modules`)."""
+        return optimized_parts(modules(self.llvm_ir_unoptimized, self.opt_level), self.target)
 
     @property
     def llvm_ir(self) -> str:

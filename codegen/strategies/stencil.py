@@ -248,7 +248,7 @@ def unroll_taps(op: ComputeOp, body: Expr, reread_limit: int | None = None) -> C
         total = term if total is None else total + term
     if total is None:
         return None
-    if any(n.op is Op.IF_THEN_ELSE for n in walk(total)) and guard_pieces(space, box, total) is None:
+    if any(n.op is Op.IF_THEN_ELSE for n in walk(total)) and guard_pieces(space, box, total, False) is None:
         return None  # (guards that stay in the loop body: the plain loops do better)
     if channels:
         total = Expr(Op.REDUCE, body.dtype, (substitute(all_of(kept_cond), fresh), total),
@@ -339,23 +339,23 @@ def padded_chunks(op: ComputeOp, body: Expr, limit: int) -> list[tuple[ComputeOp
     return out
 
 
-def scalar_points(unrolled: ComputeOp, target: Target, lanes: int, masked: bool | None = None) -> int:
+def scalar_points(unrolled: ComputeOp, target: Target, lanes: int) -> tuple[int, int]:
     """The points of an unrolled op's box that run as scalar code: in each of its guard pieces
     (:mod:`.loops.box_pieces`; the box where none is cut), the rows along its last axis of at most
     ``lanes`` values, and of longer rows the remainder past whole vectors, but for the rows that the
-    target folds into one masked vector (:mod:`.llvm.masked_tails`; ``masked``: as if the target's
-    masked memory were, or were not, cheap)."""
+    target folds into one masked vector (:mod:`.llvm.masked_tails`); and of those points, the ones that
+    cheap masked memory would fold (none on a target that has it)."""
     if unrolled.is_reduction or not unrolled.axes:
-        return 0
+        return 0, 0
     space = IndexSpace(unrolled.axes)
-    pieces = [p for p, _ in guard_pieces(space, space.box(), unrolled.body[0]) or [(space.box(), None)]]
-    last, out = len(unrolled.axes) - 1, 0
-    for p in pieces:
+    last, out = len(unrolled.axes) - 1, [0, 0]
+    for p, _ in guard_pieces(space, space.box(), unrolled.body[0], False) or [(space.box(), None)]:
         row = p.dim_max_val(last).to_python() - p.dim_min_val(last).to_python() + 1
-        folded = (target.masked_memory if masked is None else masked) and lanes < row < SHORT_VECTORS * lanes
-        scalar = row if row <= lanes else 0 if folded else row % lanes
-        out += p.count_val().to_python() // row * scalar
-    return out
+        rows = p.count_val().to_python() // row
+        for k, masked in enumerate((target.masked_memory, True)):
+            folded = masked and lanes < row < SHORT_VECTORS * lanes
+            out[k] += rows * (row if row <= lanes else 0 if folded else row % lanes)
+    return out[0], out[0] - out[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -385,12 +385,11 @@ class TapStencil(_Taps):
         if guarded is None:
             return None
         lanes = vector_lanes(ctx, body.dtype)
-        scalar = scalar_points(guarded, ctx.target, lanes)
-        forms = [Unrolled((guarded,), (), scalar, scalar - scalar_points(guarded, ctx.target, lanes, True))]
+        forms = [Unrolled((guarded,), (), *scalar_points(guarded, ctx.target, lanes))]
         chunks = padded_chunks(op, body, ctx.largest) if forms[0].scalar_points else []
         unrolled = [unroll_taps(chunk, b, reread_limit=ctx.target.l2 // 2) for _, chunk, b in chunks]
         if chunks and all(u is not None for u in unrolled):
-            fewer = sum(scalar_points(u, ctx.target, lanes) for u in unrolled)
+            fewer = sum(scalar_points(u, ctx.target, lanes)[0] for u in unrolled)
             if fewer < forms[0].scalar_points:
                 forms.append(Unrolled(tuple(unrolled), tuple(c for c, _, _ in chunks), fewer))
         return forms
