@@ -1134,7 +1134,8 @@ class AdjointBuilder:
                     return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
 
                 end, e = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0)), q + ix(c)
-                total = head_sum(read(e), (), all_of([e >= ix(0), e < ix(jax.hi)])) + \
+                here = all_of([e >= ix(0), e < ix(jax.hi)])  # (lazy: ``H`` is read in its bounds only)
+                total = choice(Op.IF_THEN_ELSE, here, read(e), const(0, read(e).dtype)) + \
                     head_sum(head_sum(read(t), [t], past), (), end)
                 g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
                 moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])
