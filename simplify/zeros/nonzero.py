@@ -30,6 +30,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.domain import affine_part
 
 from ..algebra.index import negate
 from ..algebra.logic import all_of, any_of, implied_conjuncts
@@ -158,11 +159,20 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     body = op.body[t.value_index]
     rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
-        return _without_reads(fold(body, rules))
+        terms = fold(body, rules)
+        return _and(_without_reads(terms), _affine_part(terms, op.axes))
     if not _keeps_zeros(body):
         return TRUE
     terms, bound = _and(body.src[0], fold(body.src[1 + body.arg.value_index], rules)), set(body.arg.axes)
-    return _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
+    kept = _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
+    return _and(kept, _affine_part(terms, op.axes))
+
+
+def _affine_part(c: Expr, axes) -> Expr:
+    """Where ``c`` compares gather indices (``W[0] == i``, ``clip(W[0], 3) == j``), what it says of ``axes``
+    alone (:func:`~tensorad.poly.domain.affine_part`: ``j < 3``), which weakening each part that reads data
+    to ``True`` loses; else ``True``."""
+    return affine_part(c, axes) if any(n.op is Op.DATA_INDEX for n in walk(c)) else TRUE
 
 
 def _keeps_zeros(red: Expr) -> bool:

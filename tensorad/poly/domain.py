@@ -17,8 +17,9 @@ from typing import TypeVar
 
 import islpy as isl
 
-from ..ir.expr import Expr, Op, SizeDecisionError
-from .affine import IndexSpace, admissible, decide
+from ..ir.expr import TRUE, Expr, Op, SizeDecisionError, is_size
+from ..ir.rewrite import walk
+from .affine import CTX, IndexSpace, admissible, decide
 from .to_expr import aff_to_expr, pieces_to_expr, pw_aff_pieces, set_to_cond, val_to_fraction
 
 _IN = isl.dim_type.in_
@@ -247,3 +248,18 @@ def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
     (``isl_pw_aff_min_val`` raises on some domains with divisions)."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()
+
+
+def affine_part(c: Expr, keep: Sequence[Expr]) -> Expr:
+    """What condition ``c`` says of the index variables ``keep`` alone, quasi-affine: its other index
+    variables and its gather indices (``DATA_INDEX``, each over ``[0, extent)``) projected out, each
+    comparison isl does not represent (of data) taken as possibly true; ``True`` where that is nothing
+    (or the sets reach past :data:`QUERY_OPERATIONS`).  ``W[0] == i && clip(W[0], 3) == j`` says ``j < 3``."""
+    nodes = list(walk(c))
+    if any(n.op is Op.VAR and (is_size(n) or type(n.lo) is not int or type(n.hi) is not int) for n in nodes):
+        return TRUE  # (sizes: a condition of a static program only)
+    others = [n for n in dict.fromkeys(nodes) if n.op is Op.VAR and n not in keep]
+    space = IndexSpace([*keep, *others], [n for n in nodes if n.op is Op.DATA_INDEX])
+    made = budgeted(CTX, lambda: space.box().intersect(space.cond(c, exact=False)).project_out(
+        _SET, len(keep), len(space.vars) - len(keep)).gist(IndexSpace(keep).box()))
+    return TRUE if made is None else set_to_cond(made, keep)
