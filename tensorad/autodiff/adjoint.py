@@ -434,7 +434,7 @@ class AdjointBuilder:
                                     lambda m, iv, kv: ([], one / n[tuple(iv)]))
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
-        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
+        if (ra.combiner.kind in ("max", "min") or kind == "prod") and self._normal(op) is not op:
             return self.contributions(self._normal(op), heads, x, p, j, sole)
         nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
         if nested is not None:
@@ -551,15 +551,19 @@ class AdjointBuilder:
 
     def _normal(self, op: ComputeOp) -> ComputeOp:
         """``op`` with each variable of 2 points or more read only where isl proves it changes nothing read
-        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), or ``op``."""
+        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), and a product
+        padded with its identity (a custom one too) over the padding's affine part as its ``where``
+        (:func:`~tensorad.lang.tensor_lang.guard_into_domain`: a running product's form), or ``op``."""
         if op not in self._normals:
-            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            red = op.body[0]
+            bare = guard_into_domain(red) if combiners.classify(red.arg.combiner)[0] == "prod" else red
+            (cond, src), m = bare.src, copy_vars(op.axes + op.reduce_axes)
             first = {v: const(v.lo, v.dtype) for v in m if self.holds(v.extent >= 2)}
             kept = {*free_vars(_read_at(src, list(m), first)), *free_vars(cond)}
             gone = {v: first[v] for v in free_vars(src) if v in first and v not in kept}
-            body = rename(op.body[0].replace(src=(cond, _read_at(src, list(m), gone))), m)
+            body = rename(bare.replace(src=(cond, _read_at(src, list(m), gone))), m)
             self._normals[op] = compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op \
-                if gone else op
+                if gone or bare is not red else op
         return self._normals[op]
 
     def _points(self, op: ComputeOp) -> Tensor:  # (the count of each output's window points)

@@ -89,3 +89,28 @@ def test_window_past_an_output_of_another_extent_reads_the_head_in_its_bounds(ki
     want = np.array([(loss(x + e) - loss(x - e)) / (2 * eps) for e in np.eye(N) * eps])
     np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
+
+
+MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+
+
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+def test_custom_product_padded_with_its_identity_is_a_linear_running_product(side):
+    """A product written as a custom combiner, its window spelled as padding with 1: the padding's affine
+    guard is its ``where``, as a built-in product's is, so that its gradient is the running product's two
+    scans, ``3 N + 2`` at most (work by hand, as :func:`test_gradient_work_is_linear`), where the box's
+    product of the other factors sums over every pair ``(j, k)``."""
+    X = ta.placeholder((N,), "float64", "X")
+    k = ta.reduce_axis((0, N), "k")
+    Y = ta.compute((N,), lambda j: MYPROD(ta.if_then_else(WINDOWS[side](k, j), X[k], 1.0), axis=k), name="Y")
+    H = ta.placeholder((N,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([dX], [X, H], target="llvm -mcpu=haswell").work <= 3 * N + 2
+    rng = np.random.default_rng(11)
+    x = rng.permutation(np.linspace(0.6, 1.4, N)) * rng.choice([-1.0, 1.0], N)
+    h = rng.standard_normal(N)
+    eps = 1e-6
+    want = np.array([(_loss(x + e, h, "prod", side) - _loss(x - e, h, "prod", side)) / (2 * eps)
+                     for e in np.eye(N) * eps])
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-6, atol=1e-8)
