@@ -130,7 +130,8 @@ def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
     whose combiner keeps zeros (:func:`_keeps_zeros`), the conjuncts of its where and of its term's
     nonzeroness free of reduction variables (of a disjunction, those of every disjunct); of any other
     body, its nonzeroness (:data:`NZ_RULES`, reads of tensors by their guards) with every part that reads
-    data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``.
+    data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``; and
+    what comparisons of gather indices say of the axes (:func:`~tensorad.poly.domain.affine_part`).
     ``guards``: a table ``tensor -> guard`` to read and fill; the guards a body needs are found first,
     producers before readers, without recursion (a chain may be thousands of tensors long)."""
     table = {} if guards is None else guards
@@ -160,19 +161,12 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
         terms = fold(body, rules)
-        return _and(_without_reads(terms), _affine_part(terms, op.axes))
+        return _and(_without_reads(terms), affine_part(terms, op.axes))
     if not _keeps_zeros(body):
         return TRUE
     terms, bound = _and(body.src[0], fold(body.src[1 + body.arg.value_index], rules)), set(body.arg.axes)
     kept = _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
-    return _and(kept, _affine_part(terms, op.axes))
-
-
-def _affine_part(c: Expr, axes) -> Expr:
-    """Where ``c`` compares gather indices (``W[0] == i``, ``clip(W[0], 3) == j``), what it says of ``axes``
-    alone (:func:`~tensorad.poly.domain.affine_part`: ``j < 3``), which weakening each part that reads data
-    to ``True`` loses; else ``True``."""
-    return affine_part(c, axes) if any(n.op is Op.DATA_INDEX for n in walk(c)) else TRUE
+    return _and(kept, affine_part(terms, op.axes))  # (what weakening each part that reads data loses)
 
 
 def _keeps_zeros(red: Expr) -> bool:

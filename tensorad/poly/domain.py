@@ -251,13 +251,14 @@ def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
 
 
 def affine_part(c: Expr, keep: Sequence[Expr]) -> Expr:
-    """What condition ``c`` says of the index variables ``keep`` alone, quasi-affine: its other index
-    variables and its gather indices (``DATA_INDEX``, each over ``[0, extent)``) projected out, each
-    comparison isl does not represent (of data) taken as possibly true; ``True`` where that is nothing
-    (or the sets reach past :data:`QUERY_OPERATIONS`).  ``W[0] == i && clip(W[0], 3) == j`` says ``j < 3``."""
+    """What the comparisons of gather indices in condition ``c`` say of the index variables ``keep`` alone
+    (``W[0] == i && clip(W[0], 3) == j`` says ``j < 3``): ``c``'s other variables and gather indices (each
+    over ``[0, extent)``) projected out by isl, a comparison of data taken as possibly true.  ``True`` where
+    ``c`` has no gather index, reads a size, or isl stops past :data:`QUERY_OPERATIONS`."""
     nodes = list(walk(c))
-    if any(n.op is Op.VAR and (is_size(n) or type(n.lo) is not int or type(n.hi) is not int) for n in nodes):
-        return TRUE  # (sizes: a condition of a static program only)
+    if all(n.op is not Op.DATA_INDEX for n in nodes) or any(
+            n.op is Op.VAR and (is_size(n) or type(n.lo) is not int or type(n.hi) is not int) for n in nodes):
+        return TRUE
     others = [n for n in dict.fromkeys(nodes) if n.op is Op.VAR and n not in keep]
     space = IndexSpace([*keep, *others], [n for n in nodes if n.op is Op.DATA_INDEX])
     made = budgeted(CTX, lambda: space.box().intersect(space.cond(c, exact=False)).project_out(
