@@ -160,8 +160,7 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     body = op.body[t.value_index]
     rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
-        terms = fold(body, rules)
-        return _and(_without_reads(terms), affine_part(terms, op.axes))
+        return _and(_without_reads(terms := fold(body, rules)), affine_part(terms, op.axes))
     if not _keeps_zeros(body):
         return TRUE
     terms, bound = _and(body.src[0], fold(body.src[1 + body.arg.value_index], rules)), set(body.arg.axes)

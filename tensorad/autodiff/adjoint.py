@@ -152,6 +152,13 @@ def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
 
 
+def _partials(source: Expr, x: Tensor):
+    """Each read of ``x`` in ``source`` with its partial derivative, those that are zero left out."""
+    for site in read_sites(source, x):
+        if (d := partial_by_read(source, site)) is not ZERO:
+            yield site, d
+
+
 def _gathers(expr: Expr, x: Tensor) -> bool:
     """Whether ``expr`` reads ``x`` at an index read from data (a gather)."""
     return any(n.op in (Op.READ, Op.DATA_INDEX)
@@ -174,10 +181,7 @@ def _several_points(op: ComputeOp, x: Tensor) -> bool:
     space = IndexSpace([v for v in read if v not in raxes] + raxes + list(other.values()))
     cond = [c for c in conjuncts(body.src[0]) if space.is_affine(c)]
     apart = space.cond(reduce(partial(logical, Op.OR), [compare(Op.NE, k, other[k]) for k in raxes]))
-    for site in read_sites(body.src[1], x):
-        d = partial_by_read(body.src[1], site)
-        if d is ZERO:
-            continue
+    for site, d in _partials(body.src[1], x):
         rest = replace_reads(d, lambda r, s=site: const(0, r.dtype) if r is s else None)
         if not set(free_vars(rest)) & set(raxes):
             continue
@@ -623,10 +627,7 @@ class AdjointBuilder:
                     head: Tensor, x: Tensor, p: Sequence[Expr], j: Sequence[Expr],
                     extra: Callable | None = None) -> list[Expr]:
         terms = []
-        for site in read_sites(source, x):
-            d = partial_by_read(source, site)
-            if d is ZERO:
-                continue
+        for site, d in _partials(source, x):
             inverse = None if raxes or cond is not TRUE or extra is not None else _inverse_map(axes, site, x)
             if inverse is not None:  # phi is a bijection: the sum has the one term i = phi^-1(j)
                 m = {a: j[k] for a, k in inverse.items()}
@@ -641,8 +642,7 @@ class AdjointBuilder:
                 index = tuple(unchecked(e) for e in index)
             where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
-            value = h if factor is None else mul(h, factor)
-            value = mul(value, rename(d, m))
+            value = mul(h if factor is None else mul(h, factor), rename(d, m))
             value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
             terms.append(head_sum(value, iv + kv, where))
         return terms
@@ -666,10 +666,7 @@ class AdjointBuilder:
         opaque = sole and len(sites) == 1 and self.holds(combiners.box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
-            for site in read_sites(source, x):
-                d = partial_by_read(source, site)
-                if d is ZERO:
-                    continue
+            for site, d in _partials(source, x):
                 terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, None, opaque))
                 if ties is not None:
                     terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, best))
@@ -743,9 +740,8 @@ class AdjointBuilder:
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
         if count is not None:
             value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
-        value = mul(value, rename(d, m))
-        value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
-        return head_sum(value, axes, where)
+        return head_sum(cast(dt.compute_dtype(x.dtype), materialize(mul(value, rename(d, m)), source.dtype)),
+                        axes, where)
 
     def reuse_winners(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """``tensors`` reading each max/min ``Y`` as the value of its winner reduction where that one

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cmp_to_key
+from functools import cmp_to_key, reduce
 from typing import TypeVar
 
 import islpy as isl
@@ -111,10 +111,7 @@ class IndexSet:
         """The box of the variables' ranges intersected with every condition (all exact).
         ``space``: an :class:`IndexSpace` over ``variables`` whose conversions to reuse."""
         space = _space(variables, space)
-        s = space.box()
-        for c in conds:
-            s = s.intersect(space.cond(c))
-        return cls(space.vars, s)
+        return cls(space.vars, reduce(isl.Set.intersect, map(space.cond, conds), space.box()))
 
     @classmethod
     def box(cls, variables: Sequence[Expr], bounded: Sequence[Expr] | None = None,
@@ -159,11 +156,7 @@ class IndexSet:
         return IndexSet(self.vars[:k] + self.vars[k + 1:], self.set.project_out(_SET, k, 1))
 
     def project_onto(self, keep: Sequence[Expr]) -> IndexSet:
-        out = self
-        for v in list(self.vars):
-            if not any(v is x for x in keep):
-                out = out.project_out(v)
-        return out
+        return reduce(IndexSet.project_out, [v for v in self.vars if not any(v is x for x in keep)], self)
 
     def constraints_on(self, v: Expr) -> IndexSet:
         """What the set says about ``v`` given the others: gisted against its projection."""
