@@ -1,6 +1,6 @@
 """``python -m fuzz [--n N] [--start S | --seeds A,B] [--workers W] [--timeout T]
 [--wall-timeout W] [--checks C] [--rotate] [--shrink K] [--out DIR] [--layers] [--forms20] [--forms21]
-[--forms22] [--target T]``."""
+[--forms22] [--forms27] [--target T]``."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def main(argv=None) -> int:
     ap.add_argument("--forms21", action="store_true",
                     help="the generator without the streams forms22 and later (older seeds' programs)")
     ap.add_argument("--forms22", action="store_true",
-                    help="the generator without the stream forms27 (older seeds' programs)")
+                    help="the generator without the streams forms27 and later (older seeds' programs)")
+    ap.add_argument("--forms27", action="store_true",
+                    help="the generator without the stream forms49 (older seeds' programs)")
     ap.add_argument("--target", default=None,
                     help='every program built for this target ("llvm -mcpu=haswell": AVX2 on any x86 host)')
     args = ap.parse_args(argv)
@@ -59,7 +61,8 @@ def main(argv=None) -> int:
                shrink=args.shrink, out_dir=args.out, progress=progress,
                generator=generate_layer if args.layers else None, forms21=not args.forms20,
                forms22=not (args.forms20 or args.forms21),
-               forms27=not (args.forms20 or args.forms21 or args.forms22), target=args.target)
+               forms27=not (args.forms20 or args.forms21 or args.forms22),
+               forms49=not (args.forms20 or args.forms21 or args.forms22 or args.forms27), target=args.target)
     print(rep.summary())
     return 1 if rep.failures else 0
 

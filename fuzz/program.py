@@ -48,6 +48,11 @@ a combiner of three values (:data:`TRIPLE`), the options ``tune``, ``variants``,
 ``microkernel=False`` and four threads, and the callings :data:`CALLING22`.
 The stream ``forms27``: small integer powers (``x ** 3``, ``x ** -2``, up to the
 fourth), which code generation multiplies under fast math.
+The stream ``forms49`` (:meth:`Generator.window_def`): running reductions along one axis of an
+earlier tensor whose window may reach past its own output (``where=r <= i + 2``, a suffix
+``r >= i - 2``, or shifted back: ``r < i - 1``), spelled with ``where`` or as the source padded
+with the reducer's identity under ``if_then_else``, with every built-in reducer and the custom
+combiners; most often the program's output.
 
 ``safe`` programs keep every function smooth where data is (``log(|x| +
 0.5)``, ``a / (|b| + 1)``) so that derivatives can be checked against finite differences;
@@ -296,7 +301,7 @@ class Generator:
                  extra: random.Random | None = None, more: random.Random | None = None,
                  forms: random.Random | None = None, forms21: random.Random | None = None,
                  forms22: random.Random | None = None, triple: random.Random | None = None,
-                 forms27: random.Random | None = None) -> None:
+                 forms27: random.Random | None = None, forms49: random.Random | None = None) -> None:
         self.r = rng
         self.m = more  # integer tensors, layers, half storage: a stream of their own
         self.f = Forms(forms)  # empty boxes, contractions, steps (module docstring)
@@ -304,6 +309,7 @@ class Generator:
         self.f22 = Forms(forms22)  # :meth:`topi22_def` and the draws marked f22
         self.f22b = Forms(triple)  # the three-value combiner (a stream of its own)
         self.f27 = Forms(forms27)  # small integer powers
+        self.f49 = Forms(forms49)  # running windows past their output (:meth:`window_def`)
         # draws added after the generator's first version: a stream of their own, so that
         # every seed still makes the program it made before, now and then with an addition
         self.x = extra
@@ -535,6 +541,60 @@ class Generator:
         if red == "MYSUM" and self.extra(0.4):  # a combiner of two float values
             return Node(f"SUMMAX(({{0}}, ta.abs({{0}}) * 0.5), axis={axis}{{1}})", (src, where), "r")
         return Node(f"{red}({{0}}, axis={axis}{{1}})", (src, where), "v")
+
+    # ---- running windows (``forms49``) --------------------------------------------------------
+    def window_def(self, defs: list[Def], n_red: int, name: str, last: bool) -> Def | None:
+        """A running reduction along one axis of an earlier float tensor ``X`` (the last one when
+        ``last``), drawn from the stream ``f49``: ``Y[.., j, ..] = red_{r in window(j)} f(X[.., r, ..])``,
+        the window a prefix ``r <= j + c`` (or ``<``) or a suffix ``r >= j - c`` (or ``>``) for ``c`` from
+        -2 to 3 -- past its own output for ``c > 0`` -- over ``X``'s axis (from 0 or 1), ``Y``'s extent
+        along it ``X``'s or one off; spelled as a ``where`` or as ``f`` padded with the reducer's identity
+        under ``if_then_else``; ``f`` a read or a function of it; every built-in reducer and the custom
+        combiners (a product, a sum, argmax and argmin, the value of largest magnitude, ``(sum, max)``)."""
+        floats = [d for d in defs if d.dtype == "DT" and len(d.names) == 1 and d.shape and 0 not in d.shape]
+        if last:
+            floats = floats[-1:] if floats and floats[-1] is defs[-1] else []
+        if not floats:
+            return None
+        main, self.r = self.r, self.f49.r
+        try:
+            r = self.r
+            d = r.choice(floats)
+            long = [a for a, s in enumerate(d.shape) if s > 1]
+            ax = r.choice(long or range(len(d.shape)))
+            n = d.shape[ax]
+            m = max(1, n + r.choice((0, 0, 0, -1, 1)))
+            shape = d.shape[:ax] + (m,) + d.shape[ax + 1:]
+            axes = tuple(f"i{k}" for k in range(len(shape)))
+            k, j, lo = f"r{n_red}", axes[ax], r.choice((0, 0, 0, 1))
+            src = leaf(f"{d.name}[{', '.join(k if a == ax else v for a, v in enumerate(axes))}]", "v")
+            if r.random() < 0.4:
+                src = Node(r.choice(("ta.tanh({0})", "({0}) * ({0})", "ta.abs({0}) + 0.5", "-({0})",
+                                     "ta.exp(ta.minimum({0}, 3.0))", "ta.sin({0}) * 2.0")), (src,), "v")
+            c = r.choice((-2, -1, 0, 1, 1, 2, 2, 3))
+            op, sign = r.choice((("<=", "+"), ("<", "+"), (">=", "-"), (">", "-")))
+            shift = f" {sign} {c}" if c > 0 else f" {'-' if sign == '+' else '+'} {-c}" if c < 0 else ""
+            cond = f"{k} {op} {j}{shift}"
+            red = r.choice(("ta.sum", "ta.max", "ta.min", "ta.prod", "MYPROD", "MYSUM", "ARGMAX", "ARGMIN",
+                            "MAXABS", "SUMMAX"))
+            low = {"ta.sum": "0.0", "MYSUM": "0.0", "ta.prod": "1.0", "MYPROD": "1.0", "MAXABS": "0.0",
+                   "ta.min": "ta.max_value(DT)", "ARGMIN": "ta.max_value(DT)"}.get(red, "ta.min_value(DT)")
+            values = {"ARGMAX": ("{0}",), "ARGMIN": ("{0}",), "SUMMAX": ("{0}", "ta.abs({0}) * 0.5")}.get(red)
+            pad = r.random() < 0.5
+            if values is None:
+                fmt = f"{red}(ta.if_then_else({cond}, {{0}}, {low}), axis=[{k}])" if pad else \
+                    f"{red}({{0}}, axis=[{k}], where={cond})"
+                names, ty = (name,), "v"
+            else:
+                lows = ("0.0", "ta.min_value(DT)") if red == "SUMMAX" else (low,)
+                if pad:
+                    values = tuple(f"ta.if_then_else({cond}, {v}, {w})" for v, w in zip(values, lows))
+                parts = ((k,) if red != "SUMMAX" else ()) + values
+                fmt = f"{red}(({', '.join(parts)}), axis=[{k}]{'' if pad else ', where=' + cond})"
+                names, ty = (f"{name}_i", name), "r"
+            return Def(names, shape, "DT", Node(fmt, (src,), ty), axes, ((k, lo, n),))
+        finally:
+            self.r = main
 
     # ---- integer tensors (``more``) -----------------------------------------------------------
     def int_def(self, defs: list[Def], n_red: int, name: str) -> Def:
@@ -795,7 +855,8 @@ class Generator:
             defs.append(Def((f"n{len(defs)}",), self.shape(), it))
         n_red = 0
         n_int = 0
-        for c in range(r.choice((1, 2, 2, 3, 4))):
+        count = r.choice((1, 2, 2, 3, 4))
+        for c in range(count):
             if self.m is not None and self.m.random() < 0.08:
                 d = self.int_def(defs, n_red, f"k{n_int}")
                 defs.append(d)
@@ -843,6 +904,11 @@ class Generator:
                 body, names = Node("({0}, {1})", (other, body), "x"), (f"{name}_b", name)
             stored = dtype in HALF and body.ty not in ("r", "r3") and self.f.draw(0.3)
             defs.append(Def(names, shape, "DT", body, axes, tuple(nest), stored))
+            if self.f49.draw(0.04 if c else 0.02) or c == count - 1 and self.f49.draw(0.1):
+                d = self.window_def(defs, n_red, f"w{c}", c == count - 1)
+                if d is not None:
+                    defs.append(d)
+                    n_red += 1
         last = defs[-1]
         return Program(dtype, tuple(defs), last.name, self.safe, steps=self.steps)
 
@@ -860,7 +926,8 @@ def _rename_raxes(node: Node, n: int, offset: int) -> Node:
 
 
 def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bool = True,
-             forms21: bool = True, forms22: bool = True, forms27: bool = True) -> Program:
+             forms21: bool = True, forms22: bool = True, forms27: bool = True,
+             forms49: bool = True) -> Program:
     """The program of ``seed`` (deterministic), with its data profile and build options;
     ``extras=False`` gives the generator's first version (erf, argmin, a two-value combiner,
     constants past int32, ``opt_level=3`` and ``parallel=False`` came later, drawn from a
@@ -868,8 +935,8 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     ``forms=False``: without the forms of the stream ``forms`` (:class:`Forms`), the program a
     seed made before them (what the regression tests of older seeds pin); ``forms21=False``:
     without those of ``forms21`` and later; ``forms22=False``: without those of ``forms22`` and
-    later; ``forms27=False``: without those of ``forms27`` (each the programs seeds drew before
-    its forms were added)."""
+    later; ``forms27=False``: without those of ``forms27`` and later; ``forms49=False``: without
+    those of ``forms49`` (each the programs seeds drew before its forms were added)."""
     from .options import draw_options
 
     r = random.Random(seed)
@@ -883,9 +950,10 @@ def generate(seed: int, dtype: str | None = None, extras: bool = True, forms: bo
     s22 = random.Random(seed * 998244353 + 0x22) if s21 is not None and forms22 else None
     s22b = random.Random(seed * 1000000007 + 0x22B) if s22 is not None else None
     s27 = random.Random(seed * 40503 + 0x27) if s22 is not None and forms27 else None
+    s49 = random.Random(seed * 65537 + 0x49) if s27 is not None and forms49 else None
     if more is not None and more.random() < 0.25 and drawn and dtype != "float64":
         dtype = more.choice(HALF)  # half storage: arithmetic in float32
-    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b, s27)
+    gen = Generator(r, safe, random.Random(seed * 7919 + 17), extra, more, s20, s21, s22, s22b, s27, s49)
     prog = gen.program(dtype)
     data = r.choice(("unit", "nasty", "nasty", "wide", "huge")) if not safe else r.choice(("unit", "smooth"))
     calling = "plain"

@@ -383,14 +383,14 @@ def signature(result: dict) -> tuple:
 def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int = 0,
          out_dir: str | None = None, cache_dir: str | None = None, progress=None,
          extras: bool = True, generator=None, wall_timeout: float | None = None,
-         forms21: bool = True, forms22: bool = True, forms27: bool = True,
+         forms21: bool = True, forms22: bool = True, forms27: bool = True, forms49: bool = True,
          target: str | None = None) -> Report:
     """Generate and check the programs of ``seeds``; shrink each failure with at most
     ``shrink`` trials and save reproducers under ``out_dir`` (when given).  ``checks`` is a
     list of check names, or a function of the seed giving one (to spread checks over seeds).
     ``extras=False`` (or a function of the seed giving it): the generator's first version
     (:func:`.program.generate`).  ``generator``: another program generator of the seed (the
-    layers of :func:`.layers.generate_layer`).  ``forms21``, ``forms22``, ``forms27``: as
+    layers of :func:`.layers.generate_layer`).  ``forms21``, ``forms22``, ``forms27``, ``forms49``: as
     :func:`.program.generate` (``False``: the programs seeds drew before those forms were
     added).  ``target``: every program built for this target
     (``"llvm -mcpu=haswell"``: an AVX2 run on any x86 host) instead of the one it draws."""
@@ -402,7 +402,7 @@ def fuzz(seeds, workers: int = 2, timeout: float = 60.0, checks=ALL, shrink: int
         for s in seeds:
             extra = extras(s) if callable(extras) else extras
             progs[s] = generator(s) if generator is not None else \
-                generate(s, extras=extra, forms21=forms21, forms22=forms22, forms27=forms27)
+                generate(s, extras=extra, forms21=forms21, forms22=forms22, forms27=forms27, forms49=forms49)
             if target is not None:
                 progs[s] = replace(progs[s], options={**progs[s].options, "target": target})
             yield s, job_for(progs[s], s, checks(s) if callable(checks) else checks)

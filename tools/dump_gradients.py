@@ -50,13 +50,14 @@ def _dump(out: str, name: str, Y, inputs, all_inputs, options: dict | None = Non
 
 
 def _fuzz_sample(out: str, count: int) -> None:
-    """The fuzzer's programs of the seeds 0..count-1, differentiated with respect to their float inputs,
+    """The fuzzer's programs of the seeds 0..count-1 (without the stream ``forms49``, as the work gate's
+    sample), differentiated with respect to their float inputs,
     lowered with the options each seed draws (but its target, pinned, and ``tune``, a measurement)."""
     from fuzz.checks import load
     from fuzz.program import generate
 
     for seed in range(count):
-        prog = generate(seed)
+        prog = generate(seed, forms49=False)
         try:
             ns = load(prog.render())
         except Exception:  # a program the language rejects: nothing to dump

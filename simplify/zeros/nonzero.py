@@ -30,6 +30,7 @@ from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const
 from tensorad.ir.rewrite import chain, fold, fold_pure, reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
+from tensorad.poly.domain import affine_part
 
 from ..algebra.index import negate
 from ..algebra.logic import all_of, any_of, implied_conjuncts
@@ -129,7 +130,8 @@ def tensor_guard(t: Tensor, guards: dict | None = None) -> Expr:
     whose combiner keeps zeros (:func:`_keeps_zeros`), the conjuncts of its where and of its term's
     nonzeroness free of reduction variables (of a disjunction, those of every disjunct); of any other
     body, its nonzeroness (:data:`NZ_RULES`, reads of tensors by their guards) with every part that reads
-    data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``.
+    data weakened to ``True``: ``if_then_else(c, e, 0) + U[i]`` is zero outside ``c || guard(U)[i]``; and
+    what comparisons of gather indices say of the axes (:func:`~tensorad.poly.domain.affine_part`).
     ``guards``: a table ``tensor -> guard`` to read and fill; the guards a body needs are found first,
     producers before readers, without recursion (a chain may be thousands of tensors long)."""
     table = {} if guards is None else guards
@@ -158,11 +160,12 @@ def _own_guard(t: Tensor, table: dict) -> Expr:
     body = op.body[t.value_index]
     rules = {**NZ_RULES, Op.READ: lambda n, *idx: read_nonzero(n, table)}
     if body.op is not Op.REDUCE:
-        return _without_reads(fold(body, rules))
+        return _and(_without_reads(terms := fold(body, rules)), affine_part(terms, op.axes))
     if not _keeps_zeros(body):
         return TRUE
     terms, bound = _and(body.src[0], fold(body.src[1 + body.arg.value_index], rules)), set(body.arg.axes)
-    return _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
+    kept = _without_reads(all_of([c for c in implied_conjuncts(terms) if not bound & set(walk(c))]))
+    return _and(kept, affine_part(terms, op.axes))  # (what weakening each part that reads data loses)
 
 
 def _keeps_zeros(red: Expr) -> bool:

@@ -152,6 +152,13 @@ def read_sites(expr: Expr, x: Tensor) -> list[Expr]:
     return [n for n in walk(expr) if n.op is Op.READ and n.arg == x]
 
 
+def _partials(source: Expr, x: Tensor):
+    """Each read of ``x`` in ``source`` with its partial derivative, those that are zero left out."""
+    for site in read_sites(source, x):
+        if (d := partial_by_read(source, site)) is not ZERO:
+            yield site, d
+
+
 def _gathers(expr: Expr, x: Tensor) -> bool:
     """Whether ``expr`` reads ``x`` at an index read from data (a gather)."""
     return any(n.op in (Op.READ, Op.DATA_INDEX)
@@ -174,10 +181,7 @@ def _several_points(op: ComputeOp, x: Tensor) -> bool:
     space = IndexSpace([v for v in read if v not in raxes] + raxes + list(other.values()))
     cond = [c for c in conjuncts(body.src[0]) if space.is_affine(c)]
     apart = space.cond(reduce(partial(logical, Op.OR), [compare(Op.NE, k, other[k]) for k in raxes]))
-    for site in read_sites(body.src[1], x):
-        d = partial_by_read(body.src[1], site)
-        if d is ZERO:
-            continue
+    for site, d in _partials(body.src[1], x):
         rest = replace_reads(d, lambda r, s=site: const(0, r.dtype) if r is s else None)
         if not set(free_vars(rest)) & set(raxes):
             continue
@@ -434,7 +438,7 @@ class AdjointBuilder:
                                     lambda m, iv, kv: ([], one / n[tuple(iv)]))
         if kind == "sum":
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
-        if ra.combiner.kind in ("max", "min", "prod") and self._normal(op) is not op:
+        if (ra.combiner.kind in ("max", "min") or kind == "prod") and self._normal(op) is not op:
             return self.contributions(self._normal(op), heads, x, p, j, sole)
         nested = self._nested(op, heads) if ra.combiner.kind in ("max", "min") else None
         if nested is not None:
@@ -551,15 +555,19 @@ class AdjointBuilder:
 
     def _normal(self, op: ComputeOp) -> ComputeOp:
         """``op`` with each variable of 2 points or more read only where isl proves it changes nothing read
-        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), or ``op``."""
+        at its first value (``X[(2 * s + k) % 2]`` is ``X[k % 2]``: ``op`` repeats along ``s``), and a product
+        padded with its identity (a custom one too) over the padding's affine part as its ``where``
+        (:func:`~tensorad.lang.tensor_lang.guard_into_domain`: a running product's form), or ``op``."""
         if op not in self._normals:
-            (cond, src), m = op.body[0].src, copy_vars(op.axes + op.reduce_axes)
+            red = op.body[0]
+            bare = guard_into_domain(red) if combiners.classify(red.arg.combiner)[0] == "prod" else red
+            (cond, src), m = bare.src, copy_vars(op.axes + op.reduce_axes)
             first = {v: const(v.lo, v.dtype) for v in m if self.holds(v.extent >= 2)}
             kept = {*free_vars(_read_at(src, list(m), first)), *free_vars(cond)}
             gone = {v: first[v] for v in free_vars(src) if v in first and v not in kept}
-            body = rename(op.body[0].replace(src=(cond, _read_at(src, list(m), gone))), m)
+            body = rename(bare.replace(src=(cond, _read_at(src, list(m), gone))), m)
             self._normals[op] = compute(op.name, [m[a] for a in op.axes], [body], op.provenance)[0].op \
-                if gone else op
+                if gone or bare is not red else op
         return self._normals[op]
 
     def _points(self, op: ComputeOp) -> Tensor:  # (the count of each output's window points)
@@ -619,10 +627,7 @@ class AdjointBuilder:
                     head: Tensor, x: Tensor, p: Sequence[Expr], j: Sequence[Expr],
                     extra: Callable | None = None) -> list[Expr]:
         terms = []
-        for site in read_sites(source, x):
-            d = partial_by_read(source, site)
-            if d is ZERO:
-                continue
+        for site, d in _partials(source, x):
             inverse = None if raxes or cond is not TRUE or extra is not None else _inverse_map(axes, site, x)
             if inverse is not None:  # phi is a bijection: the sum has the one term i = phi^-1(j)
                 m = {a: j[k] for a, k in inverse.items()}
@@ -637,8 +642,7 @@ class AdjointBuilder:
                 index = tuple(unchecked(e) for e in index)
             where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
-            value = h if factor is None else mul(h, factor)
-            value = mul(value, rename(d, m))
+            value = mul(h if factor is None else mul(h, factor), rename(d, m))
             value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
             terms.append(head_sum(value, iv + kv, where))
         return terms
@@ -662,10 +666,7 @@ class AdjointBuilder:
         opaque = sole and len(sites) == 1 and self.holds(combiners.box_size(op.axes) <= math.prod(x.shape))
         for v, h in heads.items():
             source = body.src[1 + v]
-            for site in read_sites(source, x):
-                d = partial_by_read(source, site)
-                if d is ZERO:
-                    continue
+            for site, d in _partials(source, x):
                 terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, None, opaque))
                 if ties is not None:
                     terms.append(self._point_term(op, source, site, d, h, x, p, j, index, ties, best))
@@ -739,9 +740,8 @@ class AdjointBuilder:
         value = cast(source.dtype, h[tuple(p) + tuple(iv)])
         if count is not None:
             value = mul(value, const(1, source.dtype) / cast(source.dtype, count))
-        value = mul(value, rename(d, m))
-        value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
-        return head_sum(value, axes, where)
+        return head_sum(cast(dt.compute_dtype(x.dtype), materialize(mul(value, rename(d, m)), source.dtype)),
+                        axes, where)
 
     def reuse_winners(self, tensors: Sequence[Tensor]) -> list[Tensor]:
         """``tensors`` reading each max/min ``Y`` as the value of its winner reduction where that one
@@ -1134,7 +1134,8 @@ class AdjointBuilder:
                     return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
 
                 end, e = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0)), q + ix(c)
-                total = head_sum(read(e), (), all_of([e >= ix(0), e < ix(jax.hi)])) + \
+                here = all_of([e >= ix(0), e < ix(jax.hi)])  # (lazy: ``H`` is read in its bounds only)
+                total = choice(Op.IF_THEN_ELSE, here, read(e), const(0, read(e).dtype)) + \
                     head_sum(head_sum(read(t), [t], past), (), end)
                 g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
                 moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])

@@ -12,13 +12,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cmp_to_key
+from functools import cmp_to_key, reduce
 from typing import TypeVar
 
 import islpy as isl
 
-from ..ir.expr import Expr, Op, SizeDecisionError
-from .affine import IndexSpace, admissible, decide
+from ..ir.expr import TRUE, Expr, Op, SizeDecisionError, is_size
+from ..ir.rewrite import walk
+from .affine import CTX, IndexSpace, admissible, decide
 from .to_expr import aff_to_expr, pieces_to_expr, pw_aff_pieces, set_to_cond, val_to_fraction
 
 _IN = isl.dim_type.in_
@@ -110,10 +111,7 @@ class IndexSet:
         """The box of the variables' ranges intersected with every condition (all exact).
         ``space``: an :class:`IndexSpace` over ``variables`` whose conversions to reuse."""
         space = _space(variables, space)
-        s = space.box()
-        for c in conds:
-            s = s.intersect(space.cond(c))
-        return cls(space.vars, s)
+        return cls(space.vars, reduce(isl.Set.intersect, map(space.cond, conds), space.box()))
 
     @classmethod
     def box(cls, variables: Sequence[Expr], bounded: Sequence[Expr] | None = None,
@@ -158,11 +156,7 @@ class IndexSet:
         return IndexSet(self.vars[:k] + self.vars[k + 1:], self.set.project_out(_SET, k, 1))
 
     def project_onto(self, keep: Sequence[Expr]) -> IndexSet:
-        out = self
-        for v in list(self.vars):
-            if not any(v is x for x in keep):
-                out = out.project_out(v)
-        return out
+        return reduce(IndexSet.project_out, [v for v in self.vars if not any(v is x for x in keep)], self)
 
     def constraints_on(self, v: Expr) -> IndexSet:
         """What the set says about ``v`` given the others: gisted against its projection."""
@@ -247,3 +241,19 @@ def pw_aff_range(pa: isl.PwAff) -> tuple[int, int]:
     (``isl_pw_aff_min_val`` raises on some domains with divisions)."""
     image = isl.Map.from_pw_aff(pa).range()
     return image.dim_min_val(0).to_python(), image.dim_max_val(0).to_python()
+
+
+def affine_part(c: Expr, keep: Sequence[Expr]) -> Expr:
+    """What the comparisons of gather indices in condition ``c`` say of the index variables ``keep`` alone
+    (``W[0] == i && clip(W[0], 3) == j`` says ``j < 3``): ``c``'s other variables and gather indices (each
+    over ``[0, extent)``) projected out by isl, a comparison of data taken as possibly true.  ``True`` where
+    ``c`` has no gather index, reads a size, or isl stops past :data:`QUERY_OPERATIONS`."""
+    nodes = list(walk(c))
+    if all(n.op is not Op.DATA_INDEX for n in nodes) or any(
+            n.op is Op.VAR and (is_size(n) or type(n.lo) is not int or type(n.hi) is not int) for n in nodes):
+        return TRUE
+    others = [n for n in dict.fromkeys(nodes) if n.op is Op.VAR and n not in keep]
+    space = IndexSpace([*keep, *others], [n for n in nodes if n.op is Op.DATA_INDEX])
+    made = budgeted(CTX, lambda: space.box().intersect(space.cond(c, exact=False)).project_out(
+        _SET, len(keep), len(space.vars) - len(keep)).gist(IndexSpace(keep).box()))
+    return TRUE if made is None else set_to_cond(made, keep)

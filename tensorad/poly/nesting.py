@@ -16,6 +16,7 @@ identity; the optimizer asks :func:`scan_axes` whether its sum is a scan."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 import islpy as isl
 
@@ -61,12 +62,9 @@ def ordered(fresh: isl.Set, prev: isl.Set, n_out: int, reverse: bool = False) ->
     same with the reduction axis reversed (its last new term lies before its first carried one)."""
     if fresh.dim(isl.dim_type.set) != n_out + 1:
         return False
-    if reverse:
-        first = _as_map(prev, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
-        last = _as_map(fresh, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
-    else:
-        first = _as_map(fresh, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
-        last = _as_map(prev, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
+    early, late = (prev, fresh) if reverse else (fresh, prev)
+    first = _as_map(early, n_out).lexmin_pw_multi_aff().get_pw_aff(0)
+    last = _as_map(late, n_out).lexmax_pw_multi_aff().get_pw_aff(0)
     return first.le_set(last).is_empty()
 
 
@@ -81,8 +79,7 @@ def _domain(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             dom = dom.intersect(space.cond(term))
         except NotAffine:
             used |= set(free_vars(term))
-    for e in reads:
-        used |= set(free_vars(e))
+    used |= {v for e in reads for v in free_vars(e)}
     return dom, dom.project_out(isl.dim_type.set, len(axes), len(raxes)), used
 
 
@@ -159,9 +156,7 @@ def plain_prefix(axes: Sequence[Expr], raxes: Sequence[Expr], cond: Expr,
             continue
         space = IndexSpace((j, k))
         try:
-            dom = space.box()
-            for t in ties:
-                dom = dom.intersect(space.cond(t))
+            dom = reduce(isl.Set.intersect, map(space.cond, ties), space.box())
         except NotAffine:
             continue
         if dom.is_empty():

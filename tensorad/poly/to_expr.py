@@ -37,18 +37,12 @@ def _aff_terms(aff: isl.Aff, variables: Sequence[Expr]) -> tuple[list[tuple[int,
     if n_in != len(variables):
         raise ValueError(f"aff has {n_in} inputs but {len(variables)} variables were given")
     coefs: list[tuple[Fraction, Expr]] = []
-    for k in range(n_in):
-        f = val_to_fraction(aff.get_coefficient_val(_IN, k))
-        if f:
-            coefs.append((f, variables[k]))
-    for k in range(aff.dim(_PARAM)):
-        f = val_to_fraction(aff.get_coefficient_val(_PARAM, k))
-        if f:
-            coefs.append((f, aff.get_space().get_dim_id(_PARAM, k).user))
-    for j in range(aff.dim(_DIV)):
-        f = val_to_fraction(aff.get_coefficient_val(_DIV, j))
-        if f:
-            coefs.append((f, aff_to_expr(aff.get_div(j), variables)))
+    atoms = [(_IN, k, variables[k]) for k in range(n_in)] \
+        + [(_PARAM, k, aff.get_space().get_dim_id(_PARAM, k).user) for k in range(aff.dim(_PARAM))] \
+        + [(_DIV, j, None) for j in range(aff.dim(_DIV))]
+    for kind, k, atom in atoms:  # (a division's term: the floor of its own function)
+        if f := val_to_fraction(aff.get_coefficient_val(kind, k)):
+            coefs.append((f, atom if atom is not None else aff_to_expr(aff.get_div(k), variables)))
     c = val_to_fraction(aff.get_constant_val())
     d = lcm(c.denominator, *(f.denominator for f, _ in coefs))
     return [(int(f * d), t) for f, t in coefs], int(c * d), d
@@ -76,8 +70,7 @@ def basic_set_to_cond(bs: isl.BasicSet, variables: Sequence[Expr]) -> Expr:
     """The conjunction of ``bs``'s constraints (``e == 0`` or ``e >= 0``) over ``variables``."""
     out = TRUE
     for c in bs.get_constraints():
-        terms, k, _ = _aff_terms(c.get_aff(), variables)
-        e = _sum(terms, k)
+        e = _sum(*_aff_terms(c.get_aff(), variables)[:2])
         cond = (e == 0) if c.is_equality() else (e >= 0)
         out = cond if out is TRUE else logical(Op.AND, out, cond)
     return out
@@ -103,11 +96,7 @@ def set_to_cond(s: isl.Set | isl.BasicSet, variables: Sequence[Expr]) -> Expr:
 def pw_aff_pieces(pa: isl.PwAff | isl.PwMultiAff, variables: Sequence[Expr]) -> list[tuple[Expr, Expr]]:
     """``[(domain condition, value)]`` of a piecewise function (first output of a multi-aff)."""
     pieces: list[tuple[isl.Set, isl.Aff]] = []
-
-    def collect(s, a):
-        pieces.append((s, a if isinstance(a, isl.Aff) else a.get_at(0)))
-
-    pa.foreach_piece(collect)
+    pa.foreach_piece(lambda s, a: pieces.append((s, a if isinstance(a, isl.Aff) else a.get_at(0))))
     return [(set_to_cond(s, variables), aff_to_expr(a, variables)) for s, a in pieces]
 
 

@@ -179,3 +179,25 @@ def test_a_gather_index_is_never_a_float_output_of_a_tuple_reduction(seed):
     prog = generate(seed)
     ns = load(prog.render())
     ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], prog.data, 0))
+
+
+def test_running_windows_past_their_output_change_some_programs_and_forms49_false_gives_them_back():
+    """The stream ``forms49`` adds a running reduction along one axis, its window a prefix or a suffix
+    shifted either way (past its own output for a positive shift), written with ``where`` or padded with
+    the reducer's identity, to about a tenth of the programs; ``forms49=False`` (``python -m fuzz
+    --forms27``) renders the programs seeds drew before it, and without the stream ``forms27`` it draws
+    nothing."""
+    old = [generate(s, forms49=False) for s in range(300)]
+    new = [generate(s) for s in range(300)]
+    changed = [s for s, p, q in zip(range(300), old, new) if p.render() != q.render()]
+    assert 15 < len(changed) < 60
+    sources = [new[s].render() for s in changed]
+    assert all(re.search(r"^w\d+(_i)?(, w\d+)? = ", s, re.M) for s in sources)
+    assert any(re.search(r"where=r\d+ <=? i\d+ \+ [1-3]\)", s) for s in sources)  # a prefix past its output
+    assert any(re.search(r"where=r\d+ >=? i\d+ - [1-3]\)", s) for s in sources)  # a suffix past its output
+    assert any(re.search(r"if_then_else\(r\d+ (<=|<|>=|>) i\d+( [+-] \d)?, ", s) for s in sources)  # padded
+    assert all(generate(s, forms27=False).render() == generate(s, forms27=False, forms49=False).render()
+               for s in changed)
+    for s in changed[:6]:
+        ns = load(new[s].render())
+        ta.evaluate(list(ns["TENSORS"]), fdata.feed(ns["INPUTS"], new[s].data, 0))

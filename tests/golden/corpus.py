@@ -8,7 +8,8 @@
 * ``family-<name>``: the workloads, families, hand-gap classes and the holdout of
   ``tests/simplify/workloads.py``;
 * ``fuzz-<seed>``: the fuzz generator's programs of seeds ``0 .. FUZZ_SEEDS - 1`` (float64,
-  with respect to their float inputs), those that have a float input and a float output.
+  with respect to their float inputs, drawn without the stream ``forms49`` so that the sample
+  stays fixed), those that have a float input and a float output.
 
 Each program is differentiated with ``ta.JacobianRecursive`` and a head of its output's shape,
 then the forward and the gradient are lowered for each pinned target of :data:`TARGETS` (the
@@ -102,7 +103,7 @@ def fuzz_program(seed: int) -> Built | None:
     from fuzz.program import generate
 
     try:
-        ns = load(generate(seed).render("float64"))
+        ns = load(generate(seed, forms49=False).render("float64"))
     except Invalid:
         return None
     wrt = [t for t in ns["INPUTS"] if t.dtype in ta.FLOAT_DTYPES]

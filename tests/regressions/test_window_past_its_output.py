@@ -61,3 +61,56 @@ def test_gradient_work_is_linear(kind, side):
     H = ta.placeholder((N,), "float64", "H")
     (dX,) = ta.JacobianRecursive(Y, [X], H)
     assert ta.lower([dX], [X, H], target="llvm -mcpu=haswell").work <= 3 * N + 2
+
+
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+@pytest.mark.parametrize("kind", ["max", "prod"])
+@pytest.mark.parametrize("extent", [N - 1, N + 1])
+@pytest.mark.parametrize("optimize", [True, False])
+def test_window_past_an_output_of_another_extent_reads_the_head_in_its_bounds(kind, side, extent, optimize):
+    """An output shorter or longer than the scanned axis, ``Y[j] = max_{k <= j + 2} X[k]`` for ``j <
+    N - 1`` (or ``N + 1``): the reranged prefix's head at ``q`` is ``H[q + shift]`` where that is an
+    output, read under a lazy guard, so that the unoptimized gradient too evaluates within ``H``'s
+    bounds (an eager choice read ``H[-2]``)."""
+    X = ta.placeholder((N,), "float64", "X")
+    k = ta.reduce_axis((0, N), "k")
+    Y = ta.compute((extent,), lambda j: getattr(ta, kind)(X[k], axis=k, where=WINDOWS[side](k, j)), name="Y")
+    H = ta.placeholder((extent,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H, optimize=optimize)
+    rng = np.random.default_rng(3)
+    x = rng.permutation(np.linspace(0.6, 1.4, N)) * rng.choice([-1.0, 1.0], N)
+    h = rng.standard_normal(extent)
+    reduce = {"max": np.max, "prod": np.prod}[kind]
+
+    def loss(v):
+        return sum(h[j] * reduce([v[i] for i in range(N) if WINDOWS[side](i, j)]) for j in range(extent))
+
+    eps = 1e-6
+    want = np.array([(loss(x + e) - loss(x - e)) / (2 * eps) for e in np.eye(N) * eps])
+    np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
+
+
+MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
+
+
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+def test_custom_product_padded_with_its_identity_is_a_linear_running_product(side):
+    """A product written as a custom combiner, its window spelled as padding with 1: the padding's affine
+    guard is its ``where``, as a built-in product's is, so that its gradient is the running product's two
+    scans, ``3 N + 2`` at most (work by hand, as :func:`test_gradient_work_is_linear`), where the box's
+    product of the other factors sums over every pair ``(j, k)``."""
+    X = ta.placeholder((N,), "float64", "X")
+    k = ta.reduce_axis((0, N), "k")
+    Y = ta.compute((N,), lambda j: MYPROD(ta.if_then_else(WINDOWS[side](k, j), X[k], 1.0), axis=k), name="Y")
+    H = ta.placeholder((N,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([dX], [X, H], target="llvm -mcpu=haswell").work <= 3 * N + 2
+    rng = np.random.default_rng(11)
+    x = rng.permutation(np.linspace(0.6, 1.4, N)) * rng.choice([-1.0, 1.0], N)
+    h = rng.standard_normal(N)
+    eps = 1e-6
+    want = np.array([(_loss(x + e, h, "prod", side) - _loss(x - e, h, "prod", side)) / (2 * eps)
+                     for e in np.eye(N) * eps])
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-6, atol=1e-8)

@@ -126,3 +126,20 @@ def test_an_infinite_isl_value_is_not_a_number():
               isl.Val.nan(isl.DEFAULT_CONTEXT)):
         with pytest.raises(ValueError):
             val_to_fraction(v)
+
+
+
+def test_affine_part_projects_gather_indices_out_and_keeps_what_bounds_the_axes():
+    """``clip(W[0], 3) == 2 i && clip(W[0], 3) == j`` reads data in each conjunct; over ``(i, j)`` it keeps
+    what holds for some value of the gather index, ``j == 2 i`` below 3 (checked point by point), and a
+    condition without a gather index says nothing."""
+    from tensorad.ir.expr import TRUE, data_index
+    from tensorad.poly.domain import affine_part
+
+    i, j = var("i", 0, 4), var("j", 0, 9)
+    W = ta.placeholder((1,), "int32", "W")
+    w = data_index(W[0], 3, "clip")
+    got = affine_part((w == i * 2) & (w == j), [i, j])
+    want = {(a, b) for a, b in _points([i, j]) if any(c == 2 * a and c == b for c in range(3))}
+    assert {(a, b) for a, b in _points([i, j]) if evaluate_scalar(got, {i: a, j: b})} == want
+    assert affine_part(W[0] == i, [i]) is TRUE
