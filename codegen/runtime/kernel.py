@@ -48,22 +48,20 @@ OFFSETS = _object_offsets()
 ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
 # ``tensorad_call(table, list, slots)``: for each of the ``slots[0]`` positions ``slots[1 + j]`` of an
 # address table, the data pointer of the list's item ``j`` (a NumPy array: its items at ``ITEMS_AT`` in the
-# list object, its data at ``DATA_AT`` in the array object); then ``main(table, threads)``, the two just
-# before the table, unless ``main`` is null.  A call's Python work does not grow with its arrays, and it
-# takes three pointers (each argument of a ctypes call costs about a tenth of a microsecond).
+# list object, its data at ``DATA_AT`` in the array object); then ``main(table, threads)``, the two words
+# before the table.  A call's Python work does not grow with its arrays, and it takes three pointers (each
+# argument of a ctypes call costs about a tenth of a microsecond).
 ITEMS_AT, DATA_AT = (OFFSETS or (0, 0))[::-1]
 _CALL_IR = f"""
 define void @tensorad_call(ptr %table, ptr %list, ptr %slots) {{
 entry:
   %n = load i64, ptr %slots
-  %any = icmp sgt i64 %n, 0
-  br i1 %any, label %start, label %done
-start:
   %pi = getelementptr i8, ptr %list, i64 {ITEMS_AT}
   %items = load ptr, ptr %pi
-  br label %loop
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %done
 loop:
-  %j = phi i64 [0, %start], [%jn, %loop]
+  %j = phi i64 [0, %entry], [%jn, %loop]
   %jn = add i64 %j, 1
   %ps = getelementptr i64, ptr %slots, i64 %jn
   %s = load i64, ptr %ps
@@ -81,12 +79,7 @@ done:
   %pt64 = getelementptr i64, ptr %table, i64 -1
   %t64 = load i64, ptr %pt64
   %threads = trunc i64 %t64 to i32
-  %run = icmp ne ptr %main, null
-  br i1 %run, label %call, label %out
-call:
   call void %main(ptr %table, i32 %threads)
-  br label %out
-out:
   ret void
 }}
 """
@@ -97,24 +90,24 @@ _CALL = Resident(_CALL_IR, "tensorad_call", ctypes.CFUNCTYPE(None, ctypes.c_void
 def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
     """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
     changes) at position ``slots[k]`` of the address table at ``table``; then the code whose entry and
-    threads are the two words before the table, if its entry is not null."""
+    threads are the two words before the table."""
     if OFFSETS is not None and type(arrays) is list:
         (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
         return
     entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
     for k, a in zip(slots.positions.tolist(), arrays):
         entries[k] = data_address(a)
-    (_CALL.main or _CALL.get().main)(table, None, NO_SLOTS.address)
+    (_CALL.main or _CALL.get().main)(table, id(arrays), NO_SLOTS.address)
 
 
 class Slots:
     """Positions in an address table (:meth:`Kernel.run`): an int64 array after its length, its address."""
 
-    __slots__ = ("counted", "positions", "address")
+    __slots__ = ("positions", "address")
 
     def __init__(self, positions: Sequence[int]) -> None:
-        self.counted = np.array([len(positions), *positions], np.int64)
-        self.positions, self.address = self.counted[1:], data_address(self.counted)
+        self.positions = np.array([len(positions), *positions], np.int64)[1:]
+        self.address = data_address(self.positions) - 8
 
 
 def data_address(a: np.ndarray) -> int:
@@ -217,10 +210,9 @@ def _bfloat16_view(a: Any) -> np.ndarray | None:
 
 
 class Workspace:
-    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made on
-    its first use, and again when the threads change): the code's entry and threads, then (at
-    ``address``) room for the inputs and outputs, the temporaries' addresses moved up to a cache line,
-    and room for a checked kernel's record."""
+    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made when
+    the threads change): the code's entry and threads, then (at ``address``) room for the inputs and
+    outputs, the temporaries' addresses moved up to a cache line, room for a checked kernel's record."""
 
     __slots__ = ("temps", "table", "args", "address", "threads")
 
@@ -440,15 +432,13 @@ class Kernel:
         check = self.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         if out is not None:
-            given, outs = given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
-            self.run(self._no_block, 0, self._all_slots, ins + outs)
-            return given[0] if len(given) == 1 else tuple(given)
-        if self._num_threads == 1 or self._out_offsets is None:
-            outs = [np.empty(s, d) for s, d in self._out_specs]
+            res, outs = given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
+        elif self._num_threads == 1 or self._out_offsets is None:
+            res = outs = [np.empty(s, d) for s, d in self._out_specs]
         else:
-            outs = empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
+            res = outs = empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
         self.run(self._no_block, 0, self._all_slots, ins + outs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return res[0] if len(res) == 1 else tuple(res)
 
     @staticmethod
     def check_input(a: Any, spec: tuple) -> np.ndarray:

@@ -49,9 +49,8 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(given, threads) (called as a kernel's main is, by :func:`.kernel.put_addresses`), the frame
-# {desc, parts, n, given, moves, m, width, sums, nsums, tailp, cslot, failed, main, threads} just before
-# given (main and threads: this driver and none, as :func:`.kernel.put_addresses` reads them), which
+# tensorad_rows(given, threads) (a kernel's main: itself the frame's main), the frame {desc, parts, n,
+# given, moves, m, width, sums, nsums, tailp, cslot, failed, main, threads} just before given, which
 # holds the arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of
 # desc (main, temps, ntemps, rows, threads, record), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
@@ -214,7 +213,6 @@ class RowsKernel:
         self.by_size: dict[int, tuple] = {}  # :meth:`sized`'s, by count of rows: the last SIZES_KEPT
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
         self.first = self.rowed[0][0] if self.rowed else 0  # (the input whose rows a call tries first)
-        self.raising = any(k.compiled.checks is not None for _, k in parts)
         self.rowed_names = {name for _, name in self.rowed}
         self.row_names = self.rowed_names | {name for name, (rest, *_) in zip(self.out_names, self.outputs)
                                              if rest is not None}
@@ -319,8 +317,7 @@ class RowsKernel:
 
     def _workspace(self) -> list:
         """A driver frame, what it points to (the part descriptions, the temporaries and their pointers,
-        the sums' scratch), the count of rows it writes, the address of its arrays' pointers, and the
-        count of rows of its frame (0: none)."""
+        the sums' scratch), the count of rows it writes, its arrays' pointers' address, its count of rows."""
         desc = (ctypes.c_int64 * (6 * len(self.parts)))()
         records = []  # (checks, record) of each part whose gathers raise
         held: list = [desc, records]
@@ -367,15 +364,13 @@ class RowsKernel:
         return given_outputs(out, specs, ins, self.names)[1]
 
     def sized(self, n: int) -> tuple:
-        """What a call of ``n`` rows (checked against the size's constraints) needs of its size: ``n``,
-        the inputs' specs, the outputs' shapes and the part that runs the short block, kept for the last
-        :data:`SIZES_KEPT` sizes (a training loop or a server repeats its sizes)."""
+        """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
+        short block's part; kept for the last :data:`SIZES_KEPT` sizes (a training loop repeats its own)."""
         ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
         outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
         if len(self.by_size) >= SIZES_KEPT:
             self.by_size.pop(next(iter(self.by_size), None), None)
-        got = self.by_size[n] = (n, ins, outs, self.tail_part(n) if n else 0)
-        return got
+        return self.by_size.setdefault(n, (n, ins, outs, self.tail_part(n) if n else 0))
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
@@ -406,9 +401,8 @@ class RowsKernel:
             put_addresses(work[3], self.slots, [*ins, work[2], *outs])  # (then the driver)
         if not self.kept:
             self.kept.append(work)
-        if self.raising and n:
-            for checks, record in work[1][1]:
-                if record[0]:
-                    self._raise(checks, record, work[0][11])
+        for checks, record in work[1][1] if n else ():
+            if record[0]:
+                self._raise(checks, record, work[0][11])
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
