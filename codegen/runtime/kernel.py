@@ -91,13 +91,12 @@ def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
     """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
     changes) at position ``slots[k]`` of the address table at ``table``; then the code whose entry and
     threads are the two words before the table."""
-    if OFFSETS is not None and type(arrays) is list:
-        (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
-        return
-    entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
-    for k, a in zip(slots.positions.tolist(), arrays):
-        entries[k] = data_address(a)
-    (_CALL.main or _CALL.get().main)(table, id(arrays), NO_SLOTS.address)
+    if OFFSETS is None or type(arrays) is not list:
+        entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
+        for k, a in zip(slots.positions.tolist(), arrays):
+            entries[k] = data_address(a)
+        slots, arrays = NO_SLOTS, []  # (every address in place: the code alone to call)
+    (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
 
 
 class Slots:
@@ -106,8 +105,8 @@ class Slots:
     __slots__ = ("positions", "address")
 
     def __init__(self, positions: Sequence[int]) -> None:
-        self.positions = np.array([len(positions), *positions], np.int64)[1:]
-        self.address = data_address(self.positions) - 8
+        counted = np.array([len(positions), *positions], np.int64)  # (its view ``positions`` keeps it)
+        self.positions, self.address = counted[1:], data_address(counted)
 
 
 def data_address(a: np.ndarray) -> int:

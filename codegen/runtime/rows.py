@@ -210,7 +210,7 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) + 1 for _, k in parts)  # (and a record)
         self.kept: list = []  # a finished call's workspace, for the next
         self.plans: dict[int, int] = {}  # tail_part(n) by n, up to the largest block's rows and one
-        self.by_size: dict[int, tuple] = {}  # :meth:`sized`'s, by count of rows: the last SIZES_KEPT
+        self.by_size: dict[int, tuple] = {}  # :meth:`sized`'s, by count of rows: up to SIZES_KEPT
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
         self.first = self.rowed[0][0] if self.rowed else 0  # (the input whose rows a call tries first)
         self.rowed_names = {name for _, name in self.rowed}
@@ -365,11 +365,11 @@ class RowsKernel:
 
     def sized(self, n: int) -> tuple:
         """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
-        short block's part; kept for the last :data:`SIZES_KEPT` sizes (a training loop repeats its own)."""
+        short block's part; kept for up to :data:`SIZES_KEPT` sizes (a training loop repeats its own)."""
         ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
         outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
         if len(self.by_size) >= SIZES_KEPT:
-            self.by_size.pop(next(iter(self.by_size), None), None)
+            self.by_size.clear()  # (atomic: concurrent calls of other sizes may read it)
         return self.by_size.setdefault(n, (n, ins, outs, self.tail_part(n) if n else 0))
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:

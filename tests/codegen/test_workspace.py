@@ -124,7 +124,7 @@ def test_a_generic_kernel_makes_one_workspace_and_keeps_a_bounded_set_of_sizes(r
     assert len(made) == 1  # (sizes share the one workspace of calls one at a time)
     for size in range(1, rows.SIZES_KEPT + 20):
         kern(x[:size])
-    assert len(kern.by_size) == rows.SIZES_KEPT
+    assert 0 < len(kern.by_size) <= rows.SIZES_KEPT
     np.testing.assert_allclose(kern(x[:1]), _want(x[:1]), rtol=1e-5, atol=1e-4)  # (dropped, made again)
     assert len(made) == 1
 
