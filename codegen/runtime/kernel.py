@@ -46,73 +46,67 @@ def _object_offsets() -> tuple[int, int] | None:
 
 OFFSETS = _object_offsets()
 ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
-# ``tensorad_call(table, list, items_at, slots, n, data_at, main, threads)``: for each of the ``n``
-# positions ``slots[j]`` of an address table, the data pointer of the list's item ``j`` (a NumPy array:
-# its items at ``items_at`` in the list object, its data at ``data_at`` in the array object); then
-# ``main(table, threads)`` unless ``main`` is null.  A call's Python work does not grow with its arrays
-# (:meth:`Kernel.run`, :func:`put_addresses`).
-_CALL_IR = """
-define void @tensorad_call(ptr %table, ptr %list, i64 %items_at, ptr %slots, i64 %n, i64 %data_at,
-                           ptr %main, i32 %threads) {
+# ``tensorad_call(table, list, slots)``: for each of the ``slots[0]`` positions ``slots[1 + j]`` of an
+# address table, the data pointer of the list's item ``j`` (a NumPy array: its items at ``ITEMS_AT`` in the
+# list object, its data at ``DATA_AT`` in the array object); then ``main(table, threads)``, the two words
+# before the table.  A call's Python work does not grow with its arrays, and it takes three pointers (each
+# argument of a ctypes call costs about a tenth of a microsecond).
+ITEMS_AT, DATA_AT = (OFFSETS or (0, 0))[::-1]
+_CALL_IR = f"""
+define void @tensorad_call(ptr %table, ptr %list, ptr %slots) {{
 entry:
-  %pi = getelementptr i8, ptr %list, i64 %items_at
+  %n = load i64, ptr %slots
+  %pi = getelementptr i8, ptr %list, i64 {ITEMS_AT}
   %items = load ptr, ptr %pi
   %any = icmp sgt i64 %n, 0
   br i1 %any, label %loop, label %done
 loop:
   %j = phi i64 [0, %entry], [%jn, %loop]
-  %ps = getelementptr i64, ptr %slots, i64 %j
+  %jn = add i64 %j, 1
+  %ps = getelementptr i64, ptr %slots, i64 %jn
   %s = load i64, ptr %ps
   %po = getelementptr ptr, ptr %items, i64 %j
   %o = load ptr, ptr %po
-  %pd = getelementptr i8, ptr %o, i64 %data_at
+  %pd = getelementptr i8, ptr %o, i64 {DATA_AT}
   %d = load ptr, ptr %pd
   %pt = getelementptr ptr, ptr %table, i64 %s
   store ptr %d, ptr %pt
-  %jn = add i64 %j, 1
   %more = icmp slt i64 %jn, %n
   br i1 %more, label %loop, label %done
 done:
-  %run = icmp ne ptr %main, null
-  br i1 %run, label %call, label %out
-call:
+  %pm = getelementptr ptr, ptr %table, i64 -2
+  %main = load ptr, ptr %pm
+  %pt64 = getelementptr i64, ptr %table, i64 -1
+  %t64 = load i64, ptr %pt64
+  %threads = trunc i64 %t64 to i32
   call void %main(ptr %table, i32 %threads)
-  br label %out
-out:
   ret void
-}
+}}
 """
-_CALL = Resident(_CALL_IR, "tensorad_call", ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-    ctypes.c_void_p, ctypes.c_int32), 0, light=True)
+_CALL = Resident(_CALL_IR, "tensorad_call", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                                                             ctypes.c_void_p), 0, light=True)
 
 
-def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray],
-                  compiled: Compiled | Resident | None = None, threads: int = 1) -> None:
+def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
     """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
-    changes) at position ``slots[k]`` of the address table at ``table``; then ``compiled``'s ``P_main``
-    on the table, if given."""
-    if OFFSETS is not None and type(arrays) is list:
-        data_at, items_at = OFFSETS
-        call = _CALL.main or _CALL.get().main
-        call(table, id(arrays), items_at, slots.address, slots.count, data_at,
-             compiled and compiled.main_address, threads)
-        return
-    entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
-    for k, a in zip(slots.positions.tolist(), arrays):
-        entries[k] = data_address(a)
-    if compiled is not None:
-        compiled.main(table, threads)
+    changes) at position ``slots[k]`` of the address table at ``table``; then the code whose entry and
+    threads are the two words before the table."""
+    if OFFSETS is None or type(arrays) is not list:
+        entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
+        for k, a in zip(slots.positions.tolist(), arrays):
+            entries[k] = data_address(a)
+        slots, arrays = NO_SLOTS, []  # (every address in place: the code alone to call)
+    (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
 
 
 class Slots:
-    """Positions in an address table (:meth:`Kernel.run`): an int64 array, its address and length."""
+    """Positions in an address table (:meth:`Kernel.run`): an int64 array after its length, its address."""
 
-    __slots__ = ("positions", "address", "count")
+    __slots__ = ("positions", "address")
 
     def __init__(self, positions: Sequence[int]) -> None:
-        self.positions = np.array(positions, np.int64)
-        self.address, self.count = data_address(self.positions), len(self.positions)
+        counted = np.array([len(positions), *positions], np.int64)  # (its view ``positions`` keeps it)
+        self.positions, self.address = counted[1:], data_address(counted)
 
 
 def data_address(a: np.ndarray) -> int:
@@ -120,6 +114,9 @@ def data_address(a: np.ndarray) -> int:
     if ARRAY_DATA_OFFSET is None:
         return a.ctypes.data
     return ctypes.c_void_p.from_address(id(a) + ARRAY_DATA_OFFSET).value or 0
+
+
+NO_SLOTS = Slots(())
 
 
 def empty_aligned(shape: tuple[int, ...], dtype: Any, align: int) -> np.ndarray:
@@ -212,22 +209,23 @@ def _bfloat16_view(a: Any) -> np.ndarray | None:
 
 
 class Workspace:
-    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made on
-    its first use): room for the inputs and outputs, then the temporaries' addresses moved up to a
-    cache line, then room for a checked kernel's record."""
+    """The temporaries of one call at a time, and the address table :meth:`Kernel.run` fills (made when
+    the threads change): the code's entry and threads, then (at ``address``) room for the inputs and
+    outputs, the temporaries' addresses moved up to a cache line, room for a checked kernel's record."""
 
-    __slots__ = ("temps", "table", "args", "address")
+    __slots__ = ("temps", "table", "args", "address", "threads")
 
     def __init__(self, temps: list[np.ndarray]) -> None:
         self.temps = temps
-        self.table: np.ndarray | None = None
+        self.threads = 0
 
-    def make_table(self, n_args: int, line: int, record: bool) -> None:
+    def make_table(self, n_args: int, line: int, record: bool, main: int, threads: int) -> None:
         starts = np.array([data_address(t) for t in self.temps], np.uintp)
-        self.table = np.empty(n_args + len(self.temps) + record, np.uintp)
-        self.table[n_args:n_args + len(self.temps)] = starts + (line - starts % line) % line
-        self.args = self.table[:n_args]
-        self.address = data_address(self.table)
+        self.table = np.empty(2 + n_args + len(self.temps) + record, np.uintp)
+        self.table[:2] = main, threads
+        self.table[2 + n_args:2 + n_args + len(self.temps)] = starts + (line - starts % line) % line
+        self.args, self.threads = self.table[2:2 + n_args], threads
+        self.address = data_address(self.table) + 16
 
 
 def _spec(b: Buffer) -> tuple[str, tuple[int, ...], np.dtype]:
@@ -375,15 +373,16 @@ class Kernel:
         except IndexError:
             work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
         checks = self._compiled.checks
-        if work.table is None:
-            work.make_table(len(template), self._line, checks is not None)
+        if work.threads != self._num_threads:
+            work.make_table(len(template), self._line, checks is not None, self._compiled.main_address,
+                            self._num_threads)
         if slots is not self._all_slots:  # (a plain call sets every entry below)
             np.add(template, base, out=work.args)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
             work.table[-1] = data_address(record)
-        put_addresses(work.address, slots, arrays, self._compiled, self._num_threads)
+        put_addresses(work.address, slots, arrays)
         if self.keep_workspace and not self._workspace:
             self._workspace.append(work)
             del self._workspace[1:]  # (one set: what a call at a time needs, whatever the threads did)
@@ -432,9 +431,13 @@ class Kernel:
                                       f"got {len(arrays)}")
         check = self.check_input
         ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
-        given, outs = self._outputs_for(out, ins)
+        if out is not None:
+            res, outs = given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
+        elif self._num_threads == 1 or self._out_offsets is None:
+            res = outs = [np.empty(s, d) for s, d in self._out_specs]
+        else:
+            res = outs = empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
         self.run(self._no_block, 0, self._all_slots, ins + outs)
-        res = given if given is not None else outs
         return res[0] if len(res) == 1 else tuple(res)
 
     @staticmethod
@@ -460,14 +463,6 @@ class Kernel:
         if not (a.flags.c_contiguous and a.flags.aligned):
             a = np.ascontiguousarray(a)
         return a
-
-    def _outputs_for(self, out: Any, ins: list[np.ndarray]) -> tuple[list | None, list[np.ndarray]]:
-        """The objects given as ``out=`` (or ``None``) and the arrays the kernel writes."""
-        if out is None:
-            if self.num_threads == 1 or self._out_offsets is None:
-                return None, [np.empty(s, d) for s, d in self._out_specs]
-            return None, empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
-        return given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
 
 
 def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_names: Sequence[str],

@@ -50,8 +50,8 @@ def _add_loop(bits: int, ty: str) -> str:
 """
 
 
-# tensorad_rows(given, threads) (called as a kernel's main is, by :func:`.kernel.put_addresses`), the frame
-# {desc, parts, n, given, moves, m, width, sums, nsums, tailp, cslot, failed} just before given, which
+# tensorad_rows(given, threads) (a kernel's main: itself the frame's main), the frame {desc, parts, n,
+# given, moves, m, width, sums, nsums, tailp, cslot, failed, main, threads} just before given, which
 # holds the arrays' data pointers (the inputs, the count of rows at cslot, the outputs); for each part of
 # desc (main, temps, ntemps, rows, threads, record), largest blocks first,
 # main(given + r * moves ++ temps, threads) on each next block of rows [r, r + rows) that fits below n, and,
@@ -64,7 +64,7 @@ def _add_loop(bits: int, ty: str) -> str:
 _DRIVER = """
 define void @tensorad_rows(ptr %table, i32 %threads.unused) {
 entry:
-  %frame = getelementptr i8, ptr %table, i64 -96
+  %frame = getelementptr i8, ptr %table, i64 -112
 """ + _loads("frame", "ptr desc, i64 parts, i64 n, ptr given, ptr moves, i64 m, i64 width, "
                    "ptr sums, i64 nsums, i64 tailp, i64 cslot, i64 failed") + """\
   %local = alloca ptr, i64 %width
@@ -164,7 +164,8 @@ done:
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
-FRAME = 12  # the driver's frame: its fields before the arrays' pointers
+FRAME = 14  # the driver's frame: its fields before the arrays' pointers
+SIZES_KEPT = 64  # the counts of rows a kernel keeps what a call needs of (:meth:`RowsKernel.sized`)
 
 
 # the driver, compiled on first use
@@ -214,9 +215,9 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) + 1 for _, k in parts)  # (and a record)
         self.kept: list = []  # a finished call's workspace, for the next
         self.plans: dict[int, int] = {}  # tail_part(n) by n, up to the largest block's rows and one
-        self.checked = -1  # the last count of rows checked against the size's constraints
-        self.last: tuple = (-1,)  # :meth:`sized`'s, for the last count of rows
+        self.by_size: dict[int, tuple] = {}  # :meth:`sized`'s, by count of rows: up to SIZES_KEPT
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
+        self.first = self.rowed[0][0] if self.rowed else 0  # (the input whose rows a call tries first)
         self.rowed_names = {name for _, name in self.rowed}
         self.row_names = self.rowed_names | {name for name, (rest, *_) in zip(self.out_names, self.outputs)
                                              if rest is not None}
@@ -293,13 +294,11 @@ class RowsKernel:
                 seen = seen or (shape[0], name)
         if seen is None:
             raise KernelArgumentError(f"no array gives size {self.size.name}")
-        if seen[0] != self.checked:
-            self.checked = check_size(self.size, seen[0])
-        return seen[0]
+        return check_size(self.size, seen[0])
 
-    def _workspace(self) -> tuple[Any, list, np.ndarray]:
+    def _workspace(self) -> list:
         """A driver frame, what it points to (the part descriptions, the temporaries and their pointers,
-        the sums' scratch) and the count of rows it writes."""
+        the sums' scratch), the count of rows it writes, its arrays' pointers' address, its count of rows."""
         desc = (ctypes.c_int64 * (6 * len(self.parts)))()
         records = []  # (checks, record) of each part whose gathers raise
         held: list = [desc, records]
@@ -322,10 +321,11 @@ class RowsKernel:
             sums[4 * k:4 * k + 4] = [slot, data_address(a), a.size, int(d == np.float64)]
         held += [scratch, sums]
         frame = (ctypes.c_int64 * (FRAME + len(self.moves)))()  # (the arrays' pointers after the frame)
-        frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, ctypes.addressof(frame) + 8 * FRAME,
-                         data_address(self.moves), len(self.moves), self.width, ctypes.addressof(sums),
-                         len(self.sums), len(self.parts), len(self.inputs), 0]
-        return frame, held, np.zeros(2, np.int64)
+        given = ctypes.addressof(frame) + 8 * FRAME
+        frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, given, data_address(self.moves),
+                         len(self.moves), self.width, ctypes.addressof(sums), len(self.sums), len(self.parts),
+                         len(self.inputs), 0, _ROWS.get().main_address, 0]
+        return [frame, held, np.zeros(2, np.int64), given, 0]
 
     def _raise(self, checks: Any, record: np.ndarray, first: int) -> NoReturn:
         """Raise the ``IndexError`` of a gather's record, the block's rows made the call's (its first row
@@ -345,23 +345,28 @@ class RowsKernel:
         return given_outputs(out, specs, ins, self.names)[1]
 
     def sized(self, n: int) -> tuple:
-        """What a call of ``n`` rows needs of its size: the inputs' specs and the outputs' shapes, kept
-        for the last ``n`` (a training loop or a server repeats its sizes)."""
-        last = self.last  # (read once: a concurrent call of another size may replace it)
-        if last[0] != n:
-            ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
-            outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
-            last = self.last = (n, ins, outs)
-        return last
+        """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
+        short block's part; kept for up to :data:`SIZES_KEPT` sizes (a training loop repeats its own)."""
+        ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
+        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
+        if len(self.by_size) >= SIZES_KEPT:
+            self.by_size.clear()  # (atomic: concurrent calls of other sizes may read it)
+        return self.by_size.setdefault(n, (n, ins, outs, self.tail_part(n) if n else 0))
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(self.names)}), got {len(arrays)}")
-        n = self.rows(arrays)
-        _, specs, shapes = self.sized(n)
+        try:  # (a count of rows seen before: its first input's rows)
+            n, specs, shapes, tail = self.by_size[arrays[self.first].shape[0]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            n, specs, shapes, tail = self.sized(self.rows(arrays))
         check = Kernel.check_input
-        ins = [check(a, spec) for a, spec in zip(arrays, specs)]
+        try:
+            ins = [check(a, spec) for a, spec in zip(arrays, specs)]
+        except KernelArgumentError:
+            self.rows(arrays)  # (arrays that disagree on the size say so first)
+            raise
         outs = [np.empty(*s) for s in shapes] if out is None else self._given(out, n, ins)
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
@@ -371,15 +376,14 @@ class RowsKernel:
             work = self.kept.pop()
         except IndexError:
             work = self._workspace()
-        frame, _, count = work
         if n:
-            frame[2] = n
-            frame[9] = self.tail_part(n)
-            put_addresses(frame[3], self.slots, [*ins, count, *outs], _ROWS.get())  # (then the driver)
+            if work[4] != n:
+                work[0][2], work[0][9], work[4] = n, tail, n
+            put_addresses(work[3], self.slots, [*ins, work[2], *outs])  # (then the driver)
         if not self.kept:
             self.kept.append(work)
         for checks, record in work[1][1] if n else ():
             if record[0]:
-                self._raise(checks, record, frame[11])
+                self._raise(checks, record, work[0][11])
         res = outs if out is None else out if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)

@@ -1,6 +1,7 @@
 """A kernel keeps the temporaries of a finished call for the next one (its workspace): results
 stay those of fresh buffers -- every temporary is written before it is read in every call --
-concurrent calls each get their own, and the workspace can be turned off or released.
+concurrent calls each get their own, and the workspace can be turned off or released.  A generic
+kernel's calls share one workspace across sizes and keep what a size needs for a bounded set of sizes.
 Oracle: NumPy formulas written here."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 import tensorad as ta
 
@@ -91,3 +93,52 @@ def test_a_checked_kernel_with_a_workspace_still_reports_a_violation():
         else:
             raise AssertionError("an out-of-range index was not reported")
     np.testing.assert_allclose(kern(e, good), np.full((4, 8), 4.0))
+
+
+def test_repeated_calls_keep_one_address_table_until_the_threads_change(rng):
+    X, P = _two_step()
+    kern = ta.build([P], [X], num_threads=1)
+    x = rng.uniform(-1, 1, X.shape).astype(np.float32)
+    kern(x)
+    table = kern._workspace[0].table
+    for _ in range(3):
+        np.testing.assert_allclose(kern(x), _want(x), rtol=1e-5, atol=1e-4)
+        assert kern._workspace[0].table is table  # (filled in place: no new table, no new temporaries)
+    kern.num_threads = 2
+    np.testing.assert_allclose(kern(x), _want(x), rtol=1e-5, atol=1e-4)
+    assert int(kern._workspace[0].table[1]) == 2  # (the threads the code is called with)
+
+
+def test_a_generic_kernel_makes_one_workspace_and_keeps_a_bounded_set_of_sizes(rng, monkeypatch):
+    from tensorad.codegen.runtime import rows
+
+    X, P = _two_step(ta.size_var("n"))
+    kern = ta.build([P], [X])
+    assert kern.generic
+    made = []
+    workspace = kern._workspace
+    monkeypatch.setattr(kern, "_workspace", lambda: made.append(1) or workspace())
+    x = rng.uniform(-1, 1, (300, 64)).astype(np.float32)
+    for size in (1, 7, 300, 7, 1, 64, 7):
+        np.testing.assert_allclose(kern(x[:size]), _want(x[:size]), rtol=1e-5, atol=1e-4)
+    assert len(made) == 1  # (sizes share the one workspace of calls one at a time)
+    for size in range(1, rows.SIZES_KEPT + 20):
+        kern(x[:size])
+    assert 0 < len(kern.by_size) <= rows.SIZES_KEPT
+    np.testing.assert_allclose(kern(x[:1]), _want(x[:1]), rtol=1e-5, atol=1e-4)  # (dropped, made again)
+    assert len(made) == 1
+
+
+def test_a_size_seen_before_still_checks_the_arrays_against_each_other(rng):
+    n = ta.size_var("n")
+    X, V = ta.placeholder((n, 4), name="X"), ta.placeholder((n,), name="V")
+    kern = ta.build(ta.compute((n, 4), lambda i, j: X[i, j] * V[i], name="Y"), [X, V])
+    x, v = rng.uniform(-1, 1, (3, 4)).astype(np.float32), rng.uniform(-1, 1, 3).astype(np.float32)
+    np.testing.assert_allclose(kern(x, v), x * v[:, None], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"disagree on size n: X gives 3, V gives 2"):
+        kern(x, v[:2])
+    with pytest.raises(ta.codegen.KernelArgumentError, match=r"X: expected shape \[3, 4\], got \[3, 3\]"):
+        kern(x[:, :3], v)
+    with pytest.raises(ta.codegen.KernelArgumentError, match="expected dtype float32"):
+        kern(x, v.astype(np.float64))
+    np.testing.assert_allclose(kern(x.T.copy().T, v), x * v[:, None], rtol=1e-6)  # (any layout, copied)
