@@ -31,7 +31,6 @@ _SLICE = "the forward reads a few elements of a larger input or intermediate; th
 
 #: fuzz programs (seeds of the current generator) known to break the invariant, by class
 FUZZ_FINDINGS: dict[int, str] = {
-    41: f"{_WINNER} (in the work gate's float64 rendering; the fuzzer's own keeps the bound)",
     89: f"{_WINNER} (the running max of a custom (sum, max) pair)",
     161: _SLICE,
 }
