@@ -144,6 +144,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="list the N tests that took the most CPU time (setup, call and teardown; the test "
                           "process with its compile workers and the processes it starts), and the sum: "
                           "on a loaded machine --durations' wall times mislead")
+    parser.addoption("--cpu-log", default=None, metavar="PATH",
+                     help="with --cpu-durations, append each test's CPU seconds to PATH as it ends (an "
+                          "interrupted run keeps what it measured)")
 
 
 _CPU = pytest.StashKey[float]()
@@ -167,12 +170,16 @@ class CpuDurations:
     """The ``--cpu-durations`` table: each test's CPU seconds, from its teardown report (this process's
     or, under pytest-xdist, a worker's), printed when the run ends."""
 
-    def __init__(self, n: int) -> None:
-        self.n, self.spent = n, []
+    def __init__(self, n: int, log: str | None) -> None:
+        self.n, self.spent, self.log = n, [], log
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.spent += [(value, report.nodeid) for key, value in report.user_properties
-                       if key == "cpu_seconds" and report.when == "teardown"]
+        spent = [(value, report.nodeid) for key, value in report.user_properties
+                 if key == "cpu_seconds" and report.when == "teardown"]
+        self.spent += spent
+        if spent and self.log:
+            with open(self.log, "a") as f:
+                f.writelines(f"{seconds:.2f}s {nodeid}\n" for seconds, nodeid in spent)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         spent = sorted(self.spent, reverse=True)
@@ -183,7 +190,8 @@ class CpuDurations:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("cpu_durations") is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
-        config.pluginmanager.register(CpuDurations(config.getoption("cpu_durations")), "cpu_durations")
+        plugin = CpuDurations(config.getoption("cpu_durations"), config.getoption("cpu_log"))
+        config.pluginmanager.register(plugin, "cpu_durations")
 
 
 @pytest.fixture
