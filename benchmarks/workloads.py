@@ -21,7 +21,9 @@ inputs a workload names in ``params["onehot"]`` (one-hot rows: a classifier's ta
 ``params["positive"]`` (uniform in ``[0.5, 1.5]``: normalization scales).  The homebrew
 softmax's logits (dense sums 1000 products) then reach about 44, where a row's sum of exps
 squared is at the edge of float32's range -- a gradient that rewrote ``E / S / S`` into
-``E / (S * S)`` is wrong there (``tests/regressions/test_fastmath.py``).
+``E / (S * S)`` is wrong there (``tests/regressions/test_fastmath.py``), and so is JAX's: its
+division rule multiplies by ``S^-2``, a subnormal that XLA's CPU code flushes to zero, and the
+check reports that row's JAX backward as a MISMATCH (``tests/benchmarks/test_harness.py``).
 """
 
 from __future__ import annotations

@@ -117,6 +117,33 @@ def test_check_flags_mismatches():
     assert "shape" in compare([ref.T], [ref])["detail"]
 
 
+def test_homebrew_softmax_check_flags_a_gradient_that_flushes_one_over_s_squared():
+    """The homebrew softmax's inputs take rows' sums of exps past 9.2e18, where ``1 / S^2`` is a float32
+    subnormal.  A gradient that forms it (JAX's division rule ``-g x S^-2``) and flushes it to
+    zero (XLA's CPU code does) loses ``-sum(H E) / S^2`` on those rows; one that divides twice,
+    ``(sum(H E) / S) / S`` (PyTorch's rule), keeps it.  The float64 oracle and the check tell them
+    apart: a JAX MISMATCH on this row is JAX's float32 answer, not the benchmark's."""
+    import numpy as np
+
+    from benchmarks import data, workloads
+
+    w = workloads.BY_NAME["softmax_homebrew"]
+    arrays, _, head, grads = data.workload_data(w, tiny=False)
+    x, wt = arrays["X"], arrays["W"]
+    e = np.exp(x @ wt.T)
+    s = e.sum(1, keepdims=True, dtype=np.float32)
+    he = (head * e).sum(1, keepdims=True, dtype=np.float32)
+    inv_sq = np.float32(1) / (s * s)
+    assert (inv_sq < np.finfo(np.float32).tiny).any()
+
+    def check(dy_ds):  # dL/dZ = E (H / S + dL/dS)
+        dz = e * (head / s + dy_ds)
+        return compare([dz @ wt, dz.T @ x], [grads["X"], grads["W"]])
+    assert check(-(he / s) / s)["ok"]
+    flushed = np.where(inv_sq < np.finfo(np.float32).tiny, np.float32(0), inv_sq)
+    assert check(-he * flushed)["max_rel_err"] > 0.5
+
+
 def test_compile_time_benchmark_reports_every_stage_cold_and_cached():
     from benchmarks import compile_time
 
