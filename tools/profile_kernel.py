@@ -7,7 +7,9 @@ output, the backward ``ta.function(...).backward`` reading the forward's residua
 ``benchmarks/sys_tensorad.py`` times them, at one thread.
 
 The kernel's code lives in the JIT, which ``perf`` cannot name: this script records the address and
-size of every function it links (``/tmp/perf-PID.map``, perf's map of JIT code), then samples its own
+size of every function it links (``/tmp/perf-PID.map``, perf's map of JIT code) and, compiling outside the
+disk cache, which nest each unit named by its content (``tensorad_fn_<hash>``, its packers and epilogue
+``..._packA``, ``..._finish``) was cut from, then samples its own
 process with ``perf record`` (Linux; ``perf`` on the PATH, ``kernel.perf_event_paranoid`` <= 2) while
 the kernel runs for ``--seconds`` of CPU time, and prints each symbol's share of the samples.  Shares
 are of CPU samples, so a loaded machine changes them little; compare two trees by their shares and
@@ -26,6 +28,7 @@ import time
 
 import numpy as np
 import tensorad.codegen.jit.engine as engine
+import tensorad.codegen.jit.module_split as module_split
 
 import tensorad as ta
 
@@ -35,6 +38,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import sys_tensorad, workloads  # noqa: E402
 
 LINKED: list[tuple[object, list[bytes]]] = []  # (engine, object files) of every link of this run
+CUT_FROM: dict[str, str] = {}  # a unit's content name -> the nest it was cut from, in this run
 
 
 def record_links() -> None:
@@ -47,6 +51,19 @@ def record_links() -> None:
         LINKED.append((eng, list(parts)))
         return refs
     engine._add_objects = recording  # noqa: SLF001
+
+
+def record_units() -> None:
+    """Wrap the module splitter so that each unit's content name maps to the nest it was cut from (this
+    script only; the disk cache is off, so that every kernel is split here)."""
+    units = module_split._units  # noqa: SLF001 - wrapped for this script's profile only
+
+    def recording(*a):
+        calls, made = units(*a)
+        CUT_FROM.update((content, nest) for nest, content in calls.items())
+        return calls, made
+    os.environ["TENSORAD_NO_DISK_CACHE"] = "1"
+    module_split._units = recording  # noqa: SLF001
 
 
 def function_map() -> list[tuple[int, int, str]]:
@@ -97,6 +114,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30, help="symbols printed")
     args = ap.parse_args()
     record_links()
+    record_units()
     call, lowered = phase_call(args.workload, args.phase, args.target)
     call()
     symbols = function_map()
@@ -123,7 +141,8 @@ def main() -> None:
         m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
         if not m or shown >= args.top:
             continue
-        nest = re.search(r"_nest(\d+)", m.group(2))
+        unit = re.match(r"tensorad_fn_[0-9a-f]+", m.group(2))
+        nest = re.search(r"_nest(\d+)", CUT_FROM.get(unit.group(0), "") if unit else m.group(2))
         what = names.get(nest.group(1), "") if nest else ""
         print(f"  {float(m.group(1)):6.2f}%  {m.group(2)}  {what}")
         shown += 1
