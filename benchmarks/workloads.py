@@ -22,8 +22,9 @@ inputs a workload names in ``params["onehot"]`` (one-hot rows: a classifier's ta
 softmax's logits (dense sums 1000 products) then reach about 44, where a row's sum of exps
 squared is at the edge of float32's range -- a gradient that rewrote ``E / S / S`` into
 ``E / (S * S)`` is wrong there (``tests/regressions/test_fastmath.py``), and so is JAX's: its
-division rule multiplies by ``S^-2``, a subnormal that XLA's CPU code flushes to zero, and the
-check reports that row's JAX backward as a MISMATCH (``tests/benchmarks/test_harness.py``).
+division rule multiplies by ``S^-2``, which (or whose product with the head) is a float32 subnormal on
+the two rows whose sums of exps pass 6e18, and XLA's CPU code flushes subnormals to zero; the check
+reports this workload's JAX backward as a MISMATCH (``tests/benchmarks/test_harness.py``).
 """
 
 from __future__ import annotations
