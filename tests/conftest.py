@@ -28,6 +28,7 @@ package as a namespace package.)
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib.util
 import os
 import resource
@@ -119,6 +120,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--dist worksteal`` starts the first worker on the first half, the slow ones, and lets the
     other take from its queue.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, torch, NumPy, the programs written at module level) lives
+    to the end of the run: frozen out of the collector's generations (``gc.freeze``), the full
+    collections the tests' garbage triggers do not walk it each time."""
+    gc.collect()
+    gc.freeze()
 
 
 def process_tree_cpu(pid: int | None = None) -> float:

@@ -4,7 +4,8 @@ with no home directory.
 Each case runs ``ta.load`` (and the kernel it returns) in a child process: mapping a truncated
 library or running code for another CPU kills a process with a signal, and that must fail the
 test, not end pytest.  The child prints what it saw and exits non-zero when a library was not
-refused, so the parent asserts on the exit status and the message.
+refused, so the parent asserts on the exit status and the message.  (A child costs an interpreter's
+start and a link: the fast tier runs the truncated library's, ``make test`` every one.)
 
 * a truncated library (size check before mapping), a library with changed code bytes and a
   library that is not the one its ``.json`` describes (hash check before mapping);
@@ -113,6 +114,7 @@ def test_a_truncated_library_is_refused_before_it_is_mapped(tmp_path):
     _assert_ok(done, "REFUSED")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_library_with_changed_code_is_refused(tmp_path):
     done = _child(tmp_path, f"""
@@ -130,6 +132,7 @@ def test_a_library_with_changed_code_is_refused(tmp_path):
     _assert_ok(done, "REFUSED")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_library_that_is_not_the_one_described_is_refused(tmp_path):
     # another kernel's library under this name (the .json kept): same size is not enough
@@ -143,6 +146,7 @@ def test_a_library_that_is_not_the_one_described_is_refused(tmp_path):
     _assert_ok(done, "REFUSED")
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.parametrize("change", ["shape", "dtype"])
 def test_a_description_with_changed_argument_specs_is_refused(tmp_path, change):
@@ -167,6 +171,7 @@ FEATURES = ("avx512f", "amx-tile", "avx512vp2intersect", "amx-fp16", "amx-comple
             "avx10.2", "xop", "fma4", "sse4a", "tbm")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_a_library_for_a_cpu_with_features_this_host_lacks_is_refused(tmp_path):
     """The child picks a feature its host lacks: it sees the real host, where this process may
@@ -240,6 +245,7 @@ def test_a_description_that_is_not_text_or_names_no_entry_point_is_refused(tmp_p
             ta.load(path)
 
 
+@pytest.mark.slow
 @needs_cc
 def test_export_over_a_loaded_library_leaves_the_loaded_kernel_intact(tmp_path):
     done = _child(tmp_path, """
@@ -257,6 +263,7 @@ def test_export_over_a_loaded_library_leaves_the_loaded_kernel_intact(tmp_path):
     _assert_ok(done, "INTACT")
 
 
+@pytest.mark.slow
 @needs_cc
 def test_load_after_the_library_was_replaced_loads_the_new_one(tmp_path):
     done = _child(tmp_path, """
@@ -274,6 +281,7 @@ def test_load_after_the_library_was_replaced_loads_the_new_one(tmp_path):
     _assert_ok(done, "NEW")
 
 
+@pytest.mark.slow
 def test_no_home_directory_builds_without_a_disk_cache_and_warns_once(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("HOME", "TENSORAD_CACHE_DIR", "XDG_CACHE_HOME", "TENSORAD_NO_DISK_CACHE")}

@@ -22,23 +22,24 @@ RNG = np.random.default_rng(45)
 INF = float("inf")
 
 
-def _check(Y, X, formula, x, hand_forward, hand_gradient, count=True):
-    """``Y``'s forward and gradient work within the hand counts (unless not ``count``: a test that
-    counted the same program), and both equal PyTorch's ``formula`` (of a float64 tensor) and its
-    autograd at ``x`` for a random head."""
+def _check(Y, X, formula, xs, hand_forward, hand_gradient):
+    """``Y``'s forward and gradient work within the hand counts, and both equal PyTorch's ``formula`` (of
+    a float64 tensor) and its autograd for a random head at ``xs`` (an array, or a list of them: data the
+    same kernel runs)."""
     H = ta.placeholder(Y.shape, "float64", "H")
     (dX,) = ta.JacobianRecursive(Y, [X], H)
-    if count:
-        assert ta.lower([Y], [X], target=AVX512).work <= hand_forward
-        low = ta.lower([dX], [X, H], target=AVX512)
-        assert low.work <= hand_gradient, str(low)
-    h = RNG.standard_normal(Y.shape)
-    xt = torch.tensor(x, requires_grad=True)
-    yt = formula(xt)
-    yt.backward(torch.from_numpy(h))
-    y, g = ta.build([Y, dX], [X, H])(x, h)
-    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert ta.lower([Y], [X], target=AVX512).work <= hand_forward
+    low = ta.lower([dX], [X, H], target=AVX512)
+    assert low.work <= hand_gradient, str(low)
+    kernel = ta.build([Y, dX], [X, H])
+    for x in xs if isinstance(xs, list) else [xs]:
+        h = RNG.standard_normal(Y.shape)
+        xt = torch.tensor(x, requires_grad=True)
+        yt = formula(xt)
+        yt.backward(torch.from_numpy(h))
+        y, g = kernel(x, h)
+        np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("columns", ["prefix", "suffix"])
@@ -82,8 +83,7 @@ def _padded(kind, spelled, x):
 
 @pytest.mark.parametrize("kind", ["max", "min"])
 @pytest.mark.parametrize("spelled", ["prefix", "exclusive", "suffix"])
-@pytest.mark.parametrize("data", ["distinct", "ties", "all padding", "some padding"])
-def test_a_running_max_padded_by_a_guard_has_the_running_winners_linear_gradient(kind, spelled, data):
+def test_a_running_max_padded_by_a_guard_has_the_running_winners_linear_gradient(kind, spelled):
     """``max_k if_then_else(k <= i, X[k], -inf)``: the padding ties the maximum only where it is -inf
     (every element of the prefix is -inf), where PyTorch's ``amax`` of the padded row shares the head
     with the padded points too.  The gradient once took a winner pass and a routing sum over the whole
@@ -96,12 +96,11 @@ def test_a_running_max_padded_by_a_guard_has_the_running_winners_linear_gradient
     inside = {"prefix": lambda i: k <= i, "exclusive": lambda i: k < i, "suffix": lambda i: k >= i}[spelled]
     reduce = ta.max if kind == "max" else ta.min
     Y = ta.compute((n,), lambda i: reduce(ta.if_then_else(inside(i), X[k], pad), k), "running")
-    x = {"distinct": RNG.permutation(n).astype(np.float64),
-         "ties": RNG.integers(-2, 3, n).astype(np.float64),
-         "all padding": np.full(n, pad),
-         "some padding": np.where(RNG.random(n) < 0.5, pad, RNG.integers(-1, 2, n)).astype(np.float64)}[data]
-    # (the work does not depend on the data: counted once, with distinct values)
-    _check(Y, X, lambda t: _padded(kind, spelled, t), x, n, 3 * n, count=data == "distinct")
+    data = {"distinct": RNG.permutation(n).astype(np.float64),
+            "ties": RNG.integers(-2, 3, n).astype(np.float64),
+            "all padding": np.full(n, pad),
+            "some padding": np.where(RNG.random(n) < 0.5, pad, RNG.integers(-1, 2, n)).astype(np.float64)}
+    _check(Y, X, lambda t: _padded(kind, spelled, t), list(data.values()), n, 3 * n)
 
 
 def test_a_padded_running_max_without_ties_has_cummax_gradient():
@@ -346,22 +345,24 @@ def _window_oracle(kind, x, h, scanned, sides):
     ("max", (5, 6), (0, 1), ("le", "le")), ("min", (5, 6), (0, 1), ("le", "ge")),
     ("max", (3, 5, 4), (1, 2), ("le", "le")), ("max", (5, 2, 4), (0, 2), ("ge", "le")),
     ("min", (5, 6), (0, 1), ("lt", "le")), ("max", (3, 4, 5), (0, 1, 2), ("le", "le", "le"))])
-@pytest.mark.parametrize("data", ["ties", "distinct", "nan", "inf"])
-def test_a_prefix_over_several_axes_has_pytorchs_gradient(kind, shape, scanned, sides, data):
-    """Ties split the head over the whole window, not per nested row; NaN and infinities as PyTorch."""
+def test_a_prefix_over_several_axes_has_pytorchs_gradient(kind, shape, scanned, sides):
+    """Ties split the head over the whole window, not per nested row; NaN and infinities as PyTorch (one
+    kernel runs data with ties, distinct values, NaNs and infinities)."""
     X, Y, H, dX = _box_form(kind, shape, scanned, sides)
-    x = RNG.integers(-2, 3, shape).astype(np.float64)
-    if data == "nan":
-        x.flat[RNG.integers(0, x.size, 3)] = np.nan
-    elif data == "inf":
-        x.flat[RNG.integers(0, x.size, 4)] = [INF, -INF, INF, -INF]
-    elif data == "distinct":
-        x = RNG.permutation(x.size).reshape(shape) / 4.0
-    h = RNG.standard_normal(shape)
-    want_y, want_g = _window_oracle(kind, x, h, scanned, sides)
-    y, g = ta.build([Y, dX], [X, H])(x, h)
-    np.testing.assert_allclose(y, want_y, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(g, want_g, rtol=1e-12, atol=1e-12)
+    kernel = ta.build([Y, dX], [X, H])
+    for data in ("ties", "distinct", "nan", "inf"):
+        x = RNG.integers(-2, 3, shape).astype(np.float64)
+        if data == "nan":
+            x.flat[RNG.integers(0, x.size, 3)] = np.nan
+        elif data == "inf":
+            x.flat[RNG.integers(0, x.size, 4)] = [INF, -INF, INF, -INF]
+        elif data == "distinct":
+            x = RNG.permutation(x.size).reshape(shape) / 4.0
+        h = RNG.standard_normal(shape)
+        want_y, want_g = _window_oracle(kind, x, h, scanned, sides)
+        y, g = kernel(x, h)
+        np.testing.assert_allclose(y, want_y, rtol=1e-12, atol=0, err_msg=data)
+        np.testing.assert_allclose(g, want_g, rtol=1e-12, atol=1e-12, err_msg=data)
 
 
 # ---- a running reduction whose window axis has another range than its output axis ---------------
@@ -376,8 +377,7 @@ RANGED = {"short prefix": ((-3, 17), 40, lambda r, j: r < j),
 
 @pytest.mark.parametrize("kind", ["max", "min", "prod"])
 @pytest.mark.parametrize("window", list(RANGED))
-@pytest.mark.parametrize("data", ["distinct", "ties"])
-def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, window, data):
+def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, window):
     """``Y[b, j] = max_{k in [lo, hi), k < j} X[b, k - lo]`` with ``j`` over its own range: ``Y[j]`` is a
     plain prefix over the points some window holds, read at ``clamp(j - 1)`` (the identity where the
     window is empty), so its gradient is that prefix's scans, plus one sum of the heads of the outputs
@@ -390,7 +390,7 @@ def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, 
     k = ta.reduce_axis((lo, hi), "k")
     reduce = {"max": ta.max, "min": ta.min, "prod": ta.prod}[kind]
     Y = ta.compute((b, n), lambda p, j: reduce(X[p, k - lo], k, where=where(k, j)), "ranged")
-    x = RNG.integers(-2, 3, (b, nk)).astype(np.float64) if data == "ties" else RNG.standard_normal((b, nk))
+    xs = [RNG.standard_normal((b, nk)), RNG.integers(-2, 3, (b, nk)).astype(np.float64)]  # distinct; ties
     j, ks = torch.arange(n)[:, None], torch.arange(lo, hi)[None, :]
     inside = where(ks, j)
     pad = {"max": -INF, "min": INF, "prod": 1.0}[kind]
@@ -403,4 +403,4 @@ def test_a_running_reduction_over_another_range_than_its_output_is_linear(kind, 
     # (a product: its exclusive running product, the head's recurrence, the adjoint and its copy into the
     # points of the gradient it covers), and the heads of the outputs past the last point
     m = int(inside.any(0).sum())
-    _check(Y, X, formula, x, b * m, b * ((4 if kind == "prod" else 3) * m + n))
+    _check(Y, X, formula, xs, b * m, b * ((4 if kind == "prod" else 3) * m + n))

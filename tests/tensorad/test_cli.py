@@ -33,6 +33,7 @@ def script(tmp_path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+@pytest.mark.slow
 def test_version_from_the_installed_entry_point():
     exe = pathlib.Path(sys.executable).parent / "tensorad"
     assert exe.exists(), "the console script `tensorad` is not installed"

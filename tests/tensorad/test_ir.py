@@ -287,6 +287,7 @@ def test_a_kept_hash_is_read_without_recomputing_it(monkeypatch):
     assert hash(Z) == hash((Z.op, 0)) and len(calls) == 2  # (computed once: tensor and op)
 
 
+@pytest.mark.slow
 def test_a_hashed_tensor_pickles_without_its_hash():
     # string hashes differ between processes: a kept hash must not travel with the tensor
     import subprocess

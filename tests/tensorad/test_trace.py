@@ -64,6 +64,7 @@ def test_config_dump_writes_each_stage_text(tmp_path):
     assert len(grads) == 1 and "tensor W.grad[0]" in grads[0].read_text()
 
 
+@pytest.mark.slow
 def test_environment_switches_logging_and_dumping_on(tmp_path):
     script = textwrap.dedent("""
         import tensorad as ta

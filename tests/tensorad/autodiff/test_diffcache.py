@@ -118,6 +118,7 @@ def test_the_second_call_reads_what_the_first_wrote(cache_dir, loads):
     assert not (_vars(second) - _vars([Y])) & (_vars(first) - _vars([Y]))
 
 
+@pytest.mark.slow
 def test_a_new_process_reads_the_entry(cache_dir):
     script = textwrap.dedent("""
         import hashlib

@@ -227,25 +227,21 @@ def _numeric_gradient(fn, data, head, i, step=1e-6):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_gradient_matches_finite_differences(name):
+def test_gradient_matches_finite_differences_and_its_work_the_hand_written(name):
+    """The built gradient against central differences, and its work (the kernel's, as ``ta.lower``
+    counts it) against the hand-written gradient's where the case gives one."""
     inputs, y = _program(name)
     assert ta.gradcheck(y, inputs)
     data = _data(name, seed=1)
     head = np.random.default_rng(2).uniform(-1, 1, y.shape)
     h = ta.placeholder(y.shape, "float64", "H")
     grads = ta.JacobianRecursive(y, inputs, head=h)
-    got = ta.build(grads, inputs + [h])(*data, head)
+    kernel = ta.build(grads, inputs + [h])
+    got = kernel(*data, head)
     got = got if isinstance(got, tuple) else (got,)
     for i, g in enumerate(got):
         want = _numeric_gradient(CASES[name][2], data, head, i)
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7, err_msg=f"{name}: input {i}")
-
-
-@pytest.mark.parametrize("name", [n for n in CASES if CASES[n][4] is not None])
-def test_gradient_work_against_hand_written(name):
-    inputs, y = _program(name)
-    h = ta.placeholder(y.shape, "float64", "H")
-    grads = ta.JacobianRecursive(y, inputs, head=h)
-    work = ta.lower(grads, inputs + [h]).work
     hand, ratio = CASES[name][3], CASES[name][4]
-    assert work <= ratio * hand, f"{name}: gradient work {work}, hand-written {hand}"
+    if hand is not None:
+        assert kernel.work <= ratio * hand, f"{name}: gradient work {kernel.work}, hand-written {hand}"
