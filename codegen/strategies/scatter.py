@@ -5,7 +5,9 @@ H[i, j], 0)``: ``V*N*J`` work.  The condition fixes ``v``, so it is the scatter-
 dE[data_index(I[i]), j] += H[i, j]`` (``N*J``). :func:`match_scatter` finds every output axis ``v`` with a
 conjunct ``v == d``, ``d`` a gather index expression free of ``v`` (:func:`isolate`); :func:`lower_scatter`
 zero-fills the output and emits ``out[x/v := d] += src`` over the remaining axes, the rest of the condition as
-its guard.  The adds into each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.
+its guard.  The adds into each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.  A
+body that is no sum, ``if_then_else(data_index(I[i]) == v, H[i], 0)`` (a one-hot's adjoint), is one over no
+reduce axes: the fill, then one store per point ``i`` instead of a pass over every ``(i, v)``.
 
 The same form serves a max/min/argmax gradient from its saved winner: a data-dependent test of outer
 variables only is hoisted out of the inner loops (:func:`_hoist`), a leading output axis may run in
@@ -48,6 +50,7 @@ class ScatterSpec:
     value: Expr
     cond: Expr
     guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
+    store: bool = False  # one value per point (a body that is no sum): stored, so a -0.0 stays -0.0
 
 
 def _gathers(e: Expr) -> bool:
@@ -64,14 +67,13 @@ def isolate(a: Expr, lhs: Expr, rhs: Expr) -> Expr | None:
 
 
 def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
-    """The scatter-add form of a one-output sum, when a gather index fixes an output axis."""
-    if len(bodies) != 1 or bodies[0].op is not Op.REDUCE:
+    """The scatter-add form of a one-output sum or other body, when a gather index fixes an output axis."""
+    red = bodies[0] if len(bodies) == 1 else None  # (a body that is no sum: one over no axes, a one-hot's)
+    if red is None or red.op is Op.REDUCE and (red.arg.combiner.kind != "sum" or len(red.src) != 2):
         return None
-    red = bodies[0]
-    if red.arg.combiner.kind != "sum" or len(red.src) != 2:
-        return None
-    guards, value = peel_masks(red.src[1])  # (a conjunct under a lazy guard stays lazy)
-    terms = conjuncts(red.src[0]) + guards
+    where, src, raxes = (red.src[0], red.src[1], red.arg.axes) if red.op is Op.REDUCE else (TRUE, red, ())
+    guards, value = peel_masks(src)  # (a conjunct under a lazy guard stays lazy)
+    terms = conjuncts(where) + guards
     solved: dict[Expr, Expr] = {}
     used: set[Expr] = set()
     for t in terms:
@@ -110,12 +112,12 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)
     free = [a for a in op.axes if a not in solved]
-    loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(red.arg.axes) \
+    loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(raxes) \
         + tuple(a for a in free if op.axes.index(a) > first)
-    if any(a in free_vars(value) or a in free_vars(cond) for a in solved):
+    if not loop_vars or any(a in free_vars(value) or a in free_vars(cond) for a in solved):
         return None
     target = tuple(solved.get(a, a) for a in op.axes)
-    return ScatterSpec(target, loop_vars, value, cond)
+    return ScatterSpec(target, loop_vars, value, cond, store=red.op is not Op.REDUCE)
 
 
 def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
@@ -208,7 +210,7 @@ def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
     """``out[target] += value`` over the spec's loops; a data-dependent test of the outer loops
     only is hoisted out of the inner ones (:func:`_hoist`), which then form its body."""
     here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
-    body: tuple = (Store(out, spec.target, here + spec.value),)
+    body: tuple = (Store(out, spec.target, spec.value if spec.store else here + spec.value),)
     if spec.guard is not TRUE:  # (inside ``cond``'s tests: it may read at the target)
         body = (If(spec.guard, body, (), affine=False),)
     variables, cond = spec.loop_vars, spec.cond
@@ -285,16 +287,11 @@ def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int
 
 
 def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
-    out = []
-    for s in stmts:
-        if s is old:
-            s = new
-        elif isinstance(s, Loop):
-            s = replace(s, body=_replace_loop(s.body, old, new))
-        elif isinstance(s, If):
-            s = replace(s, then=_replace_loop(s.then, old, new), orelse=_replace_loop(s.orelse, old, new))
-        out.append(s)
-    return tuple(out)
+    def go(s):
+        if isinstance(s, If):
+            return replace(s, then=tuple(map(go, s.then)), orelse=tuple(map(go, s.orelse)))
+        return new if s is old else replace(s, body=tuple(map(go, s.body))) if isinstance(s, Loop) else s
+    return tuple(map(go, stmts))
 
 
 class Scatter:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, cast, const
-from tensorad.ir.rewrite import free_vars, reads, walk
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, ReduceArg, cast, choice, const, var
+from tensorad.ir.rewrite import free_vars, reads, replace_reads, rewrite, substitute, tensor_graph, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import decide
 from tensorad.poly.domain import IndexSet
@@ -34,7 +34,7 @@ from tensorad.poly.nesting import scan_axes
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import simplify_expr
 from ..zeros.polynomial import provably_zero
-from .eliminate import split_affine
+from .eliminate import equation_for, split_affine
 
 MAX_TERMS = 16  # more additive terms than this: the source is left as it is
 
@@ -197,6 +197,21 @@ def nonempty_where(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr | None:
     return out
 
 
+def pointed(f: Expr, r: Expr, n: int) -> Expr | None:
+    """``sum_r choice(c, a, b)`` over the ``n`` values of ``r``, ``a`` and ``b`` free of ``r``, ``c`` fixing
+    ``r`` by an equation ``r == e`` (a smoothed one-hot: ``sum_q select(q == T[i], 1 - eps, eps/Q)``), as no
+    pass: ``a + (n - 1) b`` where ``e`` is in range and ``c`` holds there (at ``e`` alone), else ``n b``."""
+    if f.op not in (Op.SELECT, Op.IF_THEN_ELSE) or n < 1 or mentions(f.src[1], frozenset((r,))) \
+            or mentions(f.src[2], frozenset((r,))):
+        return None
+    c, a, b = f.src
+    for e in (found[1] for found in (equation_for(eq, (r,)) for eq in conjuncts(c)) if found is not None):
+        hit = choice(Op.IF_THEN_ELSE, all_of([e >= r.lo, e < r.hi]), substitute(c, {r: e}), FALSE)
+        once = a if n == 1 else a + b * const(float(n - 1), f.dtype)
+        return Expr(Op.IF_THEN_ELSE, f.dtype, (hit, once, b * const(float(n), f.dtype)))
+    return None
+
+
 class _Plan:
     """The brackets of one sum: shared tensors, counts, and the terms left for the remainder."""
 
@@ -294,9 +309,10 @@ def _factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx
             size = const(float(count), red.dtype) if isinstance(count, int) else cast(red.dtype, count)
             plan.out.append(scaled(coef, size))
             return True
+        one = pointed(factors[0], rvars[0], count) if len(factors) == len(rvars) == 1 \
+            and isinstance(count, int) else None
         body = bracket(factors)
-        ax = used(body)
-        found = lookup(ax, body)
+        found = one if one is not None else lookup(used(body), body)
         if found is not None:
             plan.out.append(scaled(coef, found))
             return True
@@ -404,7 +420,7 @@ def _folded(node: Expr, brackets: set) -> Expr | None:
         red = op.body[0]
         if node.op is Op.DIV and any(not t.is_placeholder for t in reads(red)):
             continue  # divided once a row, not once a point, where the sum shares the row anyway
-        moved = _subst(coef, dict(zip(idx, op.axes)))
+        moved = substitute(coef, dict(zip(idx, op.axes)))
         if breaks_scan(op.axes, red, moved):
             continue
         src = red.src[1] / moved if node.op is Op.DIV else -red.src[1] if node.op is Op.NEG \
@@ -427,7 +443,7 @@ def _renamed(body: Expr, axes: Sequence[Expr], brackets: set) -> Expr:
             or len(read.src) != len(axes):
         return body
     red, m = read.arg.op.body[0], dict(zip(read.arg.op.axes, read.src))
-    cond, *src = (_subst(x, m) for x in red.src)
+    cond, *src = (substitute(x, m) for x in red.src)
     if guard is not None:
         cond = guard if cond.op is Op.CONST and cond.value else Expr(Op.AND, cond.dtype, (guard, cond))
     return Expr(Op.REDUCE, red.dtype, (cond, *src), red.arg)
@@ -441,17 +457,9 @@ def breaks_scan(axes: Sequence[Expr], red: Expr, coef: Expr) -> bool:
     return any(a in used for a in scan_axes(axes, red.arg.axes, red.src[0], red.src[1:]))
 
 
-def _subst(e: Expr, m: dict) -> Expr:
-    from tensorad.ir.rewrite import substitute
-
-    return substitute(e, m)
-
-
 def fold_unshared(outputs: Sequence[Tensor], brackets: set) -> list[Tensor]:
     """``outputs`` with every bracket read exactly once folded back into its sum, ``coef * [sum_k f]`` as
     ``sum_k coef * f``, unless ``coef`` reads an axis the bracket scans along (:func:`breaks_scan`)."""
-    from tensorad.ir.rewrite import replace_reads, rewrite
-
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
         folded: set = set()  # the brackets made here, each read once, by this op
 
@@ -473,8 +481,6 @@ def _fold_read_once(outputs: Sequence[Tensor], ops: set, bodies) -> list[Tensor]
     """The graph of ``outputs`` rebuilt by ``bodies(op, once, read)``, producers first: an op's new
     bodies, given ``once`` (the ops read exactly once and not outputs) and ``read`` (the
     :func:`replace_reads` callback).  The walk :func:`fold_unshared` and :func:`fold_nested` share."""
-    from tensorad.ir.rewrite import tensor_graph
-
     if not ops:
         return list(outputs)
     graph = tensor_graph(outputs)
@@ -531,9 +537,6 @@ def _unnested(op: ComputeOp, inner: set) -> Expr | None:
     ``sum_{O, I} c(O) f(idx(O), I)``, or ``None`` when the body is not of that form or ``idx`` leaves out
     an axis or a variable of ``O``: the bracket then sums ``I`` once for all of their values, which the
     folded sum would do at each."""
-    from tensorad.ir.expr import var
-    from tensorad.ir.rewrite import substitute
-
     red = op.body[0]
     if red.op is not Op.REDUCE or red.arg.combiner.kind != "sum" or len(red.src) != 2:
         return None
@@ -565,8 +568,6 @@ def _reads_everywhere(read: Expr, variables: Sequence[Expr]) -> bool:
 def fold_nested(outputs: Sequence[Tensor], nested: set) -> list[Tensor]:
     """``outputs`` with every nested bracket read exactly once folded back into its sum
     (``sum_O c [sum_I f]`` is ``sum_{O, I} c f``), unless another sum shares it."""
-    from tensorad.ir.rewrite import replace_reads
-
     def bodies(op: ComputeOp, once: set, read) -> tuple[Expr, ...]:
         out = op.body
         if op.num_outputs == 1 and op.is_reduction:
