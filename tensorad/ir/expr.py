@@ -444,6 +444,8 @@ def cast(dtype: str, x: Any) -> Expr:
         return x
     if dt.is_half(dtype) and x.dtype != dt.ACCUMULATE and x.op is not Op.CONST:
         x = cast(dt.ACCUMULATE, x)  # a half value is always rounded from float32
+    if x.op in (Op.SELECT, Op.IF_THEN_ELSE) and dt.is_float(x.dtype) and dt.promote(x.dtype, dtype) == dtype:
+        return Expr(x.op, dtype, (x.src[0], *(cast(dtype, s) for s in x.src[1:])))  # keeps Python floats
     if x.op is Op.CONST:
         if dt.is_int(dtype) and dt.is_float(x.dtype):  # toward zero, saturated, NaN -> 0
             return const(dt.float_to_int(x.arg, dtype), dtype)
