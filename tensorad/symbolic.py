@@ -31,7 +31,7 @@ from .codegen import lower as _lower
 from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.kernel import given_outputs
-from .codegen.runtime.rows import RowsKernel, refuse_export
+from .codegen.runtime.rows import RowsCall, RowsKernel, refuse_export
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
@@ -489,28 +489,29 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
 
 
 def _direct(kernel: Any, counted: bool, picks: list[int], whole: bool, count: np.ndarray
-            ) -> Callable[[tuple], Any]:
-    """The call of ``kernel`` on a tuple of the program's arrays (and ``count`` where ``counted``)
-    returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``)."""
+            ) -> Callable[[tuple, Any], Any]:
+    """The call ``(arrays, out)`` of ``kernel`` on a tuple of the program's arrays (and ``count`` where
+    ``counted``) returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``;
+    else ``out`` is ``None``)."""
     if isinstance(kernel, Kernel) and not counted and whole:
         return kernel.call
+    if whole:
+        return lambda arrays, out: kernel(*arrays, count, out=out)
     one = picks[0] if len(picks) == 1 else None
 
-    def call(arrays: tuple) -> Any:
+    def call(arrays: tuple, out: None) -> Any:
         made = kernel(*arrays, count) if counted else kernel(*arrays)
-        if whole:
-            return made
-        made = made if isinstance(made, tuple) else (made,)
         return made[one] if one is not None else tuple(made[k] for k in picks)
     return call
 
 
-class StagedKernel:
+class StagedKernel(RowsCall):
     """``kernel(*arrays)`` of a program of rows over size ``size`` whose sums over the rows are read after
     they are made, or that reads ``size`` as a value (:func:`staged`), built once for every size: for the
     case of ``cases`` (``(lo, hi, stages)``) that holds the call's size, its stages, each a generic
     kernel (or a static one), run in turn.  ``count``: the input of the stages that holds the call's
-    count of rows; ``inputs`` and ``outputs``: the program's."""
+    count of rows; ``inputs`` and ``outputs``: the program's.  What a call of a count of rows needs is
+    kept by count (:meth:`make`)."""
 
     generic = True
 
@@ -524,10 +525,9 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows, repeated)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
-        self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
+        self.first, self.by_size = (self.rowed[0][0] if self.rowed else 0), {}
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
 
@@ -558,62 +558,33 @@ class StagedKernel:
         """The work of a call of ``n`` rows: each stage's."""
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
-    def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
-        stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
-        program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
-        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where that
-        kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`): the kernel
-        checks every array's shape, so a call whose first array of rows has ``n`` rows calls it as it is."""
+    def make(self, n: int) -> tuple:
+        """``(stages, count, direct, whole)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count
+        of rows as an array, and where one kernel runs the call on the program's arrays (and the count),
+        that kernel's call on them returning the program's outputs (:func:`_direct`; else ``None``) and
+        whether they are all of its outputs (so that it takes ``out=``)."""
+        stages, m = self.stages(n), len(self.inputs)
+        (kernel, ins, outs), count = stages[0], np.array([n], np.int64)
+        if len(stages) > 1 or ins not in ([*range(m)], [*range(m + 1)]) or not set(self.results) <= set(outs):
+            return stages, count, None, False
+        whole = outs == self.results
+        return stages, count, _direct(kernel, len(ins) > m, [outs.index(k) for k in self.results], whole,
+                                      count), whole
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
-        n, seen = None, ""
-        for k, name in self.rowed:
-            rows = getattr(arrays[k], "shape", (None,))[0]
-            if n is not None and rows != n:
-                raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen} gives {n}, "
-                                 f"{name} gives {rows} (axis 0)")
-            n, seen = rows, seen or name
-        if n is None:
-            raise KernelArgumentError(f"no array gives size {self.size.name}")
-        stages, m = self.stages(n), len(self.inputs)
-        kernel, ins, outs = stages[0]
-        one = None
-        if len(stages) == 1 and ins in ([*range(m)], [*range(m + 1)]) and set(self.results) <= set(outs):
-            one = (kernel, len(ins) > m, [outs.index(k) for k in self.results], outs == self.results)
-        count = np.array([n], np.int64)
-        last = self.last = (n, stages, count, one, None if one is None else _direct(*one, count))
-        return last
-
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        last = self.last  # (read once: a concurrent call of another size may replace it)
-        if last[4] is not None and out is None:  # (one kernel runs a call of the last call's size)
+        stages, count, direct, whole = self.sized(arrays)
+        if direct is not None and (out is None or whole):  # (its kernel checks every array)
             try:
-                n = arrays[self.lead].shape[0]
-            except (AttributeError, IndexError, TypeError):
-                n = None
-            if n == last[0]:
-                try:
-                    return last[4](arrays)
-                except KernelArgumentError:
-                    pass  # (the checks below say what is wrong: arrays that disagree on the size)
-        try:  # (the last call's size: its plan, the arrays' rows checked to agree)
-            n = arrays[self.lead].shape[0]
-            for k in self.rest:
-                if arrays[k].shape[0] != n:
-                    n = None
-        except (AttributeError, IndexError, TypeError):
-            n = None
-        if n != last[0] or len(arrays) != len(self.inputs):
-            last = self.plan(arrays)
-        one = last[3]
-        if one is not None and out is None:
-            return last[4](arrays)
-        if one is not None and one[3]:
-            return one[0](*arrays, last[2], out=out) if one[1] else one[0](*arrays, out=out)
-        values = [*arrays, last[2], *self.pad]
-        for kernel, ins, outs in last[1]:
+                return direct(arrays, out)
+            except KernelArgumentError:
+                self.rows(arrays)  # (arrays that disagree on the size say so first)
+                raise
+        self.rows(arrays)  # (each stage checks the arrays it reads: they agree on the count of rows)
+        values = [*arrays, count, *self.pad]
+        for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
                 values[k] = a
