@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen import prepare as _prepare
@@ -438,10 +438,11 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
         return None
     key = dict(zip(outputs, named))
 
-    def block() -> tuple[RowsKernel, list[Tensor], list[Tensor]]:
+    def block() -> tuple[RowsKernel, list[Tensor], list[Tensor]]:  # (the count its own, the sums not shown)
+        counted, shown = count in ins, len(dict.fromkeys(outputs))
         kernel = RowsKernel(size, [(rows, parts[0][1].kernel())], [kinds[t] is RowKind.ROWS for t in ins],
-                            [kinds[t] for t in images], [t.name for t in ins], bounded)
-        return kernel, ins, [key.get(t, t) for t in outs]
+                            [kinds[t] for t in images], [t.name for t in ins], bounded, "", counted, shown)
+        return kernel, ins[:len(ins) - counted], [key.get(t, t) for t in outs[:shown]]
     return rows, parts[0][1], block
 
 
@@ -483,26 +484,11 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
         kernel = make(images, ins)
         if not getattr(kernel, "generic", True):
             return f"stage {k} of a sum over {size.name} rows read after it is made: {kernel.why}"
+        if isinstance(kernel, RowsKernel) and ins[-1] is count:  # (the count its own)
+            kernel, ins = RowsKernel(*kernel.made[:-2], True), ins[:-1]
         name = [key.get(key.get(t, t), key.get(t, t)) for t in ins]  # (a cut: its sum, or the output it is)
         made.append((kernel, name, [key.get(t, t) for t in outs]))
     return made
-
-
-def _direct(kernel: Any, counted: bool, picks: list[int], whole: bool, count: np.ndarray
-            ) -> Callable[[tuple, Any], Any]:
-    """The call ``(arrays, out)`` of ``kernel`` on a tuple of the program's arrays (and ``count`` where
-    ``counted``) returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``;
-    else ``out`` is ``None``)."""
-    if isinstance(kernel, Kernel) and not counted and whole:
-        return kernel.call
-    if whole:
-        return lambda arrays, out: kernel(*arrays, count, out=out)
-    one = picks[0] if len(picks) == 1 else None
-
-    def call(arrays: tuple, out: None) -> Any:
-        made = kernel(*arrays, count) if counted else kernel(*arrays)
-        return made[one] if one is not None else tuple(made[k] for k in picks)
-    return call
 
 
 class StagedKernel(RowsCall):
@@ -559,26 +545,25 @@ class StagedKernel(RowsCall):
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def make(self, n: int) -> tuple:
-        """``(stages, count, direct, whole)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count
-        of rows as an array, and where one kernel runs the call on the program's arrays (and the count),
-        that kernel's call on them returning the program's outputs (:func:`_direct`; else ``None``) and
-        whether they are all of its outputs (so that it takes ``out=``)."""
-        stages, m = self.stages(n), len(self.inputs)
-        (kernel, ins, outs), count = stages[0], np.array([n], np.int64)
-        if len(stages) > 1 or ins not in ([*range(m)], [*range(m + 1)]) or not set(self.results) <= set(outs):
-            return stages, count, None, False
-        whole = outs == self.results
-        return stages, count, _direct(kernel, len(ins) > m, [outs.index(k) for k in self.results], whole,
-                                      count), whole
+        """``(stages, count, direct)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count of
+        rows as an array, and where one kernel runs the call on the program's arrays, returning the
+        program's outputs, that kernel (else ``None``)."""
+        stages, count = self.stages(n), np.array([n], np.int64)
+        kernel, ins, outs = stages[0]
+        one = len(stages) == 1 and outs == self.results and ins == [*range(len(self.inputs))]
+        return stages, count, kernel if one else None
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
-        stages, count, direct, whole = self.sized(arrays)
-        if direct is not None and (out is None or whole):  # (its kernel checks every array)
+        try:  # (:meth:`sized`, its usual case inline)
+            stages, count, direct = self.by_size[arrays[self.first].shape[0]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            stages, count, direct = self.sized(arrays)
+        if direct is not None:  # (its kernel checks every array)
             try:
-                return direct(arrays, out)
+                return direct(*arrays, out=out)
             except KernelArgumentError:
                 self.rows(arrays)  # (arrays that disagree on the size say so first)
                 raise

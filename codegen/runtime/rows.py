@@ -227,24 +227,29 @@ class RowsKernel(RowsCall):
     ``(rows, kernel)``, largest first, each taking the count of rows and a first block's flag last; those of
     ``bounded`` run any count up to their rows, the others whole blocks only, and where some part is not
     bounded the last one's rows divide every admissible size.  ``why`` says why a part is not bounded
-    (``""``: none).  Its state is a finished call's workspace (the driver's frame, the count, the parts'
-    temporaries, each starting on a cache line, the sums' scratch), kept for the next call as a
-    :class:`Kernel` keeps its own; pickled, it keeps its parts (each :class:`Kernel` pickled as it is)."""
+    (``""``: none).  ``counted``: its last input is the call's count of rows (an ``int64[1]``, a staged
+    program's), which it passes itself, a call giving the others; a call returns the first ``shown``
+    outputs (default all), the others (sums over the rows: static shapes) its workspace's.  Its state is
+    a finished call's workspace (the driver's frame, the count, the parts' temporaries, each starting on a
+    cache line, the sums' scratch, the outputs not shown), kept for the next call as a :class:`Kernel`
+    keeps its own; pickled, it keeps its parts (each :class:`Kernel` pickled as it is)."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
                  kinds: Sequence[RowKind], names: Sequence[str], bounded: Sequence[bool],
-                 why: str = "") -> None:
+                 why: str = "", counted: bool = False, shown: int | None = None) -> None:
         self.size, self.names, self.parts, self.why = size, list(names), parts, why
-        self.bounded = list(bounded)
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, self.bounded, why)  # (pickled)
+        self.bounded, self.counted = list(bounded), counted
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, self.bounded, why, counted,
+                     shown)  # (pickled)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs[:-1], strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
         self.out_names = [name for name, _, _ in sig.outputs]  # (as a static kernel's errors name them)
+        self.taken, self.shown = len(self.inputs) - counted, len(self.outputs) if shown is None else shown
         rests = [(rest, d) for _, rest, _, d in self.inputs] + [(None, None)] + \
             [(rest, d) for rest, _, d, _ in self.outputs]  # (the count: no rows)
         self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
@@ -351,7 +356,8 @@ class RowsKernel(RowsCall):
         frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, given, data_address(self.moves),
                          len(self.moves), self.width, ctypes.addressof(sums), len(self.sums), len(self.parts),
                          len(self.inputs), 0, _ROWS.get().main_address, 0]
-        return [frame, held, np.zeros(2, np.int64), given, 0]
+        hidden = [np.empty(shape, d) for _, shape, d, _ in self.outputs[self.shown:]]
+        return [frame, held, np.zeros(2, np.int64), given, 0, hidden]
 
     def _raise(self, checks: Any, record: np.ndarray, first: int) -> NoReturn:
         """Raise the ``IndexError`` of a gather's record, the block's rows made the call's (its first row
@@ -367,21 +373,25 @@ class RowsKernel(RowsCall):
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
         specs = [(name, shape if rest is None else (n, *rest), d)
-                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs)]
+                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs[:self.shown])]
         return given_outputs(out, specs, ins, self.names)[1]
 
     def make(self, n: int) -> tuple:
         """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
         short block's part."""
         ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
-        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
-        return n, ins, outs, self.tail_part(n) if n else 0
+        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs[:self.shown]]
+        count = [np.array([n], np.int64)][:self.counted]
+        return n, ins[:self.taken], outs, self.tail_part(n) if n else 0, count
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        if len(arrays) != len(self.inputs):
-            raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
-                                      f"({', '.join(self.names)}), got {len(arrays)}")
-        n, specs, shapes, tail = self.sized(arrays)
+        if len(arrays) != self.taken:
+            raise KernelArgumentError(f"kernel takes {self.taken} input arrays "
+                                      f"({', '.join(self.names[:self.taken])}), got {len(arrays)}")
+        try:  # (:meth:`sized`, its usual case inline)
+            n, specs, shapes, tail, count = self.by_size[arrays[self.first].shape[0]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            n, specs, shapes, tail, count = self.sized(arrays)
         check = Kernel.check_input
         try:
             ins = [check(a, spec) for a, spec in zip(arrays, specs)]
@@ -400,7 +410,7 @@ class RowsKernel(RowsCall):
         if n:
             if work[4] != n:
                 work[0][2], work[0][9], work[4] = n, tail, n
-            put_addresses(work[3], self.slots, [*ins, work[2], *outs])  # (then the driver)
+            put_addresses(work[3], self.slots, [*ins, *count, work[2], *outs, *work[5]])  # (then the driver)
         if not self.kept:
             self.kept.append(work)
         for checks, record in work[1][1] if n else ():
