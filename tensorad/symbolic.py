@@ -545,29 +545,31 @@ class StagedKernel(RowsCall):
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
     def make(self, n: int) -> tuple:
-        """``(stages, count, direct)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count of
+        """``(stages, count, direct, n)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count of
         rows as an array, and where one kernel runs the call on the program's arrays, returning the
         program's outputs, that kernel (else ``None``)."""
         stages, count = self.stages(n), np.array([n], np.int64)
         kernel, ins, outs = stages[0]
         one = len(stages) == 1 and outs == self.results and ins == [*range(len(self.inputs))]
-        return stages, count, kernel if one else None
+        return stages, count, kernel if one else None, n
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
         try:  # (:meth:`sized`, its usual case inline)
-            stages, count, direct = self.by_size[arrays[self.first].shape[0]]
+            stages, count, direct, n = self.by_size[arrays[self.first].shape[0]]
         except (AttributeError, IndexError, KeyError, TypeError):
-            stages, count, direct = self.sized(arrays)
+            stages, count, direct, n = self.sized(arrays)
         if direct is not None:  # (its kernel checks every array)
             try:
                 return direct(*arrays, out=out)
             except KernelArgumentError:
                 self.rows(arrays)  # (arrays that disagree on the size say so first)
                 raise
-        self.rows(arrays)  # (each stage checks the arrays it reads: they agree on the count of rows)
+        for k, _ in self.rowed:  # (each stage checks the arrays it reads: they agree on the count of rows)
+            if getattr(arrays[k], "shape", (n,))[:1] != (n,):
+                self.rows(arrays)
         values = [*arrays, count, *self.pad]
         for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
