@@ -553,24 +553,28 @@ class StagedKernel(RowsCall):
         one = len(stages) == 1 and outs == self.results and ins == [*range(len(self.inputs))]
         return stages, count, kernel if one else None, n
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def taken(self, arrays: tuple) -> tuple:
+        """``arrays``, as many as the program's inputs (else a :class:`KernelArgumentError`)."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
+        return arrays
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
         try:  # (:meth:`sized`, its usual case inline)
             stages, count, direct, n = self.by_size[arrays[self.first].shape[0]]
         except (AttributeError, IndexError, KeyError, TypeError):
-            stages, count, direct, n = self.sized(arrays)
-        if direct is not None:  # (its kernel checks every array)
+            stages, count, direct, n = self.sized(self.taken(arrays))
+        if direct is not None:  # (its kernel checks every array, and their count)
             try:
                 return direct(*arrays, out=out)
             except KernelArgumentError:
-                self.rows(arrays)  # (arrays that disagree on the size say so first)
+                self.rows(self.taken(arrays))  # (arrays that disagree on the size say so first)
                 raise
+        values = [*self.taken(arrays), count, *self.pad]
         for k, _ in self.rowed:  # (each stage checks the arrays it reads: they agree on the count of rows)
             if getattr(arrays[k], "shape", (n,))[:1] != (n,):
                 self.rows(arrays)
-        values = [*arrays, count, *self.pad]
         for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
