@@ -567,7 +567,7 @@ class StagedKernel(RowsCall):
             stages, count, direct, n = self.sized(self.taken(arrays))
         if direct is not None:  # (its kernel checks every array, and their count)
             try:
-                return direct(*arrays, out=out)
+                return direct(*arrays) if out is None else direct(*arrays, out=out)
             except KernelArgumentError:
                 self.rows(self.taken(arrays))  # (arrays that disagree on the size say so first)
                 raise
