@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.kernel import given_outputs
-from .codegen.runtime.rows import RowsKernel, refuse_export
+from .codegen.runtime.rows import RowsCall, RowsKernel, refuse_export
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
@@ -438,10 +438,11 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
         return None
     key = dict(zip(outputs, named))
 
-    def block() -> tuple[RowsKernel, list[Tensor], list[Tensor]]:
+    def block() -> tuple[RowsKernel, list[Tensor], list[Tensor]]:  # (the count its own, the sums not shown)
+        counted, shown = count in ins, len(dict.fromkeys(outputs))
         kernel = RowsKernel(size, [(rows, parts[0][1].kernel())], [kinds[t] is RowKind.ROWS for t in ins],
-                            [kinds[t] for t in images], [t.name for t in ins], bounded)
-        return kernel, ins, [key.get(t, t) for t in outs]
+                            [kinds[t] for t in images], [t.name for t in ins], bounded, "", counted, shown)
+        return kernel, ins[:len(ins) - counted], [key.get(t, t) for t in outs[:shown]]
     return rows, parts[0][1], block
 
 
@@ -483,34 +484,20 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
         kernel = make(images, ins)
         if not getattr(kernel, "generic", True):
             return f"stage {k} of a sum over {size.name} rows read after it is made: {kernel.why}"
+        if isinstance(kernel, RowsKernel) and ins[-1] is count:  # (the count its own)
+            kernel, ins = RowsKernel(*kernel.made[:-2], True), ins[:-1]
         name = [key.get(key.get(t, t), key.get(t, t)) for t in ins]  # (a cut: its sum, or the output it is)
         made.append((kernel, name, [key.get(t, t) for t in outs]))
     return made
 
 
-def _direct(kernel: Any, counted: bool, picks: list[int], whole: bool, count: np.ndarray
-            ) -> Callable[[tuple], Any]:
-    """The call of ``kernel`` on a tuple of the program's arrays (and ``count`` where ``counted``)
-    returning the program's outputs: ``picks`` of its outputs, or all of them (``whole``)."""
-    if isinstance(kernel, Kernel) and not counted and whole:
-        return kernel.call
-    one = picks[0] if len(picks) == 1 else None
-
-    def call(arrays: tuple) -> Any:
-        made = kernel(*arrays, count) if counted else kernel(*arrays)
-        if whole:
-            return made
-        made = made if isinstance(made, tuple) else (made,)
-        return made[one] if one is not None else tuple(made[k] for k in picks)
-    return call
-
-
-class StagedKernel:
+class StagedKernel(RowsCall):
     """``kernel(*arrays)`` of a program of rows over size ``size`` whose sums over the rows are read after
     they are made, or that reads ``size`` as a value (:func:`staged`), built once for every size: for the
     case of ``cases`` (``(lo, hi, stages)``) that holds the call's size, its stages, each a generic
     kernel (or a static one), run in turn.  ``count``: the input of the stages that holds the call's
-    count of rows; ``inputs`` and ``outputs``: the program's."""
+    count of rows; ``inputs`` and ``outputs``: the program's.  What a call of a count of rows needs is
+    kept by count (:meth:`make`)."""
 
     generic = True
 
@@ -524,10 +511,9 @@ class StagedKernel:
         self.plans = [(lo, hi, [(k, [slots[t] for t in ins], [slots[t] for t in outs])
                                 for k, ins, outs in stages]) for lo, hi, stages in cases]
         self.width, self.results = len(slots), [slots[t] for t in outputs]
-        self.last: tuple = (-1, None, None, None, None)  # (:meth:`plan` of the last call's rows, repeated)
         self.pad = [None] * (self.width - len(inputs) - 1)
         self.rowed = [(k, t.name) for k, t in enumerate(inputs) if t.shape and t.shape[0] is size]
-        self.lead, self.rest = (self.rowed[0][0] if self.rowed else 0), [k for k, _ in self.rowed[1:]]
+        self.first, self.by_size = (self.rowed[0][0] if self.rowed else 0), {}
         self.why = "; ".join(k.why for k in self.parts if getattr(k, "why", ""))
         self.bounded = [b for k in self.parts for b in getattr(k, "bounded", ())]
 
@@ -558,62 +544,38 @@ class StagedKernel:
         """The work of a call of ``n`` rows: each stage's."""
         return sum(k.work_at(n) if isinstance(k, RowsKernel) else k.work for k, _, _ in self.stages(n))
 
-    def plan(self, arrays: Sequence[Any]) -> tuple:
-        """``(n, stages, count, one, direct)`` for a call on ``arrays`` of ``n`` rows, the arrays checked: its
-        stages (:meth:`stages`), the count of rows as an array, where one kernel runs the call on the
-        program's arrays (and the count), ``(kernel, whether the count is passed, the positions of the
-        program's outputs among its outputs, whether they are its outputs)`` (else ``None``), and where that
-        kernel's call on the program's arrays, returning the program's outputs (:func:`_direct`): the kernel
-        checks every array's shape, so a call whose first array of rows has ``n`` rows calls it as it is."""
+    def make(self, n: int) -> tuple:
+        """``(stages, count, direct, n)`` for a call of ``n`` rows: its stages (:meth:`stages`), the count of
+        rows as an array, and where one kernel runs the call on the program's arrays, returning the
+        program's outputs, that kernel (else ``None``)."""
+        stages, count = self.stages(n), np.array([n], np.int64)
+        kernel, ins, outs = stages[0]
+        one = len(stages) == 1 and outs == self.results and ins == [*range(len(self.inputs))]
+        return stages, count, kernel if one else None, n
+
+    def taken(self, arrays: tuple) -> tuple:
+        """``arrays``, as many as the program's inputs (else a :class:`KernelArgumentError`)."""
         if len(arrays) != len(self.inputs):
             raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
                                       f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
-        n, seen = None, ""
-        for k, name in self.rowed:
-            rows = getattr(arrays[k], "shape", (None,))[0]
-            if n is not None and rows != n:
-                raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen} gives {n}, "
-                                 f"{name} gives {rows} (axis 0)")
-            n, seen = rows, seen or name
-        if n is None:
-            raise KernelArgumentError(f"no array gives size {self.size.name}")
-        stages, m = self.stages(n), len(self.inputs)
-        kernel, ins, outs = stages[0]
-        one = None
-        if len(stages) == 1 and ins in ([*range(m)], [*range(m + 1)]) and set(self.results) <= set(outs):
-            one = (kernel, len(ins) > m, [outs.index(k) for k in self.results], outs == self.results)
-        count = np.array([n], np.int64)
-        last = self.last = (n, stages, count, one, None if one is None else _direct(*one, count))
-        return last
+        return arrays
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        last = self.last  # (read once: a concurrent call of another size may replace it)
-        if last[4] is not None and out is None:  # (one kernel runs a call of the last call's size)
+        try:  # (:meth:`sized`, its usual case inline)
+            stages, count, direct, n = self.by_size[arrays[self.first].shape[0]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            stages, count, direct, n = self.sized(self.taken(arrays))
+        if direct is not None:  # (its kernel checks every array, and their count)
             try:
-                n = arrays[self.lead].shape[0]
-            except (AttributeError, IndexError, TypeError):
-                n = None
-            if n == last[0]:
-                try:
-                    return last[4](arrays)
-                except KernelArgumentError:
-                    pass  # (the checks below say what is wrong: arrays that disagree on the size)
-        try:  # (the last call's size: its plan, the arrays' rows checked to agree)
-            n = arrays[self.lead].shape[0]
-            for k in self.rest:
-                if arrays[k].shape[0] != n:
-                    n = None
-        except (AttributeError, IndexError, TypeError):
-            n = None
-        if n != last[0] or len(arrays) != len(self.inputs):
-            last = self.plan(arrays)
-        one = last[3]
-        if one is not None and out is None:
-            return last[4](arrays)
-        if one is not None and one[3]:
-            return one[0](*arrays, last[2], out=out) if one[1] else one[0](*arrays, out=out)
-        values = [*arrays, last[2], *self.pad]
-        for kernel, ins, outs in last[1]:
+                return direct(*arrays) if out is None else direct(*arrays, out=out)
+            except KernelArgumentError:
+                self.rows(self.taken(arrays))  # (arrays that disagree on the size say so first)
+                raise
+        values = [*self.taken(arrays), count, *self.pad]
+        for k, _ in self.rowed:  # (each stage checks the arrays it reads: they agree on the count of rows)
+            if getattr(arrays[k], "shape", (n,))[:1] != (n,):
+                self.rows(arrays)
+        for kernel, ins, outs in stages:
             made = kernel(*[values[k] for k in ins])
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
                 values[k] = a

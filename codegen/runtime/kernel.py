@@ -418,11 +418,11 @@ class Kernel:
         outs = ", ".join(f"{n}: {d}{list(s)}" for n, s, d in self._outputs)
         return f"<Kernel ({ins}) -> ({outs}), work={self.work}, threads={self.num_threads}>"
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        return self.call(arrays, out=out)
-
     def call(self, arrays: Sequence, out: Any = None) -> Any:
         """``kernel(*arrays, out=out)``."""
+        return self(*arrays, out=out)
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         if len(arrays) != len(self._inputs):

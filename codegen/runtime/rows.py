@@ -165,7 +165,7 @@ done:
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
 FRAME = 14  # the driver's frame: its fields before the arrays' pointers
-SIZES_KEPT = 64  # the counts of rows a kernel keeps what a call needs of (:meth:`RowsKernel.sized`)
+SIZES_KEPT = 64  # the counts of rows a kernel keeps what a call needs of (:meth:`RowsCall.sized`)
 
 
 # the driver, compiled on first use
@@ -179,7 +179,47 @@ def refuse_export(size: Expr, path: str) -> NoReturn:
                       f"{size.name}=...), inputs).export(path)")
 
 
-class RowsKernel:
+class RowsCall:
+    """What the calls of a generic kernel over ``size`` share: the count of rows its arrays give (those at
+    the positions of ``rowed``, with their names), checked (:meth:`rows`), and by count of rows, what a
+    call of that count needs (its ``make(n)``), kept for up to :data:`SIZES_KEPT` counts in ``by_size``
+    (a training loop repeats its own), so that a repeated call reads one array's rows and builds nothing."""
+
+    size: Expr
+    rowed: list[tuple[int, str]]
+    first: int  # (the input whose rows a call tries first)
+    by_size: dict[int, Any]
+
+    def make(self, n: int) -> Any:
+        raise NotImplementedError
+
+    def rows(self, arrays: Sequence[Any]) -> int:
+        """The count of rows the arrays give, checked against the size's constraints and among them."""
+        seen: tuple[int, str] | None = None
+        for k, name in self.rowed:
+            shape = getattr(arrays[k], "shape", ())
+            if shape:
+                if seen is not None and seen[0] != shape[0]:
+                    raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen[1]} gives "
+                                     f"{seen[0]}, {name} gives {shape[0]} (axis 0)")
+                seen = seen or (shape[0], name)
+        if seen is None:
+            raise KernelArgumentError(f"no array gives size {self.size.name}")
+        return check_size(self.size, seen[0])
+
+    def sized(self, arrays: Sequence[Any]) -> Any:
+        """What a call on ``arrays`` needs (``make`` of their count of rows): at a count seen before, read
+        from the first array of rows alone (the kernel checks every array's shape against it)."""
+        try:
+            return self.by_size[arrays[self.first].shape[0]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            n = self.rows(arrays)
+        if len(self.by_size) >= SIZES_KEPT:
+            self.by_size.clear()  # (atomic: concurrent calls of other sizes may read it)
+        return self.by_size.setdefault(n, self.make(n))
+
+
+class RowsKernel(RowsCall):
     """``kernel(*arrays)`` at any count ``n`` of rows of size ``size``: inputs sized by it
     (``sized_inputs``) have ``n`` leading rows, the others their static shape; each output has its
     :class:`~tensorad.lang.sizes.RowKind` (``kinds``): ``n`` rows, a static shape, or a sum over the rows
@@ -187,24 +227,29 @@ class RowsKernel:
     ``(rows, kernel)``, largest first, each taking the count of rows and a first block's flag last; those of
     ``bounded`` run any count up to their rows, the others whole blocks only, and where some part is not
     bounded the last one's rows divide every admissible size.  ``why`` says why a part is not bounded
-    (``""``: none).  Its state is a finished call's workspace (the driver's frame, the count, the parts'
-    temporaries, each starting on a cache line, the sums' scratch), kept for the next call as a
-    :class:`Kernel` keeps its own; pickled, it keeps its parts (each :class:`Kernel` pickled as it is)."""
+    (``""``: none).  ``counted``: its last input is the call's count of rows (an ``int64[1]``, a staged
+    program's), which it passes itself, a call giving the others; a call returns the first ``shown``
+    outputs (default all), the others (sums over the rows: static shapes) its workspace's.  Its state is
+    a finished call's workspace (the driver's frame, the count, the parts' temporaries, each starting on a
+    cache line, the sums' scratch, the outputs not shown), kept for the next call as a :class:`Kernel`
+    keeps its own; pickled, it keeps its parts (each :class:`Kernel` pickled as it is)."""
 
     generic = True
 
     def __init__(self, size: Expr, parts: list[tuple[int, Kernel]], sized_inputs: Sequence[bool],
                  kinds: Sequence[RowKind], names: Sequence[str], bounded: Sequence[bool],
-                 why: str = "") -> None:
+                 why: str = "", counted: bool = False, shown: int | None = None) -> None:
         self.size, self.names, self.parts, self.why = size, list(names), parts, why
-        self.bounded = list(bounded)
-        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, self.bounded, why)  # (pickled)
+        self.bounded, self.counted = list(bounded), counted
+        self.made = (size, parts, list(sized_inputs), list(kinds), self.names, self.bounded, why, counted,
+                     shown)  # (pickled)
         sig = parts[-1][1].signature
         self.inputs = [(name, shape[1:] if on else None, shape, d)
                        for on, (name, shape, d) in zip(sized_inputs, sig.inputs[:-1], strict=True)]
         self.outputs = [(shape[1:] if kind is RowKind.ROWS else None, shape, d, kind is RowKind.SUM)
                         for kind, (_, shape, d) in zip(kinds, sig.outputs, strict=True)]
         self.out_names = [name for name, _, _ in sig.outputs]  # (as a static kernel's errors name them)
+        self.taken, self.shown = len(self.inputs) - counted, len(self.outputs) if shown is None else shown
         rests = [(rest, d) for _, rest, _, d in self.inputs] + [(None, None)] + \
             [(rest, d) for rest, _, d, _ in self.outputs]  # (the count: no rows)
         self.moves = np.array([0 if rest is None else d.itemsize * math.prod(rest) for rest, d in rests],
@@ -215,7 +260,7 @@ class RowsKernel:
         self.width = len(self.moves) + max(len(k.signature.temps) + 1 for _, k in parts)  # (and a record)
         self.kept: list = []  # a finished call's workspace, for the next
         self.plans: dict[int, int] = {}  # tail_part(n) by n, up to the largest block's rows and one
-        self.by_size: dict[int, tuple] = {}  # :meth:`sized`'s, by count of rows: up to SIZES_KEPT
+        self.by_size: dict[int, tuple] = {}  # (:meth:`make`'s, by count of rows)
         self.rowed = [(k, name) for k, (name, rest, _, _) in enumerate(self.inputs) if rest is not None]
         self.first = self.rowed[0][0] if self.rowed else 0  # (the input whose rows a call tries first)
         self.rowed_names = {name for _, name in self.rowed}
@@ -282,20 +327,6 @@ class RowsKernel:
         block, kernel = self.parts[min(self.tail_part(n), len(self.parts) - 1)]  # (the short block's part)
         return work + -kernel.signature.row_work * lacks // block  # (a short block's: its rows' share)
 
-    def rows(self, arrays: Sequence[Any]) -> int:
-        """The count of rows the arrays give, checked against the size's constraints and among them."""
-        seen: tuple[int, str] | None = None
-        for k, name in self.rowed:
-            shape = getattr(arrays[k], "shape", ())
-            if shape:
-                if seen is not None and seen[0] != shape[0]:
-                    raise ValueError(f"ta.build: arrays disagree on size {self.size.name}: {seen[1]} gives "
-                                     f"{seen[0]}, {name} gives {shape[0]} (axis 0)")
-                seen = seen or (shape[0], name)
-        if seen is None:
-            raise KernelArgumentError(f"no array gives size {self.size.name}")
-        return check_size(self.size, seen[0])
-
     def _workspace(self) -> list:
         """A driver frame, what it points to (the part descriptions, the temporaries and their pointers,
         the sums' scratch), the count of rows it writes, its arrays' pointers' address, its count of rows."""
@@ -325,7 +356,8 @@ class RowsKernel:
         frame[:FRAME] = [ctypes.addressof(desc), len(self.parts), 0, given, data_address(self.moves),
                          len(self.moves), self.width, ctypes.addressof(sums), len(self.sums), len(self.parts),
                          len(self.inputs), 0, _ROWS.get().main_address, 0]
-        return [frame, held, np.zeros(2, np.int64), given, 0]
+        hidden = [np.empty(shape, d) for _, shape, d, _ in self.outputs[self.shown:]]
+        return [frame, held, np.zeros(2, np.int64), given, 0, hidden]
 
     def _raise(self, checks: Any, record: np.ndarray, first: int) -> NoReturn:
         """Raise the ``IndexError`` of a gather's record, the block's rows made the call's (its first row
@@ -341,26 +373,25 @@ class RowsKernel:
     def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
         """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
         specs = [(name, shape if rest is None else (n, *rest), d)
-                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs)]
+                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs[:self.shown])]
         return given_outputs(out, specs, ins, self.names)[1]
 
-    def sized(self, n: int) -> tuple:
+    def make(self, n: int) -> tuple:
         """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
-        short block's part; kept for up to :data:`SIZES_KEPT` sizes (a training loop repeats its own)."""
+        short block's part."""
         ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
-        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs]
-        if len(self.by_size) >= SIZES_KEPT:
-            self.by_size.clear()  # (atomic: concurrent calls of other sizes may read it)
-        return self.by_size.setdefault(n, (n, ins, outs, self.tail_part(n) if n else 0))
+        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs[:self.shown]]
+        count = [np.array([n], np.int64)][:self.counted]
+        return n, ins[:self.taken], outs, self.tail_part(n) if n else 0, count
 
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        if len(arrays) != len(self.inputs):
-            raise KernelArgumentError(f"kernel takes {len(self.inputs)} input arrays "
-                                      f"({', '.join(self.names)}), got {len(arrays)}")
-        try:  # (a count of rows seen before: its first input's rows)
-            n, specs, shapes, tail = self.by_size[arrays[self.first].shape[0]]
+        if len(arrays) != self.taken:
+            raise KernelArgumentError(f"kernel takes {self.taken} input arrays "
+                                      f"({', '.join(self.names[:self.taken])}), got {len(arrays)}")
+        try:  # (:meth:`sized`, its usual case inline)
+            n, specs, shapes, tail, count = self.by_size[arrays[self.first].shape[0]]
         except (AttributeError, IndexError, KeyError, TypeError):
-            n, specs, shapes, tail = self.sized(self.rows(arrays))
+            n, specs, shapes, tail, count = self.sized(arrays)
         check = Kernel.check_input
         try:
             ins = [check(a, spec) for a, spec in zip(arrays, specs)]
@@ -379,7 +410,7 @@ class RowsKernel:
         if n:
             if work[4] != n:
                 work[0][2], work[0][9], work[4] = n, tail, n
-            put_addresses(work[3], self.slots, [*ins, work[2], *outs])  # (then the driver)
+            put_addresses(work[3], self.slots, [*ins, *count, work[2], *outs, *work[5]])  # (then the driver)
         if not self.kept:
             self.kept.append(work)
         for checks, record in work[1][1] if n else ():

@@ -142,3 +142,39 @@ def test_a_size_seen_before_still_checks_the_arrays_against_each_other(rng):
     with pytest.raises(ta.codegen.KernelArgumentError, match="expected dtype float32"):
         kern(x, v.astype(np.float64))
     np.testing.assert_allclose(kern(x.T.copy().T, v), x * v[:, None], rtol=1e-6)  # (any layout, copied)
+
+
+def _centered(n):
+    """``Y = (X - mean over the rows) / n``: a sum over the rows read by every row, the count a value."""
+    X = ta.placeholder((n, 5), name="X")
+    k = ta.reduce_axis((0, n), "k")
+    S = ta.compute((5,), lambda j: ta.sum(X[k, j], axis=k), name="S")
+    inv = ta.cast("float32", ta.const(1.0, "float64") / ta.cast("float64", n))
+    return X, ta.compute((n, 5), lambda i, j: (X[i, j] - S[j] * inv) * inv, name="Y")
+
+
+def test_a_staged_kernel_makes_what_a_size_needs_once_and_keeps_a_bounded_set(rng, monkeypatch):
+    """A staged kernel's call of a count of rows seen before plans nothing: its stages, its count as
+    an array and its one kernel are kept by count (up to SIZES_KEPT); a one-block kernel passes the
+    count itself and keeps the sums its call does not return in its workspace."""
+    from tensorad.codegen.runtime import rows
+
+    X, Y = _centered(ta.size_var("n"))
+    kern = ta.build(Y, [X])
+    made, make = [], kern.make
+    monkeypatch.setattr(kern, "make", lambda n: made.append(n) or make(n))
+    x = rng.uniform(-1, 1, (300, 5)).astype(np.float32)
+    for size in (7, 7, 1, 7, 200, 7, 200, 1):
+        want = (x[:size] - x[:size].astype(np.float64).mean(0)) / size
+        np.testing.assert_allclose(kern(x[:size]), want, rtol=1e-5, atol=1e-6)
+    assert made == [7, 1, 200]
+    block = kern.by_size[7][2]  # (the one kernel of a call of 7 rows)
+    assert isinstance(block, rows.RowsKernel) and block.counted and block.shown == 1
+    workspace = block._workspace
+    monkeypatch.setattr(block, "_workspace", lambda: made.append("workspace") or workspace())
+    for _ in range(3):
+        assert kern(x[:7]).shape == (7, 5)
+    assert made == [7, 1, 200]  # (no plan, no workspace: the last call's kept)
+    for size in range(1, rows.SIZES_KEPT + 20):
+        kern(x[:size])
+    assert 0 < len(kern.by_size) <= rows.SIZES_KEPT
