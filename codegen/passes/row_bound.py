@@ -34,8 +34,8 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount, computes, packed_elements
-from ..gemm.descriptor import BATCH, KGROUP, OUTER
+from ..gemm.contraction import Contraction, RowCount, computes, pack_work, packed_elements
+from ..gemm.descriptor import BATCH, KGROUP, MAXBATCH, OUTER
 from ..loops.work import count_work
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
@@ -257,17 +257,30 @@ def _under_rows(stmts: tuple, row_vars: dict[Expr, int], under: bool = False):
 
 
 def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
-    """The tensors of the temporaries that are no row buffer and that only loops over rows store to,
-    each store adding to the element it stores (a fused pass's partial columns)."""
+    """The tensors of the temporaries that are no row buffer and hold sums over the rows: that only loops
+    over rows store to, each store adding to the element it stores (a fused pass's partial columns); the
+    ``C`` of a product whose sum is the rows (but for an epilogue's); and those whose every store is a
+    linear map of such sums (a Winograd gradient's output transform of its product's sums), zero filled."""
     found: dict[int, tuple[Tensor, bool]] = {}
     nests = [step for step in steps if isinstance(step, Nest)]
+    maps: dict[int, tuple[Tensor, list[Expr]]] = {}  # (each temporary's stored values)
     for s, under in (pair for nest in nests for pair in _under_rows(nest.body, row_vars)):
         if isinstance(s, Store) and s.buffer.kind == "temp":
             here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
             adds = under and s.value.op is Op.ADD and here in s.value.src
             was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
             found[id(s.buffer)] = (s.buffer.tensor, was and adds)
-    return {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
+            maps.setdefault(id(s.buffer), (s.buffer.tensor, []))[1].append(s.value)
+    partial = {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
+    partial |= {n.attrs.gemm.c for n in nests if rows.products.get(id(n), (None,))[0] == KGROUP
+                and n.attrs.gemm.epilogue is None}
+    filled = {id(s.buffer) for s in steps
+              if isinstance(s, Fill) and (s.value.op, s.value.arg) != (Op.CONST, 0)}
+    maps = {k: m for k, m in maps.items() if k not in rows.axis and k not in filled}
+    while grown := [t for t, values in maps.values() if t not in partial and all(
+            _from(v, {n for n in walk(v) if n.op is Op.READ and n.arg in partial}) for v in values)]:
+        partial.update(grown)
+    return partial
 
 
 def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor,
@@ -278,7 +291,10 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its
     count factored out at the block's rows) counts the block's rows, not the call's."""
     flagged = list(_under_rows(body, row_vars))
-    added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
+    linear = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg in partial}
+    added = [(t, under or v.op is Op.ADD and t in v.src and _from(v, linear | {t}))  # (a sum of partial sums)
+             for s, under in flagged if isinstance(s, Assign) and s.counted
+             for t, v in zip(s.targets, s.values)]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
     for s, _ in flagged:  # (a blocked sum's partial sums added into its total: ``acc = acc + acc.0``)
@@ -376,15 +392,28 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     if not found:
         return
     axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
-    firsts = [axis if axis in s.batch else None, *(group[0] if group else None for group in (s.m, s.k))]
+    batched = axis in s.batch or axis is not None and _batched(s, axis) is not None
+    firsts = [axis if batched else None, *(group[0] if group else None for group in (s.m, s.k))]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
-                            f"axis of its batch, rows or sum")
+                            f"axis of its batch, rows, columns or sum")
     group = firsts.index(axis)
     if group != KGROUP:  # (C is stored along the rows)
         rows.vars[axis] = (axis, first)
         _stored(nest.name, buffers[c], s.c_at, axes, rows)
     rows.products[id(nest)] = (group, first, axis)
+
+
+def _batched(s: Contraction, axis: Expr) -> Contraction | None:
+    """``s`` with ``axis`` its first batch axis: one of its batch axes, or the first of its columns (more
+    than one: ``C[i, r, t] = sum_k A[i, k] B[k, r, t]`` as a product per row ``r``) where that packs
+    side A no more (its copies, not its evaluations); else ``None``."""
+    if axis in s.batch:
+        return replace(s, batch=(axis, *(a for a in s.batch if a is not axis)))
+    if len(s.n) < 2 or axis is not s.n[0] or len(s.batch) >= MAXBATCH:
+        return None
+    regrouped = replace(s, batch=(axis, *s.batch), n=s.n[1:])
+    return regrouped if pack_work(regrouped) <= pack_work(s) else None
 
 
 def _product_exprs(s: Contraction) -> list[Expr]:
@@ -402,8 +431,9 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
         spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
         if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
-            spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
-        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
+            spec = _batched(spec, axis)
+        ranged = nest.attrs.range if spec.blocks == nest.attrs.gemm.blocks else (0, spec.blocks, 1)
+        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=ranged))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 
 
