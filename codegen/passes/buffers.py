@@ -40,11 +40,13 @@ def _box(op: ComputeOp) -> int:
 
 
 def _cost(bodies: tuple[Expr, ...]) -> tuple[int, int]:
-    """(number of reads, number of expensive operations) in ``bodies``; a division by a constant (a
-    mean's ``/ width``) costs what the product by its reciprocal costs, none."""
+    """(number of reads, number of expensive operations) in ``bodies``; a division by a value of no axis
+    (a mean's ``/ width``, a constant or a size read at a fixed index) costs what the product by its
+    reciprocal, computed once, costs: none."""
     nodes = [n for b in bodies for n in walk(b)]
     return sum(n.op is Op.READ for n in nodes), \
-        sum(n.op in EXPENSIVE and not (n.op is Op.DIV and n.src[1].op is Op.CONST) for n in nodes)
+        sum(n.op in EXPENSIVE and not (n.op is Op.DIV and not any(x.op is Op.VAR for x in walk(n.src[1])))
+            for n in nodes)
 
 
 def must_store(op: ComputeOp, kept: set) -> bool:
