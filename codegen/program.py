@@ -200,7 +200,8 @@ class ProgramPrinter:
             self.lines.append(f"  allocate {self.buffer(b)}: {b.dtype}{list(b.shape)}")
         for step in p.steps:
             if isinstance(step, Fill):
-                what = "memset 0" if _is_zero(step.value) else f"fill {self.expr(step.value)}"
+                zero = step.value.op is Op.CONST and not step.value.arg
+                what = "memset 0" if zero else f"fill {self.expr(step.value)}"
                 par = "parallel " if step.parallel else ""
                 self.lines.append(f"  {par}{what} -> {self.buffer(step.buffer)}")
                 continue
@@ -235,10 +236,6 @@ class ProgramPrinter:
                 self.lines.append(f"{pad}{lhs} = {rhs}")
             else:
                 raise TypeError(f"unknown statement {s!r}")
-
-
-def _is_zero(e: Expr) -> bool:
-    return e.op is Op.CONST and not e.arg
 
 
 def program_text(program: Program, names: Namer | None = None) -> str:

@@ -68,13 +68,10 @@ def _first_toucher(program: Program, steps: list, k: int) -> int | None:
             continue
         if s.attrs.gemm is not None:  # (its packers read what its printed loops do not show)
             return None
-        if any(b is buf for b in s.outputs) or any(program.buffers.get(t) is buf for t in _tensors(s.body)):
+        reads = {n.arg for e in nest_exprs(s.body) for n in walk(e) if n.op is Op.READ}
+        if any(b is buf for b in s.outputs) or any(program.buffers.get(t) is buf for t in reads):
             return j
     return None
-
-
-def _tensors(stmts: tuple) -> set:
-    return {n.arg for e in nest_exprs(stmts) for n in walk(e) if n.op is Op.READ}
 
 
 def _accesses(program: Program, buf, stmts: tuple) -> list[tuple[Expr, ...]] | None:

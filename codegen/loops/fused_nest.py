@@ -227,7 +227,8 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         if parallel and body[0].step == 1:
             body, attrs, temps, combined = _partial_columns(body[0], attrs, columns, target.line)
         else:
-            body, attrs, combined = _serial_loops(body), replace(attrs, range=None), []
+            body = tuple(replace(st, kind="serial") if isinstance(st, Loop) else st for st in body)
+            attrs, combined = replace(attrs, range=None), []  # (column sums accumulate in their outputs)
             fills.extend(Fill(out, comb.identity[0]) for out, comb in columns)
         parallel = attrs.range is not None
     prefix = ", ".join(v.name for v in taus[0])
@@ -276,11 +277,6 @@ def _column_loop(members: list, column) -> int:
                 and [a.extent for a in axes[len(tau):]] == extents:
             return g
     return len(members)
-
-
-def _serial_loops(body: tuple) -> tuple:
-    """``body`` with its outermost loop serial (column sums accumulate in their outputs)."""
-    return tuple(replace(st, kind="serial") if isinstance(st, Loop) else st for st in body)
 
 
 def _partial_columns(loop: Loop, attrs: NestAttrs, columns: list, line: int) -> tuple:

@@ -22,7 +22,7 @@ from tensorad.simplify.algebra.ranges import wraps_where_stored
 
 from tensorad.ir.dtype import is_float, is_int
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, const
-from tensorad.ir.rewrite import match_pattern, replace_reads, rewrite, substitute, walk
+from tensorad.ir.rewrite import free_vars, match_pattern, replace_reads, rewrite, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Role, Tensor
 
 from ..gemm.padding import pointwise_read
@@ -40,11 +40,11 @@ def _box(op: ComputeOp) -> int:
 
 
 def _cost(bodies: tuple[Expr, ...]) -> tuple[int, int]:
-    """(number of reads, number of expensive operations) in ``bodies``; a division by a constant (a
-    mean's ``/ width``) costs what the product by its reciprocal costs, none."""
+    """(number of reads, number of expensive operations) in ``bodies``; a division by a value of no axis (a
+    mean's ``/ width``, a count read from an input) costs what the product by its reciprocal costs, none."""
     nodes = [n for b in bodies for n in walk(b)]
     return sum(n.op is Op.READ for n in nodes), \
-        sum(n.op in EXPENSIVE and not (n.op is Op.DIV and n.src[1].op is Op.CONST) for n in nodes)
+        sum(n.op in EXPENSIVE and not (n.op is Op.DIV and not free_vars(n.src[1])) for n in nodes)
 
 
 def must_store(op: ComputeOp, kept: set) -> bool:

@@ -34,8 +34,8 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount, computes, packed_elements
-from ..gemm.descriptor import BATCH, KGROUP, OUTER
+from ..gemm.contraction import Contraction, RowCount, computes, pack_work, packed_elements
+from ..gemm.descriptor import BATCH, KGROUP, MAXBATCH, OUTER
 from ..loops.work import count_work
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
@@ -182,7 +182,8 @@ def _scan(nest: Nest, buffers: dict, rows: _Rows) -> None:
             continue
         row = _row_expr(found[0], bounds)
         mark = None if row is None else (row[1], row[2] + found[1])
-        if mark is None or not _same(rows.vars.setdefault(row[0], mark), mark):
+        known = rows.vars.setdefault(row[0], mark) if mark is not None else None
+        if known is None or known[0] is not mark[0] or known[1] != mark[1]:
             free = [n for n in walk(found[0]) if n in depth]
             if not free:
                 raise RowBoundError(f"nest {nest.name}: {buf.name} is indexed along its rows by {found[0]}, "
@@ -219,10 +220,6 @@ def _loops(stmts: tuple, d: int):
             yield from _loops(s.then + s.orelse, d)
 
 
-def _same(a: tuple[Expr, int], b: tuple[Expr, int]) -> bool:
-    return a[0] is b[0] and a[1] == b[1]
-
-
 def _stored(nest: str, buf: Buffer, index: tuple, loops: dict, rows: _Rows) -> None:
     """Records a store along rows: a new row buffer (its rows along the one axis indexed by a loop over
     rows), a full one's rows at their own index, a chunk's (fewer rows than the block) from the row its
@@ -257,17 +254,23 @@ def _under_rows(stmts: tuple, row_vars: dict[Expr, int], under: bool = False):
 
 
 def _partial_sums(steps: list, row_vars: dict[Expr, int], rows) -> set[Tensor]:
-    """The tensors of the temporaries that are no row buffer and that only loops over rows store to,
-    each store adding to the element it stores (a fused pass's partial columns)."""
-    found: dict[int, tuple[Tensor, bool]] = {}
+    """The temporaries (no row buffer) holding sums over the rows: that only loops over rows store to, each
+    store adding to its element (a fused pass's partial columns); a product's ``C`` over rows as its sum (no
+    epilogue); those zero filled whose stores map such sums linearly (a Winograd output transform)."""
     nests = [step for step in steps if isinstance(step, Nest)]
+    stored: dict[int, tuple[Tensor, list]] = {}  # id(temporary) -> (its tensor, (value, adds to itself)...)
     for s, under in (pair for nest in nests for pair in _under_rows(nest.body, row_vars)):
-        if isinstance(s, Store) and s.buffer.kind == "temp":
-            here = Expr(Op.READ, s.buffer.dtype, s.index, s.buffer.tensor)
-            adds = under and s.value.op is Op.ADD and here in s.value.src
-            was = found.get(id(s.buffer), (s.buffer.tensor, True))[1]
-            found[id(s.buffer)] = (s.buffer.tensor, was and adds)
-    return {t for k, (t, ok) in found.items() if ok and k not in rows.axis}
+        if isinstance(s, Store) and (b := s.buffer).kind == "temp" and id(b) not in rows.axis:
+            adds = under and s.value.op is Op.ADD and Expr(Op.READ, b.dtype, s.index, b.tensor) in s.value.src
+            stored.setdefault(id(b), (b.tensor, []))[1].append((s.value, adds))
+    partial = {t for t, stores in stored.values() if all(adds for _, adds in stores)}
+    partial |= {n.attrs.gemm.c for n in nests if rows.products.get(id(n), (0,))[0] == KGROUP
+                and n.attrs.gemm.epilogue is None}
+    filled = {id(f.buffer) for f in steps if type(f) is Fill and (f.value.op, f.value.arg) != (Op.CONST, 0)}
+    while grown := [t for k, (t, stores) in stored.items() if t not in partial and k not in filled and all(
+            _from(v, {n for n in walk(v) if n.op is Op.READ and n.arg in partial}) for v, _ in stores)]:
+        partial.update(grown)
+    return partial
 
 
 def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], count: Tensor,
@@ -278,7 +281,9 @@ def _sums_under_rows(body: tuple, summed: set[int], row_vars: dict[Expr, int], c
     aside), and the count is read nowhere else: a term without one (``H * 8`` of ``sum_i H * (X[i] + 1)``, its
     count factored out at the block's rows) counts the block's rows, not the call's."""
     flagged = list(_under_rows(body, row_vars))
-    added = [(t, under) for s, under in flagged if isinstance(s, Assign) and s.counted for t in s.targets]
+    linear = {n for e in nest_exprs(body) for n in walk(e) if n.op is Op.READ and n.arg in partial}
+    added = [(t, under or v.op is Op.ADD and t in v.src and _from(v, linear | {t}))  # (a sum of partial sums)
+             for s, under in flagged if type(s) is Assign and s.counted for t, v in zip(s.targets, s.values)]
     outside = {t for t, under in added if not under}
     inside = {t for t, under in added if under}
     for s, _ in flagged:  # (a blocked sum's partial sums added into its total: ``acc = acc + acc.0``)
@@ -376,15 +381,24 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     if not found:
         return
     axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
-    firsts = [axis if axis in s.batch else None, *(group[0] if group else None for group in (s.m, s.k))]
+    batched = axis is not None and _batched(s, axis) is not None
+    firsts = [axis if batched else None, *(group[0] if group else None for group in (s.m, s.k))]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
-                            f"axis of its batch, rows or sum")
+                            f"axis of its batch, rows, columns or sum")
     group = firsts.index(axis)
     if group != KGROUP:  # (C is stored along the rows)
         rows.vars[axis] = (axis, first)
         _stored(nest.name, buffers[c], s.c_at, axes, rows)
     rows.products[id(nest)] = (group, first, axis)
+
+
+def _batched(s: Contraction, axis: Expr) -> Contraction | None:
+    """``s`` with ``axis`` its first batch axis: a batch axis, or the first of several columns (``C[i, r, t]
+    = sum_k A[i, k] B[k, r, t]``, a product per row ``r``) where side A's packing computes no more."""
+    n = s.n[1:] if s.n and axis is s.n[0] and len(s.n) > 1 and len(s.batch) < MAXBATCH else s.n
+    got = replace(s, batch=(axis, *(a for a in s.batch if a is not axis)), n=n)
+    return got if axis in s.batch or n is not s.n and pack_work(got) <= pack_work(s) else None
 
 
 def _product_exprs(s: Contraction) -> list[Expr]:
@@ -402,8 +416,8 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
         spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
         if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
-            spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
-        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec))
+            spec = _batched(spec, axis)
+        return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=(0, spec.blocks, 1)))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 
 

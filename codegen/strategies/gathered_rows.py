@@ -20,18 +20,14 @@ def _checked(e: Expr) -> bool:
     return any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(e))
 
 
-def _guarded_reads(e: Expr) -> set[Expr]:
-    """Reads under a choice (``select``/``if_then_else``): evaluated only where it says."""
-    return {m for n in walk(e) if n.op in (Op.SELECT, Op.IF_THEN_ELSE) for m in walk(n) if m.op is Op.READ}
-
-
 def gather_rows(op: ComputeOp, body: Expr) -> tuple[list[ComputeOp], ComputeOp] | None:
     """``(copies, product)``: a copy op per read of ``body`` (a sum) through a checked gather index, and
     ``op`` reading the copies; ``None`` when there is none or one may not run everywhere."""
     if body.op is not Op.REDUCE or body.src[0] is not TRUE:
         return None
     gathered = [n for n in walk(body) if n.op is Op.READ and any(_checked(i) for i in n.src)]
-    if not gathered or _guarded_reads(body) & set(gathered):
+    if not gathered or {m for n in walk(body) if n.op in (Op.SELECT, Op.IF_THEN_ELSE)  # (read under a choice)
+                        for m in walk(n) if m.op is Op.READ} & set(gathered):
         return None
     mapping: dict[Expr, Expr] = {}
     copies: list[ComputeOp] = []

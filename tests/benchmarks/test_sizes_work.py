@@ -40,7 +40,7 @@ CONV = {("conv3x3s2_relu", "forward"): {"conv2d": (None, None, None, "padded")},
 # program fuses the scaling into the sum), and that scaling runs once in each stage that reads it
 GAP = ("the generic kernel does work the static program fuses away (REPEATS): a known gap, strict so "
        "that a fix shows")
-REPEATS = {("batch_norm", "forward"), ("batch_norm", "backward"), ("log_softmax_nll", "forward")}
+REPEATS = {("batch_norm", "forward"), ("log_softmax_nll", "forward")}
 
 
 def _chosen(lowered) -> dict[str, str]:

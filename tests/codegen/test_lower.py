@@ -106,6 +106,21 @@ def test_expensive_producer_read_twice_is_materialized():
     assert "allocate E" in text
 
 
+def test_a_mean_scaled_by_a_value_of_no_axis_is_inlined(rng):
+    """A mean divided by a count read from an input (a staged batch norm's ``sum / n``) costs what its
+    product by a reciprocal computed once costs, as a division by a constant does: read twice per
+    element, it is inlined, not stored once more per channel."""
+    X, N = _mat(4, 100, "X"), ta.placeholder((1,), "float32", "N")
+    k = ta.reduce_axis((0, 100), "k")
+    S = ta.compute((4,), lambda i: ta.sum(X[i, k], k), name="S")
+    M = ta.compute((4,), lambda i: S[i] / N[0], name="M")
+    Y = ta.compute((4, 100), lambda i, j: (X[i, j] - M[i]) * (X[i, j] - M[i]), name="Y")
+    text = str(ta.lower([Y], [X, N]))
+    assert "allocate M:" not in text and "inlined: M" in text
+    x, n = rng.standard_normal((4, 100)).astype(np.float32), np.array([7.0], np.float32)
+    want = (x - x.astype(np.float64).sum(1, keepdims=True) / 7.0) ** 2
+    np.testing.assert_allclose(ta.build([Y], [X, N])(x, n), want, rtol=1e-5, atol=1e-5)
+
 def test_a_producer_gathering_many_reads_read_twice_is_materialized(rng):
     """A value whose own body is two reads but whose inlined producers gather many (a chain of cheap
     products, as a recurrence's state rebuilt from saved gates) was inlined into a reader that reads

@@ -6,8 +6,10 @@ Transformer block's gradients, PyTorch float64); bad sizes are clear errors."""
 
 import numpy as np
 import pytest
+from numpy.lib.stride_tricks import sliding_window_view
 
 import tensorad as ta
+from fuzz.cheap import pinned
 
 RNG = np.random.default_rng(3)
 
@@ -72,6 +74,43 @@ def test_a_scatter_over_the_rows_takes_the_count_of_rows():
         want = np.zeros((11, 6))
         np.add.at(want, t.reshape(-1), h.reshape(-1, 6).astype(np.float64))
         np.testing.assert_allclose(kernel(rand(11, 6), t, h), want, rtol=1e-5, atol=1e-5)
+
+
+
+def _conv_relu_grads(n):
+    """The gradients of ``sum(relu(conv3x3(X, W)) * H)`` over 64 channels of 8 x 8 (Winograd's in a block of
+    64 rows)."""
+    X, W = ta.placeholder((n, 64, 8, 8), name="X"), ta.placeholder((64, 64, 3, 3), name="W")
+    Y = ta.topi.nn.relu(ta.topi.nn.conv2d(X, W, 1, 1))
+    H = ta.placeholder(Y.shape, name="H")
+    return ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H]
+
+
+def test_a_winograd_gradient_runs_the_count_of_rows():
+    """A convolution's Winograd gradient reaches the rows as the first column axis of its input gradient's
+    product (a product per row, its batch) and sums them into its weight gradient's product, whose sums
+    an output transform maps linearly into the weight gradient: every block takes the count of rows and
+    runs, at a count of its rows, the static program's work (pinned target: the cost model's choice
+    of Winograd), matching NumPy float64."""
+    target = pinned("llvm -mcpu=haswell")
+    kernel = ta.build(*_conv_relu_grads(ta.size_var("n")), target=target)
+    assert kernel.why == "" and all(kernel.bounded)
+    assert any("wino_m" in name for name in kernel.parts[1][1].lowered.text.split())
+    w = rand(64, 64, 3, 3) * 0.1
+    for size in (3, 70):
+        assert kernel.work_at(size) == ta.lower(*_conv_relu_grads(size), target=target).work
+        x = rand(size, 64, 8, 8)
+        x64, w64 = x.astype(np.float64), w.astype(np.float64)
+        windows = sliding_window_view(np.pad(x64, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+        z = np.einsum("ncyxij,fcij->nfyx", windows, w64)
+        h = rand(size, 64, 8, 8) * (np.abs(z) > 1e-3)  # (no point at the kink of the relu)
+        g = h.astype(np.float64) * (z > 0)
+        dw = np.einsum("nfyx,ncyxij->fcij", g, windows)
+        gw = sliding_window_view(np.pad(g, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+        dx = np.einsum("nfyxij,fcij->ncyx", gw, w64[:, :, ::-1, ::-1])
+        got_dx, got_dw = kernel(x, w, h)
+        np.testing.assert_allclose(got_dx, dx, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got_dw, dw, rtol=1e-4, atol=1e-3)
 
 
 LENGTH, DIM, HEADS, VOCAB = 8, 16, 2, 13
