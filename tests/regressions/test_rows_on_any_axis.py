@@ -86,6 +86,7 @@ def _conv_relu_grads(n):
     return ta.JacobianRecursive(ta.topi.sum(Y * H), [X, W]), [X, W, H]
 
 
+@pytest.mark.slow
 def test_a_winograd_gradient_runs_the_count_of_rows():
     """A convolution's Winograd gradient reaches the rows as the first column axis of its input gradient's
     product (a product per row, its batch) and sums them into its weight gradient's product, whose sums
