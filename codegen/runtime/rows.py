@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -189,9 +189,7 @@ class RowsCall:
     rowed: list[tuple[int, str]]
     first: int  # (the input whose rows a call tries first)
     by_size: dict[int, Any]
-
-    def make(self, n: int) -> Any:
-        raise NotImplementedError
+    make: Callable[[int], Any]  # (each kind's: what a call of ``n`` rows needs)
 
     def rows(self, arrays: Sequence[Any]) -> int:
         """The count of rows the arrays give, checked against the size's constraints and among them."""
