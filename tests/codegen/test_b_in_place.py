@@ -6,11 +6,13 @@ AVX-512), over shapes that end every block and tile early."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from tensorad.codegen.gemm import descriptor as gd
-from tensorad.codegen.gemm.contraction import match_contraction
-from tensorad.codegen.gemm.microkernel import reads_b_in_place
+from tensorad.codegen.gemm.contraction import match_contraction, register_tile
+from tensorad.codegen.gemm.microkernel import KEEP_TILES, keeps_b_panels, reads_b_in_place
 from tensorad.codegen.target import host_target, parse_target
 
 import tensorad as ta
@@ -76,3 +78,40 @@ def test_plain_columns_are_read_in_place_transposed_ones_packed(target):
         s = match_contraction(C.op, C.op.body, target=tgt)
         plan = gd.plan_side(s.b, s.batch, s.n, s.k, _strides, s.nr, tgt.lanes("float32"))
         assert reads_b_in_place(s, plan) == want
+
+
+def _pinned(target: str, l2: int):
+    return replace(parse_target(target), l1d=32 << 10, l2=l2, l3=32 << 20, line=64, page=4096)
+
+
+# AVX-512 with 1 MiB of L2 (Intel), AVX2 with 512 KiB (AMD Zen 3), AVX-512 with 1 MiB (Zen 4)
+PINNED = [("llvm -mcpu=skylake-avx512", 1 << 20), ("llvm -mcpu=haswell", 512 << 10),
+          ("llvm -mcpu=znver4", 1 << 20)]
+
+
+@pytest.mark.parametrize("target, l2", PINNED)
+def test_panels_whose_rows_alias_are_packed_by_the_first_tile(target, l2):
+    # rows of B 1024 float32 (a page) apart fall on one offset in every page: a panel re-read from
+    # the caches by a second row tile misses there, so the first tile packs it for the others; rows
+    # 1000 apart spread over the page and stay read in place; one row tile reads them once
+    tgt = _pinned(target, l2)
+    mr = register_tile(tgt, "float32")[0]
+    for m, n, want in ((2 * mr, 1024, True), (2 * mr, 1000, False), (mr, 1024, False),
+                       (KEEP_TILES * mr + 1, 1000, True)):
+        *_, C = _product(m, n, 1024)
+        s = match_contraction(C.op, C.op.body, target=tgt)
+        plan = gd.plan_side(s.b, s.batch, s.n, s.k, _strides, s.nr, tgt.lanes("float32"))
+        assert keeps_b_panels(s, reads_b_in_place(s, plan)) is want, (target, m, n)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_panels_packed_for_few_row_tiles_match_numpy(target, rng):
+    # two and three row tiles (the last short) over rows a page apart, k in one block and in several
+    tgt = parse_target(target) if parse_target(target).runs_here(host_target()) else host_target()
+    for m, kk in ((19, 700), (13, 2100)):
+        *_, C = _product(m, 1024, kk)
+        s = match_contraction(C.op, C.op.body, target=tgt)
+        plan = gd.plan_side(s.b, s.batch, s.n, s.k, _strides, s.nr, tgt.lanes("float32"))
+        if -(-m // s.mr) > 1:  # (the path this test is for)
+            assert keeps_b_panels(s, reads_b_in_place(s, plan))
+        _check(m, 1024, kk, target, rng)
