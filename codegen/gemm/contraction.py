@@ -471,6 +471,7 @@ MR_MAX = 8  # taller tiles waste more of the edge tiles and of the A panels' pac
 NV_MAX = 3  # wider tiles waste more of the edge tiles along N and of the B panels' packing
 KC_MIN = 256  # shorter k blocks make the C tile's load-add-store per block weigh more
 KC_MAX = 1024  # the longest k block (cache_blocks)
+LONG_KC_TILES = 8  # fewer row tiles stream B once: its panels, KC_MIN rows long, stay in L1 between them
 
 
 def operand_registers(target: Target) -> int:
@@ -567,13 +568,13 @@ def pack_work(c: Contraction) -> int:
 
 
 def cache_blocks(target: Target, dtype: str, mr: int, nr: int, k: int | None = None,
-                 nc: int | None = None) -> tuple[int, int]:
-    """``(KC, MC)``: B's ``KC x NR`` panel stays in half of L1 (``KC >= KC_MIN``), A's ``MC x KC`` block
-    in a quarter of L2.  ``KC`` is longer (up to ``KC_MAX``, equal blocks of ``k``) where B's ``KC x NC``
-    block (``nc`` wide) fits half of L2: each ``k`` block reloads every tile of C."""
+                 nc: int | None = None, rows: int | None = None) -> tuple[int, int]:
+    """``(KC, MC)``: B's ``KC x NR`` panel in half of L1 (``KC >= KC_MIN``), A's ``MC x KC`` block in a
+    quarter of L2; longer (to ``KC_MAX``, equal blocks of ``k``) where B's ``KC x NC`` block fits half
+    of L2 and over ``LONG_KC_TILES`` row tiles (of ``rows``) read it: a ``k`` block reloads C's tiles."""
     es = 4 if dtype == "float32" else 8
     kc = max(KC_MIN, min(512, target.l1d // (2 * nr * es) // 16 * 16))
-    if k is not None and nc is not None:
+    if k is not None and nc is not None and (rows is None or -(-rows // mr) > LONG_KC_TILES):
         fits = min(KC_MAX, target.l2 // (2 * nc * es) // 16 * 16)
         if fits > kc and k > kc:
             blocks = -(-k // fits)
@@ -589,7 +590,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
     if not tile:
         nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
     nc = column_block(c.N, c.batches, nr)
-    kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc)
+    kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc, c.M)
     if tile:
         mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)
         nc = column_block(c.N, c.batches, nr)

@@ -108,3 +108,17 @@ def test_k_blocks_grow_where_the_block_of_b_fits_half_of_l2():
     assert cache_blocks(xeon, "float32", 8, 32, 1024, 64)[0] == 1024  # one block
     assert cache_blocks(xeon, "float32", 8, 48, 200, 288)[0] == 256  # (k within one block already)
     assert cache_blocks(epyc, "float32", 4, 24, 1024, 264) == cache_blocks(epyc, "float32", 4, 24)
+
+
+def test_k_blocks_stay_short_where_few_row_tiles_read_them():
+    # up to LONG_KC_TILES row tiles stream B once: its panels stay KC_MIN rows long, in L1 between them
+    from dataclasses import replace
+
+    from tensorad.codegen.gemm.contraction import LONG_KC_TILES, cache_blocks
+
+    xeon = replace(parse_target(AVX512), l1d=48 << 10, l2=2 << 20)
+    zen4 = replace(parse_target(AVX512), l1d=32 << 10, l2=1 << 20)
+    for cpu in (xeon, zen4):
+        few, many, short = LONG_KC_TILES * 8, LONG_KC_TILES * 8 + 1, cache_blocks(cpu, "float32", 8, 32)
+        assert cache_blocks(cpu, "float32", 8, 32, 4096, 256, few) == short
+        assert cache_blocks(cpu, "float32", 8, 32, 4096, 256, many)[0] > short[0]
