@@ -66,9 +66,10 @@ def tensorad_kernel(ta, m: int, n: int, k: int, layout: str, target: str, nthrea
     return ta.build([C], [A, B], target=target, num_threads=nthreads), a_shape, b_shape
 
 
-def code_alone(kernel, arrays: list):
-    """A call of the kernel's compiled code alone (no argument checks): its entry on an address table of
-    the arrays, the output and the temporaries (each moved up to a cache line, as a call moves them)."""
+def code_alone(kernel, arrays: list) -> tuple:
+    """``(run, out)``: a call of the kernel's compiled code alone (no argument checks), its entry on an
+    address table of the arrays, the output ``out`` and the temporaries (each moved up to a cache line,
+    as a call moves them)."""
     import numpy as np
 
     out = kernel(*arrays)
@@ -80,12 +81,12 @@ def code_alone(kernel, arrays: list):
 
     def run(_alive: tuple = (arrays, out, temps, table)) -> None:
         main(address, nthreads)
-    return run
+    return run, out
 
 
 def systems(kern, a, b, lay: str, torch, ta_op, tb_op, tc, jax, jnp) -> dict:
     """The calls timed on one shape: tensorad's call and code, ``torch.mm`` with and without ``out=``, JAX."""
-    fns = {"tensorad": lambda: kern(a, b), "code": code_alone(kern, [a, b]),
+    fns = {"tensorad": lambda: kern(a, b), "code": code_alone(kern, [a, b])[0],
            "torch": lambda: torch.mm(ta_op, tb_op), "torch_out": lambda: torch.mm(ta_op, tb_op, out=tc)}
     if jax is not None:
         ja, jb = jnp.asarray(a), jnp.asarray(b)
