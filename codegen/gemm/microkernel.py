@@ -39,7 +39,7 @@ KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the o
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     """The distance of B's rows (elements) when the driver reads side B in place rather than packing it
-    first, else 0; the first row tile then packs the panels for the others where :func:`keeps_b_panels`.  B
+    first, else 0; the first row tile then packs the panels for the others as :func:`keeps_b_panels` says.  B
     must be a plain unbatched read, its columns one run and ``k`` one stride, in a product with no band."""
     if (plan is None or plan.mode != gd.COPY or plan.fields[gd.S_NCHK] or s.band is not None
             or set(free_vars(s.b)) & set(s.batch) or b_packed_once(s) or s.packed_b is not None):
