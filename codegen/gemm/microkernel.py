@@ -7,8 +7,6 @@ counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over `
 
 from __future__ import annotations
 
-import math
-
 import llvmlite.ir as ir
 
 from tensorad.ir.expr import Op, var
@@ -34,7 +32,7 @@ def packs_a_once(s: Contraction) -> bool:
     return a_packed_once(s, s.mr)
 
 
-KEEP_TILES = 4  # more row tiles than this: the first packs B's panels for the others (keeps_b_panels)
+KEEP_TILES = 1  # more row tiles than this: the first packs B's panels for the others (keeps_b_panels)
 
 
 def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
@@ -52,15 +50,11 @@ def reads_b_in_place(s: Contraction, plan: gd.SidePlan | None) -> int:
     return ldb
 
 
-def keeps_b_panels(s: Contraction, ldb: int) -> bool:
-    """Whether the first row tile packs the panels of B read in place (rows ``ldb`` apart) for the others:
-    where more than ``KEEP_TILES`` read them, or several do and a panel would not stay cached between them.
-    A cache holds ``size / page`` lines at one offset in a page, and a panel's rows start at ``page /
-    gcd(ldb bytes, page)`` offsets; over half of L2's lines there (physical pages scatter sets unevenly)."""
-    tiles, es, page, line = -(-s.M // s.mr), 4 if s.dtype == "float32" else 8, s.target.page, s.target.line
-    rows = -(-s.nr * es // line)  # (lines a row)
-    offsets = min(page // line, page // max(line, math.gcd(ldb * es, page)) * rows)
-    return tiles > KEEP_TILES or (tiles > 1 and s.kc * rows > offsets * (s.target.l2 // page // 2))
+def keeps_b_panels(s: Contraction) -> bool:
+    """Whether the first row tile packs the panels of B it reads in place for the row tiles after it, which
+    then read the packed panel from L1 (``KC`` short: :func:`.gemm.contraction.cache_blocks`) rather than
+    B's rows again, which lie a row of B apart: a page apart (1024 float32 columns) they share few sets."""
+    return -(-s.M // s.mr) > KEEP_TILES
 
 
 def row_points(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value:
@@ -122,7 +116,7 @@ class GemmEmitter:
                 fields.update({at + f: v for f, v in plan.fields.items()})
             sides.append((at, expr, outer, width, plan))
         fields[gd.H_BDIRECT] = reads_b_in_place(s, sides[1][4])
-        fields[gd.H_BKEEP] = int(keeps_b_panels(s, fields[gd.H_BDIRECT]))
+        fields[gd.H_BKEEP] = int(keeps_b_panels(s))
         fields[gd.H_ACC] = int(s.accumulate)
         fields[gd.H_BFILL] = int(s.packed_b is not None and s.packed_b.fills)
         # the constant part of the descriptor is a global; the pointers are stored per call
