@@ -93,7 +93,7 @@ from .build import (
     head_sum,
     rename,
 )
-from .gathers import unchecked, unguarded_reads
+from .gathers import landing_equation, unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
 from .zero import ZERO, materialize, mul, sum_all, zero_branch
@@ -640,10 +640,10 @@ class AdjointBuilder:
             m = copy_vars(tuple(axes) + tuple(raxes))
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
             conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
-            index = site.src
-            if cond is not TRUE or site not in unguarded_reads(source):
-                index = tuple(unchecked(e) for e in index)
-            where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
+            index = [rename(e, m) for e in site.src]
+            lands = equal_all(index, j) if cond is TRUE and site in unguarded_reads(source) else \
+                all_of([landing_equation(e, jk, n, iv + kv) for e, jk, n in zip(index, j, x.shape)])
+            where = all_of([rename(cond, m), *conds, lands])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = mul(h if factor is None else mul(h, factor), rename(d, m))
             value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))

@@ -3,14 +3,23 @@
 A gather with ``mode="raise"`` tests its index where it runs, and a derivative may evaluate it at more
 points than the program did (an adjoint's equation over its whole sum, a tangent's read the optimizer
 takes out of its guard).  There the index is clipped instead: exact where the guard holds, harmless where
-it does not (the term carries the guard).  A read the program runs at every point keeps its test."""
+it does not (the term carries the guard).  A read the program runs at every point keeps its test.
+
+An adjoint's equation ``index == j`` through a guarded checked gather ``data_index(f)`` whose ``f`` is one
+of the sum's variables ``v`` plus data (``len[p] - 1 - i``) is solved for ``v`` here
+(:func:`landing_equation`): the equation is a gather of the head (each ``j`` reads the one ``v``), not a
+scatter-add over ``v``, when ``v`` has no fewer points than the axis ``j``."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.expr import TRUE, Expr, Op, data_index
+from collections.abc import Sequence
+
+from ..ir.expr import TRUE, Expr, Op, compare, const, data_index
 from ..ir.rewrite import rewrite, walk_along
+from ..poly.linear import from_linear, solve_for, to_linear
+from .build import all_of
 
 
 def unguarded_reads(source: Expr) -> set[Expr]:
@@ -40,3 +49,22 @@ def unchecked_read_index(index: tuple[Expr, ...], shape: tuple[int, ...], tensor
         u = unchecked(e)
         out.append(e if u == e else data_index(u, n, "clip", tensor, k))
     return tuple(out)
+
+
+def landing_equation(index: Expr, j: Expr, extent: int, variables: Sequence[Expr]) -> Expr:
+    """``index == j`` for a read's ``index`` into an axis of ``extent`` points under a guard: a checked
+    gather ``data_index(f)`` with ``f = v + rest`` or ``-v + rest`` (``v`` one of the sum's ``variables``,
+    of ``extent`` points or more, ``rest`` free of it) as ``v == clip(g) && lo <= g < hi``, ``g`` the
+    solution of ``f == j`` and ``[lo, hi)`` ``v``'s range: exact where the guard holds (the program's
+    check proved ``f`` in bounds there), and read by the optimizer as a gather of ``v``; else
+    :func:`unchecked`'s equation."""
+    if index.op is Op.DATA_INDEX and index.arg.mode == "raise":
+        f = to_linear(index.src[0]) - to_linear(j)
+        for v in variables:
+            g = solve_for(f, v)
+            if g is None or g.is_const or any(type(b) is not int for b in v.dom) or v.hi - v.lo < extent:
+                continue
+            lo, g = const(v.lo, v.dtype), from_linear(g, v.dtype)
+            return all_of([compare(Op.EQ, v, data_index(g - lo, v.hi - v.lo, "clip") + lo),
+                           compare(Op.GE, g, lo), compare(Op.LT, g, const(v.hi, v.dtype))])
+    return compare(Op.EQ, unchecked(index), j)
