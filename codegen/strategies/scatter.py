@@ -27,6 +27,7 @@ from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import count_bound
 from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from ..loops.domain import PolyStmt, split_condition
@@ -303,11 +304,25 @@ class Scatter:
         spec = match_scatter(op, bodies)
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
-    def cost(self, cand, ctx):
-        return float(math.prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
+    def cost(self, cand, ctx):  # one add per point, no vectors, after the zero fill
+        return float(scatter_points(cand.data)) + fill_cost(cand.op, ctx)
 
     def lower(self, cand, ctx):
         return Plan([ScatterNest(cand.op, cand.bodies, (cand.data,))])
+
+
+def scatter_points(spec: ScatterSpec) -> int:
+    """The points ``spec`` visits where the affine part of its condition holds (its loops' box if a bound
+    is a size)."""
+    if any(type(b) is not int for v in spec.loop_vars for b in v.dom):
+        return math.prod(v.extent for v in spec.loop_vars)
+    space = IndexSpace(spec.loop_vars)
+    return count_bound(split_condition(space, spec.cond)[0].intersect(space.box()))
+
+
+def fill_cost(op: ComputeOp, ctx) -> float:
+    """The price of zero-filling ``op``'s output, in vectors."""
+    return math.prod(op.shape) / vector_lanes(ctx, op.body[0].dtype)
 
 
 def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
@@ -359,9 +374,8 @@ class ScatterSum:
             absorbed.append(r)
         return [] if not absorbed else [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
 
-    def cost(self, cand, ctx):
-        fill = math.prod(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)
-        return fill + sum(ctx.costs[r] for r in cand.absorbs)
+    def cost(self, cand, ctx):  # (one fill in place of the absorbed scatters' own)
+        return fill_cost(cand.op, ctx) + sum(ctx.costs[r] - fill_cost(r, ctx) for r in cand.absorbs)
 
     def lower(self, cand, ctx):
         reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)

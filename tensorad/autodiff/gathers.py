@@ -12,14 +12,12 @@ scatter-add over ``v``, when ``v`` has no fewer points than the axis ``j``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
-from collections.abc import Sequence
-
-from ..ir.expr import TRUE, Expr, Op, compare, const, data_index
+from ..ir.expr import TRUE, Expr, Op, compare, data_index
 from ..ir.rewrite import rewrite, walk_along
-from ..poly.linear import from_linear, solve_for, to_linear
-from .build import all_of
+from ..poly.linear import solve_for, to_linear
 
 
 def unguarded_reads(source: Expr) -> set[Expr]:
@@ -54,17 +52,11 @@ def unchecked_read_index(index: tuple[Expr, ...], shape: tuple[int, ...], tensor
 def landing_equation(index: Expr, j: Expr, extent: int, variables: Sequence[Expr]) -> Expr:
     """``index == j`` for a read's ``index`` into an axis of ``extent`` points under a guard: a checked
     gather ``data_index(f)`` with ``f = v + rest`` or ``-v + rest`` (``v`` one of the sum's ``variables``,
-    of ``extent`` points or more, ``rest`` free of it) as ``v == clip(g) && lo <= g < hi``, ``g`` the
-    solution of ``f == j`` and ``[lo, hi)`` ``v``'s range: exact where the guard holds (the program's
-    check proved ``f`` in bounds there), and read by the optimizer as a gather of ``v``; else
+    of ``extent`` points or more) as ``f == j``, exact where the guard holds (the program's check proved
+    ``f`` in bounds there), which the optimizer solves for ``v``: a gather of the head; else
     :func:`unchecked`'s equation."""
-    if index.op is Op.DATA_INDEX and index.arg.mode == "raise":
-        f = to_linear(index.src[0]) - to_linear(j)
-        for v in variables:
-            g = solve_for(f, v)
-            if g is None or g.is_const or any(type(b) is not int for b in v.dom) or v.hi - v.lo < extent:
-                continue
-            lo, g = const(v.lo, v.dtype), from_linear(g, v.dtype)
-            return all_of([compare(Op.EQ, v, data_index(g - lo, v.hi - v.lo, "clip") + lo),
-                           compare(Op.GE, g, lo), compare(Op.LT, g, const(v.hi, v.dtype))])
+    if index.op is Op.DATA_INDEX and index.arg.mode == "raise" and any(
+            solve_for(to_linear(index.src[0]), v) is not None and all(type(b) is int for b in v.dom)
+            and v.hi - v.lo >= extent for v in variables):
+        return compare(Op.EQ, index.src[0], j)
     return compare(Op.EQ, unchecked(index), j)

@@ -1,10 +1,11 @@
 """A sequence reversed inside its data-given length, ``Y[p, i] = X[p, len[p] - 1 - i]`` where ``i < len[p]``
 (the rest kept, or 0): each point of the valid prefix is read once, so the gradient is ``H`` reversed
-the same way, one gather per element of ``X``.  The checked index ``len[p] - 1 - i`` is clipped in the
-adjoint, which hid that it runs over ``i`` once per ``j``: the adjoint was a scatter-add over ``i``
-beside a second pass for the kept part, twice the work.  The equation is now solved for ``i`` (a gather)
-where ``i`` has no fewer points than the axis it lands on; a window at a data offset, longer axis than
-window, stays a scatter over the window.
+the same way, one gather per element of ``X``.  The checked index ``len[p] - 1 - i`` was clipped in the
+adjoint, which hid that it runs over ``i`` once per ``j``: the adjoint was a scatter-add over ``i`` beside
+a second pass for the kept part, twice the work.  Under its guard the index is exact, and where ``i`` has
+no fewer points than the axis it lands on, the equation ``len[p] - 1 - i == j`` stays as written and the
+optimizer solves it for ``i`` (a gather); a window at a data offset, on an axis longer than the window,
+stays a scatter over the window.
 
 Oracles: float64 central differences of the NumPy formula; ``ta.evaluate``."""
 
@@ -47,8 +48,8 @@ def test_reversed_prefix_gradient_is_one_gather_per_element(keep):
 
 
 def test_window_at_a_data_offset_stays_a_scatter_over_the_window():
-    """``Y[p, i] = X[S[p] + i]`` for ``i < K`` where ``X`` has ``N > K`` points: a gather over ``X``'s axis would
-    visit ``P * N`` pairs; the scatter visits ``P * K``."""
+    """``Y[p, i] = X[S[p] + i]`` for ``i < K`` where ``X`` has ``N > K`` points: a gather over ``X``'s axis
+    would visit ``P * N`` pairs; the scatter visits ``P * K``."""
     P, K, N = 4, 3, 20
     X, S = ta.placeholder((N,), "float64", "X"), ta.placeholder((P,), "int32", "S")
     Y = ta.compute((P, K), lambda p, i: ta.if_then_else(S[p] >= 0, X[S[p] + i], 0.0), name="Y")
