@@ -93,7 +93,7 @@ from .build import (
     head_sum,
     rename,
 )
-from .gathers import landing_equation, unchecked, unguarded_reads
+from .gathers import landing_equations, unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
 from .zero import ZERO, materialize, mul, sum_all, zero_branch
@@ -642,7 +642,7 @@ class AdjointBuilder:
             conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
             index = [rename(e, m) for e in site.src]
             lands = equal_all(index, j) if cond is TRUE and site in unguarded_reads(source) else \
-                all_of([landing_equation(e, jk, n, iv + kv) for e, jk, n in zip(index, j, x.shape)])
+                all_of(landing_equations(index, j, x.shape, iv + kv))
             where = all_of([rename(cond, m), *conds, lands])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = mul(h if factor is None else mul(h, factor), rename(d, m))

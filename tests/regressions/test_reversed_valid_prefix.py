@@ -62,3 +62,23 @@ def test_window_at_a_data_offset_stays_a_scatter_over_the_window():
     for p in range(P):
         want[s[p]:s[p] + K] += h[p]
     np.testing.assert_allclose(ta.build([dX], [X, S, H])(x, s, h), want, rtol=1e-12)
+
+
+def test_offsets_read_through_another_sum_variable_stay_a_scatter():
+    """``Y[k, i] = X[S[k] + i]`` over ``i`` as long as ``X``: the index holds ``k`` inside data too, which no
+    solution for ``i`` is free of, so the equation stays a scatter over ``(k, i)`` (the raw equation would
+    have left a pass over every ``(j, k, i)``)."""
+    K, N = 3, 5
+    X, S = ta.placeholder((N,), "float64", "X"), ta.placeholder((K,), "int32", "S")
+    Y = ta.compute((K, N + 1), lambda k, i: ta.if_then_else(S[k] + i < N, X[S[k] + i], 0.0), name="Y")
+    H = ta.placeholder(Y.shape, "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([dX], [X, S, H], target=TARGET).work == K * (N + 1)
+    rng = np.random.default_rng(2)
+    x, h, s = rng.standard_normal(N), rng.standard_normal((K, N + 1)), np.array([0, 2, 4], np.int32)
+    want = np.zeros(N)
+    for k in range(K):
+        for i in range(N + 1):
+            if s[k] + i < N:
+                want[s[k] + i] += h[k, i]
+    np.testing.assert_allclose(ta.build([dX], [X, S, H])(x, s, h), want, rtol=1e-12)
