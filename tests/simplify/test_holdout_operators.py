@@ -7,9 +7,9 @@ concatenated, reflect and edge padding, a chain of three matrices summed in one 
 covariance, multi-class hinge, KL to a softmax, label-smoothed and contrastive cross-entropy, a mean over
 data-given lengths, a sliding max padded with the identity; a gather along an axis (``take_along_axis``), a
 strided permutation through ``%``, a roll by a data-given shift, a sequence reversed inside its data-given
-length, space-to-depth, max-unpooling through the pool's indices, a masked mean, top-1 routing (a
-mixture-of-experts gate), a banded matrix product, a causal log-sum-exp of outer products, a channel
-shuffle, a batched trace, a Kronecker product, a temporal shift and a local response norm.
+length, space-to-depth, max-unpooling through the pool's indices, a masked mean, a segment mean, top-1
+routing (a mixture-of-experts gate), a banded matrix product, a causal log-sum-exp of outer products, a
+channel shuffle, a batched trace, a Kronecker product, a temporal shift and a local response norm.
 
 Each gradient's work, counted term by term on a pinned target (``fuzz.cheap``: a convolution's unrolled
 taps count one each, as the hand formulas do), is at most 1.25x the expert's count and within the
@@ -403,6 +403,16 @@ def masked_mean():
     return Op(Y, [X], "count, dX = H / count where the mask holds: 2*B*N", 2 * b * n, {mask: (0, 2)})
 
 
+def segment_mean_by_ids():
+    n, d, s = 64, 3, 8
+    X, seg = _p((n, d), "X"), _p((n,), "seg", "int32")
+    k1, k2 = _r(n, "k1"), _r(n, "k2")
+    count = ta.compute((s,), lambda q: ta.sum(ta.select(seg[k1] == q, 1.0, 0.0), k1), name="count")
+    Y = ta.compute((s, d), lambda q, j: ta.sum(X[k2, j], k2, where=seg[k2] == q) / ta.maximum(count[q], 1.0),
+                   name="Y")
+    return Op(Y, [X], "counts scattered N, dX = H[seg[k]] / count: N + N*D", n + n * d, {seg: (0, s)})
+
+
 def top1_routing():
     t, e, d, o = 4, 3, 5, 2
     X, G, W = _p((t, d), "X"), _p((t, e), "G"), _p((e, d, o), "W")
@@ -488,8 +498,9 @@ HOLDOUT = {f.__name__: f for f in (
     lower_triangular_product, strided_concat, reflect_pad, edge_pad, chain_of_three, instance_norm,
     covariance, multiclass_hinge, kl_to_softmax, label_smoothed_cross_entropy, contrastive_cross_entropy,
     mean_over_lengths, sliding_max_padded_with_the_identity, take_along_axis, strided_permutation,
-    roll_by_data, reverse_by_length, space_to_depth, max_unpool, masked_mean, top1_routing, banded_product,
-    causal_outer_logsumexp, channel_shuffle, batched_trace, kronecker, temporal_shift, local_response_norm)}
+    roll_by_data, reverse_by_length, space_to_depth, max_unpool, masked_mean, segment_mean_by_ids,
+    top1_routing, banded_product, causal_outer_logsumexp, channel_shuffle, batched_trace, kronecker,
+    temporal_shift, local_response_norm)}
 
 
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
