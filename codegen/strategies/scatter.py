@@ -307,8 +307,8 @@ class Scatter:
         spec = match_scatter(op, bodies)
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
-    def cost(self, cand, ctx):  # one add per point, no vectors, after the zero fill
-        return float(scatter_points(cand.data)) + fill_cost(cand.op, ctx)
+    def cost(self, cand, ctx):  # one add per point, no vectors (the zero fill: see :func:`fill_cost`)
+        return float(scatter_points(cand.data))
 
     def lower(self, cand, ctx):
         return Plan([ScatterNest(cand.op, cand.bodies, (cand.data,))])
@@ -324,7 +324,9 @@ def scatter_points(spec: ScatterSpec) -> int:
 
 
 def fill_cost(op: ComputeOp, ctx) -> float:
-    """The price of zero-filling ``op``'s output, in vectors."""
+    """The price of zero-filling ``op``'s output, in vectors.  A scatter's own price leaves it out: with it,
+    a scatter into rows shorter than a vector (a one-hot's gradient over 7 classes) loses to loops that
+    the cost model prices by the element, not by the whole vectors they store."""
     return math.prod(op.shape) / vector_lanes(ctx, op.body[0].dtype)
 
 
@@ -377,8 +379,8 @@ class ScatterSum:
             absorbed.append(r)
         return [] if not absorbed else [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
 
-    def cost(self, cand, ctx):  # (one fill in place of the absorbed scatters' own)
-        return fill_cost(cand.op, ctx) + sum(ctx.costs[r] - fill_cost(r, ctx) for r in cand.absorbs)
+    def cost(self, cand, ctx):
+        return fill_cost(cand.op, ctx) + sum(ctx.costs[r] for r in cand.absorbs)
 
     def lower(self, cand, ctx):
         reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)
