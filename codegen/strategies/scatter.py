@@ -3,7 +3,8 @@
 The adjoint of a gather ``Y[i, j] = E[I[i], j]`` is ``dE[v, j] = sum_i if_then_else(data_index(I[i]) == v,
 H[i, j], 0)``: ``V*N*J`` work.  The condition fixes ``v``, so it is the scatter-add ``dE = 0; for i, j:
 dE[data_index(I[i]), j] += H[i, j]`` (``N*J``). :func:`match_scatter` finds every output axis ``v`` with a
-conjunct ``v == d``, ``d`` a gather index expression free of ``v`` (:func:`isolate`); :func:`lower_scatter`
+conjunct ``v == d``, ``d`` a gather index expression free of ``v`` (:func:`isolate`) or an integer read from
+data (a histogram's ``seg[k] == v``: clipped into the axis under its range tests); :func:`lower_scatter`
 zero-fills the output and emits ``out[x/v := d] += src`` over the remaining axes, the rest of the condition as
 its guard.  The adds into each element run in the order of the reduce axes, as ``ta.evaluate``'s sum.  A
 body that is no sum, ``if_then_else(data_index(I[i]) == v, H[i], 0)`` (a one-hot's adjoint), is one over no
@@ -22,11 +23,12 @@ from dataclasses import dataclass, replace
 from tensorad.simplify.algebra.logic import conjuncts
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const
+from tensorad.ir.expr import FALSE, TRUE, Expr, Op, choice, const, data_index
 from tensorad.ir.intrange import index_bounds
 from tensorad.ir.rewrite import chain, free_vars, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor, reads_data
 from tensorad.poly.affine import IndexSpace
+from tensorad.poly.domain import count_bound
 from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from ..loops.domain import PolyStmt, split_condition
@@ -77,14 +79,15 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
     solved: dict[Expr, Expr] = {}
     used: set[Expr] = set()
     for t in terms:
-        if t.op is not Op.EQ or not _gathers(t):
+        if t.op is not Op.EQ or not _gathers(t) and not reads_data(t):
             continue
         for a in op.axes:
             if a in solved:
                 continue
             d = isolate(a, t.src[0], t.src[1])
-            # (a target must be an address: an integer read from data, ``P[K[i]]``, is not one)
-            if d is not None and _gathers(d) and not reads_data(d) \
+            # (a target must be an address: an integer read from data, ``seg[k] == q``, is clipped into
+            # the axis where its range tests below hold)
+            if d is not None and (_gathers(d) or reads_data(d)) \
                     and not any(s in free_vars(d) for s in solved):
                 solved[a] = d
                 used.add(t)
@@ -96,6 +99,7 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         solved = {b: substitute(d, {a: solved[a]}) if b is not a else d for b, d in solved.items()}
     # the gather's range may exceed the axis: keep it in [0, extent)
     ranges = [test for a, d in solved.items() for test in _range_tests(d, a.hi)]
+    solved = {a: data_index(d, a.hi, "clip") if reads_data(d) else d for a, d in solved.items()}
     rest = []
     for t in terms:
         if t in used:  # (true by construction once the axis is solved)
@@ -303,11 +307,27 @@ class Scatter:
         spec = match_scatter(op, bodies)
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
-    def cost(self, cand, ctx):
-        return float(math.prod(v.extent for v in cand.data.loop_vars))  # one add each, no vectors
+    def cost(self, cand, ctx):  # one add per point, no vectors (the zero fill: see :func:`fill_cost`)
+        return float(scatter_points(cand.data))
 
     def lower(self, cand, ctx):
         return Plan([ScatterNest(cand.op, cand.bodies, (cand.data,))])
+
+
+def scatter_points(spec: ScatterSpec) -> int:
+    """The points ``spec`` visits where the affine part of its condition holds (its loops' box if a bound
+    is a size)."""
+    if any(type(b) is not int for v in spec.loop_vars for b in v.dom):
+        return math.prod(v.extent for v in spec.loop_vars)
+    space = IndexSpace(spec.loop_vars)
+    return count_bound(split_condition(space, spec.cond)[0].intersect(space.box()))
+
+
+def fill_cost(op: ComputeOp, ctx) -> float:
+    """The price of zero-filling ``op``'s output, in vectors.  A scatter's own price leaves it out: with it,
+    a scatter into rows shorter than a vector (a one-hot's gradient over 7 classes) loses to loops that
+    the cost model prices by the element, not by the whole vectors they store."""
+    return math.prod(op.shape) / vector_lanes(ctx, op.body[0].dtype)
 
 
 def _shifted_read(e: Expr, op: ComputeOp) -> tuple[Tensor, tuple[int, ...]] | None:
@@ -360,8 +380,7 @@ class ScatterSum:
         return [] if not absorbed else [Candidate(self, op, bodies, tuple(specs), absorbs=tuple(absorbed))]
 
     def cost(self, cand, ctx):
-        fill = math.prod(cand.op.shape) / vector_lanes(ctx, cand.op.body[0].dtype)
-        return fill + sum(ctx.costs[r] for r in cand.absorbs)
+        return fill_cost(cand.op, ctx) + sum(ctx.costs[r] for r in cand.absorbs)
 
     def lower(self, cand, ctx):
         reads = tuple(b for r in cand.absorbs for b in ctx.bodies[r])  # (what the nests read)

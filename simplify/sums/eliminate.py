@@ -7,7 +7,10 @@ variables) where the affine conjuncts of ``C`` hold:
    dropped; ``D`` becomes its projection.  Candidates rank by number of pieces, then of divs.
 2. **Data-dependent equations**: a residual conjunct ``k == e`` (``e`` free of ``k``: ``k == Winner[i]``)
    substitutes ``k := e``, and ``D``'s constraints on ``k`` become a guard on ``e``; where ``k`` indexes a
-   read, only when ``e`` reads data through gather indices alone.
+   read, only when ``e`` reads data through gather indices alone.  Another equation of data and integer
+   variables -- over several, with a coefficient other than 1 (``2 a + b == I[i]``), or whose ``e`` a read
+   cannot take -- is solved by isl with the data as one more variable (``a = I[i] // 2``, ``b = I[i] % 2``
+   where ``0 <= I[i] < 4``; a read's index clipped, exact under that guard: :func:`_solved_digits`).
 3. **Tighten** the rest: a variable gets its exact constant range on ``D``, or is *deskewed*,
    ``k = lo(outer) + k'`` with ``k'`` in ``[0, extent)``, when a piece of isl's lexmin gives a shorter range.
 4. The where-condition is ``D`` gisted against the box of the remaining variables.
@@ -19,15 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import TRUE, Expr, Op, var
+from tensorad.ir.expr import TRUE, Expr, Op, data_index, var
 from tensorad.ir.intrange import may_fault
 from tensorad.ir.rewrite import free_vars, substitute, walk
 from tensorad.ir.tensor import reads_data
 from tensorad.poly.affine import IndexSpace, decide
 from tensorad.poly.domain import IndexSet
-from tensorad.poly.linear import Linear, solve_for, to_linear
+from tensorad.poly.linear import Linear, from_linear, solve_for, to_linear
 
 from ..algebra.logic import all_of, conjuncts
 from ..algebra.rules import simplify_expr
@@ -207,6 +211,13 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
             if found is not None and (reads_data(found[1]) or not _gathers_data(found[1])):
                 found = None
         if found is None:
+            digits = _solved_digits(eq, dom, rvars, in_reads, ctx)
+            if digits is not None:
+                solved, dom, guard = digits
+                guards = [*guards, guard]
+                for r, e in solved:
+                    _compose(mapping, r, e)
+                rvars = [x for x in rvars if all(x is not r for r, _ in solved)]
             continue
         r, e = found
         limits = dom.constraints_on(r).to_cond()
@@ -250,6 +261,51 @@ def _make_plan(outer: list[Expr], rvars: list[Expr], affine: list[Expr],
             IndexSet.box(space_vars, space=space)).to_cond()
     cond = simplify_expr(cond, ctx)
     return Plan(tuple(mapping.items()), tuple(new_vars), cond, tuple(guards))
+
+
+def digit_equation(eq: Expr, rvars: Sequence[Expr]) -> tuple[list[tuple[Expr, int]], Linear] | None:
+    """``(terms, rest)`` when ``eq`` says ``sum c_r r + rest == 0`` with ``terms`` the ``(r, c_r)`` of
+    reduction variables of integer ranges and ``rest`` reading data, free of them (:func:`_solved_digits`)."""
+    if eq.op is not Op.EQ or not dt.is_int(eq.src[0].dtype):
+        return None
+    f = to_linear(eq.src[0]) - to_linear(eq.src[1])
+    mine = [(a, c) for a, c in f.terms if a in rvars]
+    rest = Linear(tuple((a, c) for a, c in f.terms if a not in rvars), f.const)
+    if not mine or any(set(free_vars(a)) & set(rvars) for a, _ in rest.terms) \
+            or not any(reads_data(a) for a, _ in rest.terms) or any(type(b) is not int for r, _ in mine
+                                                                  for b in (r.lo, r.hi)):
+        return None
+    return mine, rest
+
+
+def _solved_digits(eq: Expr, dom: IndexSet, rvars: list[Expr], in_reads: set, ctx
+                   ) -> tuple[list[tuple[Expr, Expr]], IndexSet, Expr] | None:
+    """A data-dependent equation ``sum c_r r == e`` over several reduction variables (or one with a
+    coefficient other than 1), ``e`` data free of them (``2 a + b == I[i]``, ``a, b`` in ``[0, 2)``), solved
+    by isl with ``e`` as one more variable ``s``: each ``r`` a quasi-affine function of ``s`` and the others
+    (``a = s // 2``, ``b = s % 2``), as ``([(r, value at s := e)], domain, guard)``; a variable a read's index
+    takes is clipped into its range, exact where the guard (``s``'s constraints at ``e``) holds.  ``None``
+    unless every variable of the equation is determined."""
+    if (found := digit_equation(eq, rvars)) is None:
+        return None
+    mine, rest = found
+    ends = [sorted((c * r.lo, c * (r.hi - 1))) for r, c in mine]
+    s = var("s", sum(lo for lo, _ in ends), sum(hi for _, hi in ends) + 1)
+    e = simplify_expr(from_linear(rest.scale(-1)), ctx)
+    dom = IndexSet.from_conditions(dom.vars + [s], [dom.to_cond(), Expr(Op.EQ, dt.BOOL, (
+        from_linear(Linear(tuple(mine), 0)), s))], space_of(dom.vars + [s], ctx))
+    solved, ours = [], [r for r, _ in mine]
+    for r in ours:  # (each as a function of ``s`` and the variables outside the equation)
+        sol = reduce(IndexSet.project_out, [o for o in ours if o is not r], dom).solve(r)
+        if sol is None or sol.pieces > MAX_PIECES:
+            return None
+        value = simplify_expr(substitute(sol.value, {s: e}), ctx)
+        if r in in_reads:
+            value = data_index(simplify_expr(value - r.lo, ctx), r.hi - r.lo, "clip") + r.lo
+        solved.append((r, simplify_expr(value, ctx)))
+    dom = reduce(IndexSet.project_out, ours, dom)
+    guard = simplify_expr(substitute(dom.constraints_on(s).to_cond(), {s: e}), ctx)
+    return solved, dom.project_out(s), guard
 
 
 def apply_plan(plan: Plan, exprs: Sequence[Expr], ctx=None) -> list[Expr]:

@@ -3,7 +3,7 @@
 * a **sum** ``sum over k where C of f``: terms of ``f`` nonzero in different places are split
   (:mod:`.sums.split`); otherwise the affine conjuncts of ``nz(f)`` join ``C`` and
   :mod:`.sums.eliminate`'s plan substitutes determined variables, tightens the rest and gists ``C``, again
-  where the substitution made a conjunct affine (:func:`_turned_affine`).  Non-affine conditions stay in
+  where the substitution made a conjunct solvable (:func:`_turned_solvable`).  Non-affine conditions stay in
   the source as ``if_then_else(guard, f, 0)``; with no variable left the reduction is
   ``if_then_else(C, f, 0)``.
 * a **non-reduction** body ``e``: the affine conjuncts of ``nz(e)``, gisted against the axes' box, become
@@ -27,6 +27,7 @@ from ..zeros.nonzero import assume, nonzero
 from .eliminate import (
     Plan,
     apply_plan,
+    digit_equation,
     domain_conjuncts,
     equation_for,
     guard_of,
@@ -132,7 +133,7 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
     where_aff, where_res = split_affine(conjuncts(cond), variables, ctx)
     nz_aff, nz_res = split_affine(conjuncts(nonzero(src, ctx)), variables, ctx)
     # data-dependent equations in the source (k == Winner[i]) are lifted so they can be solved
-    eqs = [c for c in nz_res if equation_for(c, rvars, ctx) is not None]
+    eqs = [c for c in nz_res if equation_for(c, rvars, ctx) is not None or digit_equation(c, rvars)]
     src = assume(src, nz_aff + eqs, ctx)
     residual = where_res + eqs
     equations = [c for c in residual if c.op is Op.EQ]
@@ -148,24 +149,28 @@ def solve_sum(axes: Sequence[Expr], rvars: Sequence[Expr], cond: Expr, src: Expr
         return const(0, red.dtype)
     if not plan.rvars:
         return _ite(plan.cond, src, ctx)
-    if len(plan.rvars) < len(rvars) and _turned_affine(plan, axes, where_res + nz_res, ctx):
+    if _turned_solvable(plan, axes, rvars, where_res + nz_res, ctx):
         return solve_sum(axes, plan.rvars, plan.cond, src, red, ctx)
     return simplify_expr(_reduce_like(red, plan.rvars, plan.cond, src), ctx)
 
 
-def _turned_affine(plan: Plan, axes: Sequence[Expr], residual: Sequence[Expr], ctx) -> bool:
-    """Whether a conjunct of the non-affine ``residual`` has, after the plan's substitution, an affine
-    conjunct over the axes and the plan's reduction variables, which the plan could solve
-    (``k == j + g*i`` once ``g := 0``).  Solving the sum again lifts it:
+def _turned_solvable(plan: Plan, axes: Sequence[Expr], rvars: Sequence[Expr], residual: Sequence[Expr],
+                     ctx) -> bool:
+    """Whether the plan's substitution made a conjunct of the non-affine ``residual`` one the plan could
+    solve: affine over the axes and the plan's fewer reduction variables (``k == j + g*i`` once ``g :=
+    0``), or a data-dependent equation over them that none was over ``rvars`` (``I[a // 2] == a % 2`` once
+    ``a := 2 i + r``: :func:`.eliminate.digit_equation`).  Solving the sum again lifts it:
 
         sum_r [A(o, r) && B(o, r)] g(o, r) = sum_{r : A(o, r)} [B(o, r)] g(o, r)
 
     for ``A`` affine and ``B`` anything."""
     if not residual:
         return False
-    substituted = [c for e in apply_plan(plan, list(residual), ctx) for c in conjuncts(e)]
-    affine, _ = split_affine(substituted, list(axes) + list(plan.rvars), ctx)
-    return bool(affine)
+    made = [c for e in apply_plan(plan, list(residual), ctx) for c in conjuncts(e)]
+    if len(plan.rvars) < len(rvars) and split_affine(made, list(axes) + list(plan.rvars), ctx)[0]:
+        return True
+    return not any(digit_equation(c, rvars) for c in residual) and any(digit_equation(c, plan.rvars)
+                                                                       for c in made)
 
 
 def simplify_reduction(axes: Sequence[Expr], red: Expr, ctx=None) -> Expr:

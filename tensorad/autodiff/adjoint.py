@@ -93,7 +93,7 @@ from .build import (
     head_sum,
     rename,
 )
-from .gathers import unchecked, unguarded_reads
+from .gathers import landing_equations, unchecked, unguarded_reads
 from .jacobian import body_jacobian
 from .rules import partial_by_read
 from .zero import ZERO, materialize, mul, sum_all, zero_branch
@@ -445,10 +445,13 @@ class AdjointBuilder:
             return self.contributions(*nested, x, p, j, sole)
         if kind in ("max", "min", "prod", "recurrence"):
             if (moved := self._reranged(op, heads, kind)) is not None:
-                return self.contributions(*moved, x, p, j, sole)
+                return self.contributions(*moved[:2], x, p, j, sole)
             bare = self._unpadded(op) if kind in ("max", "min") else None
+            moved = None if bare is None or set(free_vars(body.src[0])) & set(op.axes) else \
+                self._reranged(bare[0], heads, kind)
             line = self._line_terms(op, heads, x, p, j, kind) if bare is None else \
-                self._line_terms(bare[0], heads, x, p, j, kind, bare[1])
+                self._line_terms(bare[0], heads, x, p, j, kind, bare[1]) if moved is None else \
+                self._line_terms(*moved[:2], x, p, j, kind, moved[2](bare[1]))
             if line is not None:
                 return line
         if kind in ("max", "min", "select"):
@@ -637,10 +640,10 @@ class AdjointBuilder:
             m = copy_vars(tuple(axes) + tuple(raxes))
             iv, kv = [m[a] for a in axes], [m[k] for k in raxes]
             conds, factor = extra(m, iv, kv) if extra is not None else ([], None)
-            index = site.src
-            if cond is not TRUE or site not in unguarded_reads(source):
-                index = tuple(unchecked(e) for e in index)
-            where = all_of([rename(cond, m), *conds, equal_all([rename(e, m) for e in index], j)])
+            index = [rename(e, m) for e in site.src]
+            lands = equal_all(index, j) if cond is TRUE and site in unguarded_reads(source) else \
+                all_of(landing_equations(index, j, x.shape, iv + kv))
+            where = all_of([rename(cond, m), *conds, lands])
             h = cast(source.dtype, head[tuple(p) + tuple(iv)])
             value = mul(h if factor is None else mul(h, factor), rename(d, m))
             value = cast(dt.compute_dtype(x.dtype), materialize(value, source.dtype))
@@ -1100,10 +1103,13 @@ class AdjointBuilder:
     def _reranged(self, op: ComputeOp, heads: dict[int, Tensor], kind: str) -> tuple | None:
         """A plain prefix or suffix (:func:`~tensorad.poly.nesting.plain_prefix`) along an output axis ``j``
         whose range is not its window axis ``k``'s, beside one-point axes, or whose window reaches past ``j``
-        (``shift < 0``), as ``(P, heads)``: with ``[lo, hi)`` the points of ``k`` some window holds, ``P[q] =
-        reduce_{lo <= k <= lo + q}`` (a suffix ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift - lo)]`` where
-        the window has a point, so ``P``'s head at ``q`` is ``H[q + lo + shift]`` and, at the end, every
-        ``H[j]`` past it."""
+        (``shift < 0``), as ``(P, heads, at)``: with ``[lo, hi)`` the points of ``k`` some window holds,
+        ``P[q] = reduce_{lo <= k <= lo + q}`` (a suffix ``k >= lo + q``) and ``Y[j] = P[clamp(j - shift -
+        lo)]`` where the window has a point, so ``P``'s head at ``q`` is ``H[q + lo + shift]`` and, at the
+        end, every ``H[j]`` past it; ``at`` moves an expression over ``Y``'s axes to ``P``'s (its value at
+        the output that reads ``P[q]``, 0 where none does): a padded window's count of padded points
+        (:meth:`_unpadded`), the same for every output past the end when the padding's box does not move
+        with ``j``."""
         body, key = op.body[0], (op, tuple(heads.items()))
         units = {a: const(a.lo, a.dtype) for a in body.arg.axes if a.extent == 1}  # (points a copy left)
         ks, srcs = [a for a in body.arg.axes if a not in units], [rename(e, units) for e in body.src]
@@ -1127,19 +1133,21 @@ class AdjointBuilder:
                 for b in op.body], op.provenance)[0].op
             moved, av = {}, [m[a] for a in op.axes]
             past = t > ix(hi - 1 + shift) if step > 0 else t < ix(lo - shift)  # (P's last point)
+            e = q + ix(c)
+            here = all_of([e >= ix(0), e < ix(jax.hi)])  # (lazy: ``H`` is read in its bounds only)
             for v, h in heads.items():
                 pv = axis_vars(h.shape[:h.ndim - len(op.axes)], prefix="p")
 
                 def read(e: Expr, h: Tensor = h, pv: list = pv) -> Expr:
                     return cast(dt.compute_dtype(h.dtype), h[(*pv, *av[:pos], e, *av[pos + 1:])])
 
-                end, e = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0)), q + ix(c)
-                here = all_of([e >= ix(0), e < ix(jax.hi)])  # (lazy: ``H`` is read in its bounds only)
+                end = compare(Op.EQ, q, ix(hi - lo - 1 if step > 0 else 0))
                 total = choice(Op.IF_THEN_ELSE, here, read(e), const(0, read(e).dtype)) + \
                     head_sum(head_sum(read(t), [t], past), (), end)
                 g = compute(f"{h.name}.ranged", pv + av, [cast(h.dtype, total)], adjoint_of(Tensor(sub, v)))
                 moved[v] = g[0] if self.optimizer is None else self.optimizer(g[0])
-            self._nests[key] = sub, moved
+            self._nests[key] = sub, moved, lambda f: choice(Op.SELECT, here, rename(f, {**m, jax: e}),
+                                                              const(0, f.dtype))
         return self._nests.get(key)
 
     def _unpadded(self, op: ComputeOp) -> tuple[ComputeOp, Expr] | None:

@@ -285,3 +285,25 @@ def test_pack_cycles_grow_with_the_share_past_the_l2():
         costs.append(pack_cycles(A[i], lanes, ctx))
     assert costs[0] == costs[1] == 1 / lanes  # (in the L2: a vector a cycle)
     assert costs == sorted(costs) and costs[2] < costs[3] < costs[4] < 1 / lanes + SPILLED_PACK
+
+
+def test_a_scatter_is_priced_by_the_points_its_condition_keeps():
+    """A scatter-add's price is one add per point it visits: where the affine part of its condition holds,
+    not its loops' box.  A gather from one row of three, ``E[2, idx[i]]``, scatters into that row only: 8
+    points, not 24; an embedding's gradient of 8 rows of 64 visits 512 whatever the table's size."""
+    from tensorad.codegen.strategies.scatter import Scatter
+
+    target = parse_target("llvm -mcpu=haswell")
+    ctx = PlanContext(opts=None, target=target, outputs=frozenset(), largest=0, readers={}, bodies={},
+                      position={})
+
+    def price(shape, shape_of_y, read):
+        E, idx = ta.placeholder(shape, "float32", "E"), ta.placeholder((8,), "int32", "idx")
+        Y = ta.compute(shape_of_y, lambda *i: read(E, idx, *i), name="Y")
+        (dE,) = ta.JacobianRecursive(Y, [E], ta.placeholder(Y.shape, "float32", "H"))
+        (cand,) = Scatter().match(dE.op, dE.op.body, ctx)
+        return cand.strategy.cost(cand, ctx)
+
+    for rows in (1000, 100_000):
+        assert price((rows, 64), (8, 64), lambda E, idx, i, j: E[idx[i], j]) == 8 * 64
+    assert price((3, 100), (8,), lambda E, idx, i: E[2, idx[i]]) == 8

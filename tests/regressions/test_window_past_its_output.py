@@ -91,6 +91,34 @@ def test_window_past_an_output_of_another_extent_reads_the_head_in_its_bounds(ki
     np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("side", ["prefix", "suffix"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_padded_window_is_linear_and_splits_ties_with_its_padding(kind, side):
+    """The window padded with the identity, ``max_k if_then_else(k <= j + 2, X[k], -inf)``: the same linear
+    work as its ``where`` form, ``3 N + 2`` at most (work by hand, as :func:`test_gradient_work_is_linear`;
+    the padding's guard taken as the window's domain, reranged like the ``where`` form), where the winner of
+    every box point summed over all ``N^2`` pairs.  Where a window holds only the identity, its padded points
+    tie too, as in PyTorch's ``amax`` of the padded row: each real point takes ``H / N``.  Oracle: that rule
+    in NumPy, on data whose leading (or trailing) elements are the identity."""
+    X, Y = _program(kind, side, True)
+    H = ta.placeholder((N,), "float64", "H")
+    (dX,) = ta.JacobianRecursive(Y, [X], H)
+    assert ta.lower([dX], [X, H], target="llvm -mcpu=haswell").work <= 3 * N + 2
+    rng = np.random.default_rng(5)
+    x = rng.permutation(np.linspace(0.6, 1.4, N)) * rng.choice([-1.0, 1.0], N)
+    x[:4 if side == "prefix" else 0] = IDENTITY[kind]  # (the first windows: the identity alone)
+    x[N - 4 if side == "suffix" else N:] = IDENTITY[kind]
+    h = rng.standard_normal(N)
+    want = np.zeros(N)
+    for q in range(N):
+        row = np.array([x[k] if WINDOWS[side](k, q) else IDENTITY[kind] for k in range(N)])
+        tied = row == (row.max() if kind == "max" else row.min())
+        for k in np.flatnonzero(tied):
+            want[k] += h[q] / tied.sum() if WINDOWS[side](k, q) else 0.0
+    np.testing.assert_allclose(ta.build([dX], [X, H])(x, h), want, rtol=1e-12)
+    np.testing.assert_allclose(ta.evaluate(dX, {X: x, H: h}), want, rtol=1e-12)
+
+
 MYPROD = ta.comm_reducer(lambda x, y: x * y, lambda t: ta.const(1, t), name="myprod")
 
 

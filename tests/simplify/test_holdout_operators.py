@@ -5,7 +5,11 @@ argmax, cumulative sums along a middle axis, log-sum-exp over two axes, L1 dista
 attention with a relative-position bias, a ceil-mode max pool, a lower-triangular product, strided slices
 concatenated, reflect and edge padding, a chain of three matrices summed in one reduction, instance norm, a
 covariance, multi-class hinge, KL to a softmax, label-smoothed and contrastive cross-entropy, a mean over
-data-given lengths and a sliding max padded with the identity.
+data-given lengths, a sliding max padded with the identity; a gather along an axis (``take_along_axis``), a
+strided permutation through ``%``, a roll by a data-given shift, a sequence reversed inside its data-given
+length, space-to-depth, max-unpooling through the pool's indices, a masked mean, a segment mean, top-1
+routing (a mixture-of-experts gate), a banded matrix product, a causal log-sum-exp of outer products, a
+channel shuffle, a batched trace, a Kronecker product, a temporal shift and a local response norm.
 
 Each gradient's work, counted term by term on a pinned target (``fuzz.cheap``: a convolution's unrolled
 taps count one each, as the hand formulas do), is at most 1.25x the expert's count and within the
@@ -343,13 +347,160 @@ def sliding_max_padded_with_the_identity():
     return Op(Y, [X], "max and ties 2*pairs, scatter windows, routing pairs", 3 * pairs + windows)
 
 
+def take_along_axis():
+    b, n, m = 3, 7, 5
+    X, idx = _p((b, n), "X"), _p((b, m), "idx", "int32")
+    Y = ta.compute((b, m), lambda p, i: X[p, idx[p, i]] * 2.0, name="Y")
+    return Op(Y, [X], "dX = 0; dX[p, idx[p, i]] += 2 H[p, i]: B*M", b * m, {idx: (0, n)})
+
+
+def strided_permutation():
+    b, n = 3, 9
+    X = _p((b, n), "X")
+    Y = ta.compute((b, n), lambda p, i: X[p, (2 * i + 1) % n], name="Y")
+    return Op(Y, [X], "dX = H at the inverse permutation: B*N", b * n)
+
+
+def roll_by_data():
+    b, n = 3, 8
+    X, s = _p((b, n), "X"), _p((b,), "s", "int32")
+    Y = ta.compute((b, n), lambda p, i: X[p, (i + s[p]) % n], name="Y")
+    return Op(Y, [X], "dX[p, j] = H[p, (j - s[p]) mod N]: B*N", b * n, {s: (0, n)})
+
+
+def reverse_by_length():
+    b, t, d = 3, 6, 4
+    X, n = _p((b, t, d), "X"), _p((b,), "n", "int32")
+    Y = ta.compute((b, t, d), lambda p, i, e: ta.if_then_else(i < n[p], X[p, n[p] - 1 - i, e], X[p, i, e]),
+                   name="Y")
+    return Op(Y, [X], "dX = H reversed inside each length, as it is past it: B*T*D", b * t * d,
+              {n: (1, t + 1)})
+
+
+def space_to_depth():
+    c, h, w, r = 2, 4, 6, 2
+    X = _p((1, c, h, w), "X")
+    Y = ta.compute((1, c * r * r, h // r, w // r),
+                   lambda b, q, i, j: X[b, q // (r * r), i * r + q // r % r, j * r + q % r], name="Y")
+    return Op(Y, [X], "dX: one store per element: C*H*W", c * h * w)
+
+
+def max_unpool():
+    c, h, w = 2, 3, 4
+    X, at = _p((c, h, w), "X"), _p((c, h, w), "at", "int32")  # (the window point each value came from)
+    Y = ta.compute((c, 2 * h, 2 * w), lambda q, i, j: ta.select(
+        at[q, i // 2, j // 2] == (i % 2) * 2 + j % 2, X[q, i // 2, j // 2], 0.0), name="Y")
+    return Op(Y, [X], "dX = H read at each index's point: C*H*W", c * h * w, {at: (0, 4)})
+
+
+def masked_mean():
+    b, n = 4, 7
+    X, mask = _p((b, n), "X"), _p((b, n), "mask", "int32")
+    k1, k2 = _r(n, "k1"), _r(n, "k2")
+    count = ta.compute((b,), lambda p: ta.sum(ta.cast(F, mask[p, k1]), k1), name="count")
+    Y = ta.compute((b,), lambda p: ta.sum(X[p, k2], k2, where=mask[p, k2] != 0) / ta.maximum(count[p], 1.0),
+                   name="Y")
+    return Op(Y, [X], "count, dX = H / count where the mask holds: 2*B*N", 2 * b * n, {mask: (0, 2)})
+
+
+def segment_mean_by_ids():
+    n, d, s = 64, 3, 8
+    X, seg = _p((n, d), "X"), _p((n,), "seg", "int32")
+    k1, k2 = _r(n, "k1"), _r(n, "k2")
+    count = ta.compute((s,), lambda q: ta.sum(ta.select(seg[k1] == q, 1.0, 0.0), k1), name="count")
+    Y = ta.compute((s, d), lambda q, j: ta.sum(X[k2, j], k2, where=seg[k2] == q) / ta.maximum(count[q], 1.0),
+                   name="Y")
+    return Op(Y, [X], "counts scattered N, dX = H[seg[k]] / count: N + N*D", n + n * d, {seg: (0, s)})
+
+
+def top1_routing():
+    t, e, d, o = 4, 3, 5, 2
+    X, G, W = _p((t, d), "X"), _p((t, e), "G"), _p((e, d, o), "W")
+    k1, k2, r = _r(e, "k1"), _r(e, "k2"), _r(d, "r")
+    argmax = ta.comm_reducer(
+        lambda x, y: (ta.select(x[0] >= y[0], x[0], y[0]), ta.select(x[0] >= y[0], x[1], y[1])),
+        lambda a, b: (ta.min_value(a), ta.const(-1, b)), name="argmax")
+    top, best = ta.compute((t,), lambda i: argmax((G[i, k1], k1), k1), name="best")
+    z = ta.compute((t,), lambda i: ta.sum(ta.exp(G[i, k2] - top[i]), k2), name="z")
+    # the top expert's output scaled by its gate, softmax(G)[best] = 1 / z
+    Y = ta.compute((t, o), lambda i, q: ta.sum(X[i, r] * W[best[i], r, q], r) / z[i], name="Y")
+    return Op(Y, [X, G, W], "argmax, z, dG: 3*T*E; the expert's output again, dX, dW: 3*T*D*O; H.Y: T*O",
+              3 * t * e + 3 * t * d * o + t * o)
+
+
+def banded_product():
+    n, m, w = 7, 3, 1
+    A, B = _p((n, n), "A"), _p((n, m), "B")
+    k = _r(n, "k")
+    Y = ta.compute((n, m), lambda i, q: ta.sum(A[i, k] * B[k, q], k, where=(k - i <= w) & (i - k <= w)),
+                   name="Y")
+    band = sum(1 for i in range(n) for c in range(n) if abs(i - c) <= w)
+    return Op(Y, [A, B], "dA = H B^T, dB = A^T H on the band: 2*Band*M", 2 * band * m)
+
+
+def causal_outer_logsumexp():
+    n = 6
+    Q, K = _p((n,), "Q"), _p((n,), "K")
+    j1, j2 = _r(n, "j1"), _r(n, "j2")
+    mx = ta.compute((n,), lambda i: ta.max(Q[i] * K[j1], j1, where=j1 <= i), name="mx")
+    Y = ta.compute((n,), lambda i: ta.log(ta.sum(ta.exp(Q[i] * K[j2] - mx[i]), j2, where=j2 <= i)) + mx[i],
+                   name="Y")
+    t = n * (n + 1) // 2
+    return Op(Y, [Q, K], "max, sum, dQ = sum H P K, dK = sum H P Q on the triangle: 4*T", 4 * t)
+
+
+def channel_shuffle():
+    b, g, c, hw = 2, 3, 4, 5
+    X = _p((b, g * c, hw), "X")
+    Y = ta.compute((b, g * c, hw), lambda p, q, i: X[p, (q % g) * c + q // g, i], name="Y")
+    return Op(Y, [X], "dX: one store per element: B*G*C*HW", b * g * c * hw)
+
+
+def batched_trace():
+    b, n = 3, 5
+    X = _p((b, n, n), "X")
+    k = _r(n, "k")
+    Y = ta.compute((b,), lambda p: ta.sum(X[p, k, k], k), name="Y")
+    return Op(Y, [X], "dX = H on the diagonals (0 elsewhere): B*N", b * n)
+
+
+def kronecker():
+    A, B = _p((2, 3), "A"), _p((4, 2), "B")
+    Y = ta.compute((8, 6), lambda i, j: A[i // 4, j // 2] * B[i % 4, j % 2], name="Y")
+    return Op(Y, [A, B], "dA = sum H B, dB = sum H A: one multiply-add per element of Y each: 2*48", 2 * 48)
+
+
+def temporal_shift():
+    b, t, c = 2, 5, 6
+    X = _p((b, t, c), "X")  # (channels 0-1 from the step before, 2-3 from the step after, zero-padded)
+    Y = ta.compute((b, t, c), lambda p, i, q: ta.if_then_else(
+        q < 2, ta.if_then_else(i >= 1, X[p, i - 1, q], 0.0),
+        ta.if_then_else(q < 4, ta.if_then_else(i < t - 1, X[p, i + 1, q], 0.0), X[p, i, q])), name="Y")
+    return Op(Y, [X], "dX: one store per element a head reaches: B*(T*C - 4)", b * (t * c - 4))
+
+
+def local_response_norm():
+    b, c, hw, s = 2, 6, 3, 2
+    X = _p((b, c, hw), "X")
+    r = _r(2 * s + 1, "r")
+    sq = ta.compute((b, c, hw), lambda p, q, i: ta.sum(ta.if_then_else(
+        (q + r - s >= 0) & (q + r - s < c), X[p, q + r - s, i] * X[p, q + r - s, i], 0.0), r), name="sq")
+    Y = ta.compute((b, c, hw), lambda p, q, i: X[p, q, i] / (1.0 + 0.1 * sq[p, q, i]), name="Y")
+    pairs, e = b * hw * _pairs(c, c, 2 * s + 1, 1, s), b * c * hw
+    return Op(Y, [X], "window sums again, their head, dX over the windows and direct: 2*Pairs + 2*E",
+              2 * pairs + 2 * e)
+
+
 HOLDOUT = {f.__name__: f for f in (
     transposed_conv1d, transposed_conv2d_stride2_pad1, dilated_padded_conv2d, im2col, circular_conv1d,
     segment_sum_by_ids, one_hot_pick, codebook_by_argmin, value_at_argmax, cumsum_middle_axis,
     logsumexp_two_axes, l1_distances, soft_argmax, attention_relative_bias, max_pool_ceil_mode,
     lower_triangular_product, strided_concat, reflect_pad, edge_pad, chain_of_three, instance_norm,
     covariance, multiclass_hinge, kl_to_softmax, label_smoothed_cross_entropy, contrastive_cross_entropy,
-    mean_over_lengths, sliding_max_padded_with_the_identity)}
+    mean_over_lengths, sliding_max_padded_with_the_identity, take_along_axis, strided_permutation,
+    roll_by_data, reverse_by_length, space_to_depth, max_unpool, masked_mean, segment_mean_by_ids,
+    top1_routing, banded_product, causal_outer_logsumexp, channel_shuffle, batched_trace, kronecker,
+    temporal_shift, local_response_norm)}
 
 
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
