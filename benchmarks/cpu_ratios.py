@@ -117,9 +117,18 @@ def main(argv: list[str] | None = None) -> dict:
             cells = "  ".join(f"{s} {v:9.3f}" for s, v in ms.items())
             tail = f"   tensorad / {best}: {ratio:.3f}" if ratio is not None else ""
             print(f"{name:24s} {phase:8s}  {cells}{tail}")
+    for name in names:  # a training step: the forward, then the backward
+        steps = {s: out["rows"][f"{name}:forward"]["ms"][s] + out["rows"][f"{name}:backward"]["ms"][s]
+                 for s in systems if all(s in out["rows"][f"{name}:{ph}"]["ms"] for ph in PHASES)}
+        peers = {s: v for s, v in steps.items() if s != "tensorad"}
+        best = min(peers, key=peers.__getitem__) if peers else None
+        ratio = steps["tensorad"] / peers[best] if best and "tensorad" in steps else None
+        out["rows"][f"{name}:step"] = {"ms": steps, "fastest_peer": best, "ratio": ratio}
+        cells = "  ".join(f"{s} {v:9.3f}" for s, v in steps.items())
+        print(f"{name:24s} {'step':8s}  {cells}" + (f"   tensorad / {best}: {ratio:.3f}" if ratio else ""))
     for line in notes:
         print(line)
-    for phase in PHASES:
+    for phase in (*PHASES, "step"):
         rs = [r["ratio"] for k, r in out["rows"].items() if k.endswith(phase) and r["ratio"]]
         if rs:
             mean = statistics.geometric_mean(rs)
