@@ -5,7 +5,8 @@ backward phase (``sys_*.py``, the same phases ``make bench`` times) are prepared
 checked once against the float64 reference (``data.py``), then timed in rounds, one batch of calls of
 each phase per round, interleaved, by the process's CPU time (``time.process_time``).  On a machine
 other processes keep busy, a phase's wall time grows with the load and its CPU time much less; so
-this prints what ``make bench`` cannot there: medians of interleaved CPU times, and their ratios.
+this prints what ``make bench`` cannot there: medians of interleaved CPU times, and their ratios;
+``step`` rows add each system's forward and backward (a training step).
 
 ``WORKLOADS``: names of ``workloads.py`` (comma-separated), or a suite's name (``models``,
 ``layers``...).  ``--peers`` (default ``torch,jax``; ``torch-compile`` compiles each phase first,
