@@ -5,7 +5,8 @@ backward phase (``sys_*.py``, the same phases ``make bench`` times) are prepared
 checked once against the float64 reference (``data.py``), then timed in rounds, one batch of calls of
 each phase per round, interleaved, by the process's CPU time (``time.process_time``).  On a machine
 other processes keep busy, a phase's wall time grows with the load and its CPU time much less; so
-this prints what ``make bench`` cannot there: medians of interleaved CPU times, and their ratios.
+this prints what ``make bench`` cannot there: medians of interleaved CPU times, and their ratios;
+``step`` rows add each system's forward and backward (a training step).
 
 ``WORKLOADS``: names of ``workloads.py`` (comma-separated), or a suite's name (``models``,
 ``layers``...).  ``--peers`` (default ``torch,jax``; ``torch-compile`` compiles each phase first,
@@ -117,9 +118,18 @@ def main(argv: list[str] | None = None) -> dict:
             cells = "  ".join(f"{s} {v:9.3f}" for s, v in ms.items())
             tail = f"   tensorad / {best}: {ratio:.3f}" if ratio is not None else ""
             print(f"{name:24s} {phase:8s}  {cells}{tail}")
+    for name in names:  # a training step: the forward, then the backward
+        steps = {s: out["rows"][f"{name}:forward"]["ms"][s] + out["rows"][f"{name}:backward"]["ms"][s]
+                 for s in systems if all(s in out["rows"][f"{name}:{ph}"]["ms"] for ph in PHASES)}
+        peers = {s: v for s, v in steps.items() if s != "tensorad"}
+        best = min(peers, key=peers.__getitem__) if peers else None
+        ratio = steps["tensorad"] / peers[best] if best and "tensorad" in steps else None
+        out["rows"][f"{name}:step"] = {"ms": steps, "fastest_peer": best, "ratio": ratio}
+        cells = "  ".join(f"{s} {v:9.3f}" for s, v in steps.items())
+        print(f"{name:24s} {'step':8s}  {cells}" + (f"   tensorad / {best}: {ratio:.3f}" if ratio else ""))
     for line in notes:
         print(line)
-    for phase in PHASES:
+    for phase in (*PHASES, "step"):
         rs = [r["ratio"] for k, r in out["rows"].items() if k.endswith(phase) and r["ratio"]]
         if rs:
             mean = statistics.geometric_mean(rs)

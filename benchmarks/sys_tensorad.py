@@ -211,11 +211,22 @@ def _forward_tensor(workload, p: dict, variant: str):
 
 
 def forward(workload, arrays: dict[str, np.ndarray], variant: str) -> Phase:
+    """The forward kernel; for a whole model (the ``models`` suite), the forward a training step runs:
+    ``ta.function``'s, which also keeps the residuals its backward reads."""
     p = _placeholders(arrays)
     t0 = time.perf_counter()
     y = _forward_tensor(workload, p, variant)
     prep = {"define": time.perf_counter() - t0}
-    return _kernel_phase([y], list(p.values()), list(arrays.values()), prep)
+    if workload.suite != "models" or variant != "autodiff":
+        return _kernel_phase([y], list(p.values()), list(arrays.values()), prep)
+    ta, args = _ta(), list(arrays.values())
+    f = _define("ta.function", lambda: ta.function(y, list(p.values()), wrt=[p[g] for g in workload.grads],
+                                                   **_options))
+    t0 = time.perf_counter()
+    kernel = _define("ta.build", lambda: f.residual_kernel)
+    prep["build"] = time.perf_counter() - t0
+    info = {"work": kernel.work, "saved": [t.name for t in f.saved]}
+    return Phase(fn=lambda: f.forward(*args), outputs=lambda r: [np.asarray(r[0])], prep_s=prep, info=info)
 
 
 def backward(workload, arrays: dict[str, np.ndarray], head: np.ndarray, variant: str) -> Phase:

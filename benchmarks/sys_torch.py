@@ -1,4 +1,5 @@
-"""PyTorch eager as a peer: forward under ``no_grad``; backward by autograd with the same head.
+"""PyTorch eager as a peer: forward under ``no_grad`` (a whole model's with gradients enabled, as a
+training step runs it); backward by autograd with the same head.
 
 The backward phase runs the forward once with gradients enabled, then times
 ``torch.autograd.grad(y, inputs, H, retain_graph=True)`` -- the work of ``y.backward(H)``
@@ -141,12 +142,21 @@ def _outputs(r) -> list[np.ndarray]:
     return [x.detach().numpy() for x in as_list(r)]
 
 
+def step_arguments(workload, arrays) -> list:
+    """The forward's arguments: for a whole model (the ``models`` suite) those a training step
+    differentiates require gradients, so that its forward is the one a step runs (recording what the
+    backward reads)."""
+    step = workload.suite == "models"
+    return [torch.from_numpy(a.copy() if step else a).requires_grad_(step and k in workload.grads)
+            for k, a in arrays.items()]
+
+
 def forward(workload, arrays) -> Phase:
     f = _model(workload.kind, workload.params)
-    args = [torch.from_numpy(a) for a in arrays.values()]
+    args = step_arguments(workload, arrays)
 
     def run():
-        with torch.no_grad():
+        with torch.set_grad_enabled(workload.suite == "models"):
             return f(*args)
     return Phase(fn=run, outputs=_outputs)
 

@@ -1,6 +1,7 @@
 """torch.compile as a peer: the same PyTorch forward (``sys_torch``) compiled by Inductor.
 
-The forward runs under ``no_grad``; the backward runs the compiled forward once with gradients
+The forward runs under ``no_grad`` (a whole model's with gradients enabled, as a training step runs it:
+``sys_torch.step_arguments``); the backward runs the compiled forward once with gradients
 enabled and times ``torch.autograd.grad`` with the head, which runs the backward graph that
 AOTAutograd compiled (reading the tensors the compiled forward saved).  The first call's compile
 time is recorded as ``compile``.
@@ -36,10 +37,10 @@ def _compiled(workload):
 def forward(workload, arrays) -> Phase:
     torch = sys_torch.torch
     f = _compiled(workload)
-    args = [torch.from_numpy(a) for a in arrays.values()]
+    args = sys_torch.step_arguments(workload, arrays)
 
     def run():
-        with torch.no_grad():
+        with torch.set_grad_enabled(workload.suite == "models"):
             return f(*args)
     t0 = time.perf_counter()
     run()

@@ -21,16 +21,17 @@ takes the transpose (:func:`rewrite_taps`): the same data transform, the head's 
 
 Each output tile costs ``(m + 2)^2`` multiply-adds per channel pair instead of ``9 m^2`` (2.25 times fewer for
 ``m = 2``, 4 for ``m = 4``).  :func:`choose_tile` prices the tiles and the direct sum in multiply-adds
-(:func:`macs`, each transformed value :data:`TRANSFORM_MAC`, measured on AVX-512 and AVX2) and rewrites where
-the tile costs at most :data:`PAYS` of the direct sum over :data:`MIN_TILES` tiles or more: F(4x4, 3x3) from
-about 40 channels in and out, F(2x2, 3x3) from about 100.  F(4x4, 3x3)'s float32 error is about four times the
-direct sum's, within every tolerance of a value, but it moves values across kinks (a ReLU mask the backward
-takes of a pre-activation near zero flips, moving the gradient by a whole term), so it is offered only for a
-sum whose value reaches (:func:`kinked`) no jump of the program (a comparison other than a choice's whose
-branches agree where its sides meet, a cast, an index read from data), nor a kink (``max``, ``min``, ``abs``,
-a max or min reduction, a ReLU) where the value also leaves the kernel point by point (an output, or read by
-one that sums nothing); F(2x2, 3x3), whose error is the direct sum's, everywhere.  Float sums only;
-``fastmath=False`` keeps the direct sum (the transforms add in another order)."""
+(:func:`macs`; a transformed value :data:`TRANSFORM_MAC` a vector bit: wide vectors speed products only)
+and rewrites where the tile costs at most :data:`PAYS` of the direct sum over :data:`MIN_TILES` tiles or more:
+F(4x4, 3x3) from about 40 channels in and out at 256 bits (75 at 512), F(2x2, 3x3) from about 100 (200).
+F(4x4, 3x3)'s float32 error is about four times the direct sum's, within every tolerance of a value, but it
+moves values across kinks (a ReLU mask the backward takes of a pre-activation near zero flips, moving the
+gradient by a whole term), so it is offered only for a sum whose value reaches (:func:`kinked`) no jump of the
+program (a comparison other than a choice's whose branches agree where its sides meet, a cast, an index read
+from data), nor a kink (``max``, ``min``, ``abs``, a max or min reduction, a ReLU) where the value also leaves
+the kernel point by point (an output, or read by one that sums nothing); F(2x2, 3x3), whose error is the
+direct sum's, everywhere.  Float sums only; ``fastmath=False`` keeps the direct sum (the transforms add in
+another order)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ CHOSEN = (2, 4)  # the tiles the cost model picks from (F(4x4, 3x3) where no mas
 SMOOTH = (2,)  # the tiles offered for a sum whose value reaches a kink
 MIN_TILES = 64  # output tiles at least: the columns of each product fill two micro-kernel panels
 PAYS = 0.8  # F(m, 3)'s cost at most this share of the direct sum's (both in multiply-adds)
-TRANSFORM_MAC = 40  # products' multiply-adds one transformed value costs (measured, AVX-512 and AVX2 alike)
+TRANSFORM_MAC = 40 / 256  # products' multiply-adds a transformed value costs per vector bit (AVX2: 40)
 
 
 @dataclass(frozen=True)
@@ -234,22 +235,21 @@ def tile_count(conv: Conv, m: int) -> int:
     return box(conv.rows) * math.prod(t * p for t, p in (_tiles(w, m) for w in conv.windows))
 
 
-def macs(conv: Conv, m: int | None) -> float:
-    """The cost of the direct sum (``m=None``) or of F(m, 3), in multiply-adds of the products: each
-    transformed value (``(m + 2)^2`` per tile and channel, in and out) costs :data:`TRANSFORM_MAC`."""
+def macs(conv: Conv, m: int | None, vector_bits: int = 256) -> float:
+    """The direct sum's cost (``m=None``) or F(m, 3)'s, in the products' multiply-adds on ``vector_bits``
+    vectors: a transformed value (``(m + 2)^2`` a tile, channel in and out) :data:`TRANSFORM_MAC` a bit."""
     c, k = box(conv.channels), box(conv.cols)
     if m is None:
         return box(conv.rows) * box(tuple(w.out for w in conv.windows)) * 9 * c * k
     points = tile_count(conv, m) * (m + 2) ** 2
-    return points * c * k + TRANSFORM_MAC * points * (c + k)
+    return points * c * k + TRANSFORM_MAC * vector_bits * points * (c + k)
 
 
-def choose_tile(conv: Conv, tiles: tuple[int, ...] = CHOSEN) -> int | None:
-    """The tile of ``tiles`` that costs least, where it pays (module docstring), else ``None``."""
-    best = min(tiles, key=lambda m: macs(conv, m))
-    if tile_count(conv, best) < MIN_TILES:
-        return None
-    return best if macs(conv, best) <= PAYS * macs(conv, None) else None
+def choose_tile(conv: Conv, tiles: tuple[int, ...] = CHOSEN, vector_bits: int = 256) -> int | None:
+    """The tile of ``tiles`` that costs least on ``vector_bits`` vectors, where it pays, else ``None``."""
+    best = min(tiles, key=lambda m: macs(conv, m, vector_bits))
+    pays = tile_count(conv, best) >= MIN_TILES and macs(conv, best, vector_bits) <= PAYS * macs(conv, None)
+    return best if pays else None
 
 
 # jumps where a value crosses an integer or a multiple (a float cast: none)
@@ -561,10 +561,9 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
 
 
 def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tuple], bool],
-             tile: int | None = None, outputs: frozenset = frozenset()) -> list[ComputeOp]:
-    """``ops`` with every 3x3 sum where F(m, 3) pays computed by it (see the module docstring; ``tile``: the
-    ``winograd`` option, ``0`` none, ``2`` or ``4`` that tile for every such sum): the new ops before the
-    sum; ``bodies`` is updated in place; ``check(op, bodies)`` proves reads in bounds."""
+             tile: int | None = None, outputs: frozenset = frozenset(), bits: int = 256) -> list[ComputeOp]:
+    """``ops`` with each 3x3 sum where F(m, 3) pays on ``bits``-bit vectors computed by it (``tile``: option
+    ``winograd``, 0 none, 2 or 4 for all); ``bodies`` updated in place; ``check`` proves reads in bounds."""
     if tile == 0:
         return ops
     out: list[ComputeOp] = []
@@ -576,7 +575,7 @@ def winograd(ops: list[ComputeOp], bodies: dict, check: Callable[[ComputeOp, tup
             m = tile
         elif conv is not None:
             reach = kinked(ops, bodies, outputs) if reach is None else reach
-            m = choose_tile(conv, SMOOTH if op in reach else CHOSEN)
+            m = choose_tile(conv, SMOOTH if op in reach else CHOSEN, bits)
         if m is not None:
             made, body = (rewrite_taps if conv.taps_out else rewrite)(op, conv, m)
             if all(check(o, o.body) for o in made) and check(op, (body,)):

@@ -18,8 +18,11 @@ def test_ratios_of_checked_phases_and_notes_for_missing_ones(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
-    assert set(rows) == {f"{w}:{p}" for w in ("dense", "flatten") for p in ("forward", "backward")}
+    assert set(rows) == {f"{w}:{p}" for w in ("dense", "flatten") for p in ("forward", "backward", "step")}
+    for system, ms in rows["dense:step"]["ms"].items():  # a step: the forward, then the backward
+        assert ms == rows["dense:forward"]["ms"][system] + rows["dense:backward"]["ms"][system]
     dense = rows["dense:forward"]
     assert dense["fastest_peer"] == "numpy" and dense["ratio"] > 0
     assert set(dense["ms"]) == {"tensorad", "numpy"}
     assert "forward geomean tensorad / fastest peer" in proc.stdout
+    assert "step geomean tensorad / fastest peer" in proc.stdout

@@ -258,3 +258,29 @@ def test_convs_suite_formulas_agree():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=w.name)
         jax_y = sys_jax._model(w.kind, w.params)(*arrays.values())
         np.testing.assert_allclose(np.asarray(jax_y), want, rtol=1e-5, atol=1e-5, err_msg=w.name)
+
+
+def test_a_models_forward_is_the_one_a_training_step_runs():
+    """The models suite times the forward a step runs: tensorad's ``ta.function`` forward, which also
+    writes the residuals its backward reads, and PyTorch's with gradients enabled (recording what its
+    backward reads); a layer's forward stays the plain kernel.  Values against PyTorch's float64."""
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    import numpy as np
+
+    from benchmarks import sys_tensorad, sys_torch, workloads
+
+    sys_tensorad.setup(1)
+    sys_torch.setup(1)
+    w = workloads.BY_NAME["mlp_classifier"]
+    arrays = workloads.make_inputs(w, tiny=True)
+    want, _, _ = sys_torch.autograd_reference(w, arrays, workloads.make_head)
+    phase = sys_tensorad.forward(w, arrays, "autodiff")
+    assert phase.info["saved"]  # the residual-keeping forward
+    np.testing.assert_allclose(phase.outputs(phase.fn())[0], want, rtol=1e-4)
+    loss = sys_torch.forward(w, arrays).fn()
+    assert loss.grad_fn is not None
+    np.testing.assert_allclose(loss.detach().numpy(), want, rtol=1e-4)
+    layer = workloads.BY_NAME["dense"]
+    dense = workloads.make_inputs(layer, tiny=True)
+    assert "saved" not in sys_tensorad.forward(layer, dense, "autodiff").info
+    assert sys_torch.forward(layer, dense).fn().grad_fn is None

@@ -6,8 +6,9 @@
   after differentiation (whose padding is the sum's condition);
 * the cost model rewrites by F(4x4, 3x3) where it pays and the sum's value reaches no jump, nor a kink
   where it leaves the kernel point by point (a bare convolution, the data gradient of a conv + ReLU, a
-  conv + ReLU summed into a loss), by F(2x2, 3x3) where a ReLU's output or mask follows (128 channels), and
-  not at all where neither pays (a ReLU after 64 channels, a few tiles), on pinned targets and caches;
+  conv + ReLU summed into a loss), by F(2x2, 3x3) where a ReLU's output or mask follows (128 channels at
+  256-bit vectors, 256 at 512-bit ones), and not at all where neither pays (a ReLU after 64 channels, a few
+  tiles), on pinned targets and caches;
 * F(4x4, 3x3)'s float32 error against a float64 oracle stays within a few times the direct sum's;
 * the weight gradient (the taps are the output's axes) by the transpose of F(m, 3), forced and chosen, at
   odd sizes, with padding, channels not a multiple of the vector width, 1 and 2 threads, bounds checked;
@@ -152,16 +153,22 @@ def _relu(Y):
 def test_chosen_where_it_pays(isa):
     # 128 channels (the conv 3x3 + bias + ReLU layer at batch 32, 28x28): F(4x4, 3x3) multiplies 4 times less
     # where nothing compares the sum's value; under a ReLU F(2x2, 3x3), 2.25 times less, with the direct
-    # sum's error.
+    # sum's error, where its transforms cost less than they save: at 256-bit vectors, not at 512-bit ones
+    # (the products twice as fast, the transforms not), there from 200 channels.
     target = PINNED[isa]()
     Y, X, W = _conv(32, 128, 128, 28, 28)
     assert choose_tile(match(Y.op, Y.op.body[0])) == 4
     assert choose_tile(match(Y.op, Y.op.body[0]), SMOOTH) == 2
+    assert choose_tile(match(Y.op, Y.op.body[0]), SMOOTH, 512) is None
+    wide, _, _ = _conv(8, 256, 256, 14, 14)
+    assert choose_tile(match(wide.op, wide.op.body[0]), SMOOTH, 512) == 2
     direct = ta.lower([Y], [X, W], target=target, winograd=0).work
     assert ta.lower([Y], [X, W], target=target).work == ta.lower([Y], [X, W], target=target, winograd=4).work
     assert ta.lower([Y], [X, W], target=target).work < 0.4 * direct
     R = _relu(Y)
-    assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=2).work
+    smooth = {"avx2": 2, "avx512": 0}[isa]
+    assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target,
+                                                                 winograd=smooth).work
 
 
 @pytest.mark.parametrize("isa", sorted(PINNED))
@@ -182,10 +189,10 @@ def test_large_tile_only_where_no_kink_follows(isa):
     """F(4x4, 3x3) was chosen by cost alone for a convolution under a ReLU: its float32 error moves
     pre-activations near zero across the kink, and the mask the backward takes of them flips, moving the
     input gradient by whole terms (3e-2 of its largest value at batch 8, 64 channels, 56x56).  The forward of
-    a conv + ReLU keeps the direct sum at 64 channels; its data gradient, whose value meets no kink (the mask
+    a conv + ReLU keeps the direct sum at 96 channels; its data gradient, whose value meets no kink (the mask
     reads the saved pre-activation), takes F(4x4, 3x3)."""
     target = PINNED[isa]()
-    Y, X, W = _conv(16, 64, 64, 16, 16)
+    Y, X, W = _conv(16, 96, 96, 16, 16)
     R = _relu(Y)
     assert kinked([Y.op, R.op], {Y.op: Y.op.body, R.op: R.op.body}, frozenset({R})) == {Y.op}
     assert ta.lower([R], [X, W], target=target).work == ta.lower([R], [X, W], target=target, winograd=0).work
@@ -235,10 +242,11 @@ def test_a_float_floor_or_remainder_is_a_jump(jump):
 def test_large_tile_under_a_kink_of_a_loss(isa):
     """A network's forward whose output sums past its ReLUs (a loss, a pooled feature) kept the direct sum
     at 64 channels, as if the ReLU's mask were taken: a ReLU moves the value by no more than F(4x4, 3x3)'s
-    error, so it takes F(4x4, 3x3).  A mask of the value (a jump), a pre-activation saved for a backward
-    (``ta.function``'s forward with residuals) or a ReLU's output keep the direct sum."""
+    error, so it takes F(4x4, 3x3) (96 channels: where it pays at 512-bit vectors too).  A mask of the value
+    (a jump), a pre-activation saved for a backward (``ta.function``'s forward with residuals) or a ReLU's
+    output keep the direct sum."""
     target = PINNED[isa]()
-    Y, X, W = _conv(16, 64, 64, 16, 16)
+    Y, X, W = _conv(16, 96, 96, 16, 16)
     loss = ta.topi.mean(ta.topi.nn.relu(Y), axis=(2, 3))
     chosen = ta.lower([loss], [X, W], target=target).work
     assert chosen == ta.lower([loss], [X, W], target=target, winograd=4).work
@@ -256,7 +264,7 @@ def test_large_tile_under_a_kink_of_a_loss(isa):
 def test_chosen_under_a_kink_values(rng, target):
     # A conv + ReLU pooled over its positions, by the tile the cost model picks (F(4x4, 3x3)), at odd sizes,
     # channels not a multiple of the vector width, 1 and 2 threads, with bounds checks.
-    n, c, f, h, w = 6, 67, 61, 13, 11
+    n, c, f, h, w = 6, 131, 125, 13, 11
     Y, X, W = _conv(n, c, f, h, w)
     pooled = ta.topi.mean(ta.topi.nn.relu(Y), axis=(2, 3))
     pin = PINNED[CHOOSES_ON[target]]()
@@ -274,7 +282,7 @@ def test_chosen_data_gradient_values(rng, target):
     # The data gradient of a conv + ReLU (the mask of a saved pre-activation, as ta.function's backward reads
     # it) by the tile the cost model picks, at odd sizes, channels that are not a multiple of the vector
     # width, 1 and 2 threads, with bounds checks.
-    n, c, f, h, w = 6, 67, 61, 13, 11
+    n, c, f, h, w = 6, 131, 125, 13, 11
     Y, X, W = _conv(n, c, f, h, w)
     H, P = ta.placeholder(Y.shape, "float32", "H"), ta.placeholder(Y.shape, "float32", "P")
     masked = ta.compute(H.shape, lambda *i: ta.if_then_else(P[i] > 0, H[i], 0.0), "masked")
@@ -293,12 +301,12 @@ def test_chosen_data_gradient_values(rng, target):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("m", [2, 4, None])
 @pytest.mark.parametrize("shape,p,d", [((2, 5, 7, 9, 11), 1, 1), ((3, 6, 4, 8, 8), 0, 1),
-                                       ((2, 5, 6, 11, 9), 2, 2), ((6, 67, 61, 13, 11), 1, 1)])
+                                       ((2, 5, 6, 11, 9), 2, 2), ((6, 131, 125, 13, 11), 1, 1)])
 def test_weight_gradient_values(rng, target, m, shape, p, d):
     # The weight gradient sums over the images and the window's positions with the taps as output axes: by
     # the transpose of F(m, 3), the head's tiles zero past its last row and column (at a dilation, a set of
     # tiles per residue).  (None: the cost model's
-    # tile; F(4x4, 3x3) at 67 x 61 channels, the direct sum at the small shapes.)
+    # tile; F(4x4, 3x3) at 131 x 125 channels, the direct sum at the small shapes.)
     n, c, f, h, w = shape
     X, W = ta.placeholder((n, c, h, w), "float32", "X"), ta.placeholder((f, c, 3, 3), "float32", "W")
     Y = ta.topi.nn.conv2d(X, W, padding=p, dilation=d)
@@ -362,3 +370,17 @@ def test_option_is_checked(bad):
     Y, X, W = _conv(1, 4, 4, 5, 5)
     with pytest.raises(ValueError, match="winograd"):
         ta.lower([Y], [X, W], winograd=bad)
+
+
+def test_transforms_priced_by_the_vector_width():
+    """At 512-bit vectors the products run twice the multiply-adds per cycle of 256-bit ones while the
+    transforms take about the same time per value, so a ResNet basic block's 3x3 convolution (64 channels,
+    16 images of 16x16) keeps the direct sum there: F(4x4, 3x3) had taken 1.12x its forward time and 1.19x
+    its training step's backward on an AVX-512 Xeon (0.69x on AVX2 code, where it stays chosen)."""
+    Y, X, W = _conv(16, 64, 64, 16, 16)
+    conv = match(Y.op, Y.op.body[0])
+    assert choose_tile(conv, vector_bits=256) == 4 and choose_tile(conv, vector_bits=512) is None
+    for isa, tile in (("avx512", 0), ("avx2", 4)):
+        target = PINNED[isa]()
+        assert ta.lower([Y], [X, W], target=target).work == ta.lower([Y], [X, W], target=target,
+                                                                     winograd=tile).work
