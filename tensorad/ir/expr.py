@@ -364,9 +364,9 @@ def const(value: Any, dtype: str | None = None) -> Expr:
     if isinstance(value, Expr):
         return value if dtype is None or value.dtype == dtype and not value.weak else cast(dtype, value)
     if dtype is None:
-        if not isinstance(value, (bool, int)):
+        if isinstance(value, float):  # (a NumPy float64 too: it is a Python float)
             return Expr(Op.CONST, dt.ACCUMULATE, (), float(value), True)
-        dtype = dt.BOOL if isinstance(value, bool) else "int32"
+        dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
     dtype = dt.check_dtype(dtype)
     if dt.is_half(dtype):
         value = dt.round_to(value, dtype)  # a half constant holds exactly what it stores
