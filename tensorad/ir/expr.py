@@ -9,11 +9,11 @@ keyed by nodes are free.  As ``a == b`` builds a comparison, ``bool()`` of an ``
 the identity question, and ``bool()`` of any other node raises.  A binary node's operands share one dtype
 (ints are cast to float where they meet floats).
 
-A Python float is a *weak* constant (``weak=True``, a float32 node, in the table apart from a strong one):
-an expression of weak values (and of integers they meet) is weak too, and when it meets a strong float
-operand it is rebuilt at that operand's dtype, so ``(1.0 - 0.1) * X[i]`` over a float64 ``X`` computes
-in float64 what NumPy and JAX compute.  A strong node holds strong operands only (the constructor makes
-a weak one float32, its dtype when it meets nothing), so a tensor's body and every pass see strong nodes."""
+A Python float is a *weak* float32 constant (``weak=True``; apart from a strong one in the table), an
+expression of weak values and the integers they meet is weak, and meeting a strong float operand rebuilds
+it at that dtype (:func:`adopt`): ``(1.0 - 0.1) * X[i]`` computes in float64 for a float64 ``X``, as in
+NumPy and JAX.  A strong node's operands are strong (the constructor makes weak ones float32), so tensor
+bodies and every pass see strong nodes only."""
 
 from __future__ import annotations
 
@@ -190,7 +190,8 @@ class Expr:
     arg: Any
     weak: bool
 
-    def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None, weak: bool = False) -> Expr:
+    def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None,
+                weak: bool = False) -> Expr:
         for s in src:
             if s.weak and not weak:  # a strong node's operands are strong (float32 where nothing met them)
                 src = tuple(map(strong, src))
@@ -484,17 +485,12 @@ def adopt(x: Expr, dtype: str) -> Expr:
     stack = [x]
     while stack:
         n = stack[-1]
-        todo = [s for s in n.src if s.weak and s not in done]
-        if todo:
+        if todo := [s for s in n.src if s.weak and s not in done]:
             stack.extend(todo)
             continue
         stack.pop()
-        if n.op is Op.CONST:
-            done[n] = const(n.arg, dtype)
-        elif n.op is Op.CAST:
-            done[n] = cast(dtype, n.src[0])
-        else:
-            done[n] = Expr(n.op, dtype, tuple(done.get(s, s) for s in n.src), n.arg)
+        done[n] = const(n.arg, dtype) if n.op is Op.CONST else cast(dtype, n.src[0]) if n.op is Op.CAST \
+            else Expr(n.op, dtype, tuple(done.get(s, s) for s in n.src), n.arg)
     return done[x] if x.weak else x
 
 

@@ -38,7 +38,8 @@ BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
 @st.composite
 def _const_tree(draw, depth: int):
     """A tree of Python floats and index values only: what NumPy keeps in float64 (a weak value)."""
-    kind = draw(st.sampled_from(("float", "tafloat", "ivalue") + (("unary", "binary", "choice") if depth else ())))
+    nodes = ("unary", "binary", "choice") if depth else ()
+    kind = draw(st.sampled_from(("float", "tafloat", "ivalue") + nodes))
     if kind in ("float", "tafloat"):
         return (kind, draw(st.sampled_from(FLOATS)))
     if kind == "ivalue":
@@ -129,7 +130,8 @@ def _build(computes, inputs):
             env = {"tensors": pool, "i": i, "j": j, "r": r}
             if form == "elementwise":
                 return _ta(body, env)
-            red = {"sum": ta.sum, "max": ta.max, "min": ta.min, "nested": ta.sum}[form](_ta(body, env), axis=r)
+            reducer = {"sum": ta.sum, "max": ta.max, "min": ta.min, "nested": ta.sum}[form]
+            red = reducer(_ta(body, env), axis=r)
             return red if outer is None else red * 0.1 + _ta(outer, env)
 
         tensors.append(ta.compute((N, M), fcompute, name=f"t{c}"))

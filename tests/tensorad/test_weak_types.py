@@ -13,7 +13,7 @@ import numpy as np
 
 import tensorad as ta
 from tensorad.ir import Op, walk
-from tensorad.ir.expr import Expr, adopt
+from tensorad.ir.expr import Expr
 
 
 def _consts(e: Expr) -> list[Expr]:
