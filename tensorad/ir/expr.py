@@ -192,10 +192,6 @@ class Expr:
 
     def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None,
                 weak: bool = False) -> Expr:
-        for s in src:
-            if s.weak and not weak:  # a strong node's operands are strong (float32 where nothing met them)
-                src = tuple(map(strong, src))
-                break
         key = (op, dtype, tuple(map(id, src)), arg if arg is None  # (most nodes: no call)
                else (type(arg), arg) if type(arg) in _INTEGERS else _arg_key(arg))
         if weak:
@@ -205,6 +201,8 @@ class Expr:
             node = ref()
             if node is not None:
                 return node
+        if not weak and any(s.weak for s in src):  # strong operands only (no entry's key has a weak one)
+            return Expr(op, dtype, tuple(map(strong, src)), arg)
         with cls._lock:
             ref = _TABLE.get(key)
             node = None if ref is None else ref()
