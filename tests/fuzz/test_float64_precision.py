@@ -7,12 +7,14 @@ computed tensors read by later ones, with Python floats mixed in: bare (``0.1 * 
 (``(1.0 - ta.select(c, 11/12, 1/120)) * X[i, j]``, ``ta.sqrt(ta.const(2.0)) * ...``).  Each program
 is drawn as a tree that renders twice: to tensorad, and to a NumPy float64 formula written here (no
 tensorad evaluation: a constant tensorad rounds when it builds an expression rounds in both of its own
-evaluators alike).
+evaluators alike).  The reverse gradient of the last compute is checked along random tangents ``V`` and
+a head ``H``: ``sum_k <dX_k, V_k> = <H, jvp(V)>``, the JVP propagated beside the NumPy values.
 
 The bound is condition-aware: beside each NumPy value runs a magnitude ``m >= |v|`` that propagates
 absolute values through sums and each function's slope, so ``|kernel - numpy| <= 1e-12 m`` holds for
 any correct float64 evaluation order (float64 rounding gives about ``1e-16 m`` per operation), while
-a constant rounded to float32 (a relative error near ``3e-8`` of its term) fails it.  Conditions read
+a constant rounded to float32 (a relative error near ``3e-8`` of its term) fails it; tangents carry a
+magnitude the same way (a slope's own rounding bounded through the functions' curvature).  Conditions read
 raw data, never computed values, so no choice flips on a rounding tie."""
 
 from __future__ import annotations
@@ -138,88 +140,114 @@ def _build(computes, inputs):
     return tensors[len(inputs):]
 
 
-# ---- rendering to NumPy float64, with magnitudes -----------------------------------------------
+# ---- rendering to NumPy float64, with magnitudes and tangents ----------------------------------
+# each function: its value, and its slope from its argument and value
+_F = {
+    "tanh": (np.tanh, lambda x, y: 1.0 - y * y),
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), lambda x, y: y * (1.0 - y)),
+    "sin": (np.sin, lambda x, y: np.cos(x)),
+    "cos": (np.cos, lambda x, y: -np.sin(x)),
+    "exp": (lambda x: np.exp(np.minimum(x, 2.0)), lambda x, y: np.where(x < 2.0, y, 0.0)),
+    "log": (lambda x: np.log(np.abs(x) + 1.0), lambda x, y: np.sign(x) / (np.abs(x) + 1.0)),
+    "sqrt": (lambda x: np.sqrt(np.abs(x) + 0.25), lambda x, y: np.sign(x) / (2.0 * y)),
+    "erf": (np.vectorize(math.erf, otypes=[np.float64]),
+            lambda x, y: 2.0 / math.sqrt(math.pi) * np.exp(-x * x)),
+}
+CURVE = 8.0  # |f''| <= 8 for each function of _F where the data are (exp's: e^2)
+
+
 def _np(node, env):
-    """``(value, magnitude)`` arrays over the grid ``(N, M, R)`` of ``(i, j, r)``."""
+    """``(value, magnitude, tangent, tangent magnitude)`` arrays over the grid ``(N, M, R)`` of
+    ``(i, j, r)``: the tangent along the inputs' tangents ``env["tangents"]``."""
     kind = node[0]
-    if kind in ("float", "tafloat"):
-        v = np.float64(node[1])
-        return v, abs(v)
-    if kind == "ivalue":
-        v = (env[node[1]] + node[2]).astype(np.float64)
-        return v, np.abs(v)
+    if kind in ("float", "tafloat", "ivalue"):
+        v = np.float64(node[1]) if kind != "ivalue" else (env[node[1]] + node[2]).astype(np.float64)
+        return v, np.abs(v), 0.0, 0.0
     if kind == "read":
-        (v, m), at = env["tensors"][node[1]], node[2]
+        at = node[2]
         i, j = env["i"], env["j"]
         at = (i, j) if at == "ij" else (i, M - 1 - j) if at == "rev" else (i, env["r"])
-        return v[at], m[at]
+        return tuple(a[at] for a in env["tensors"][node[1]])
     if kind == "unary":
-        x, mx = _np(node[2], env)
+        x, mx, tx, mtx = _np(node[2], env)
         fn = node[1]
         if fn in ("neg", "abs"):
-            return (-x if fn == "neg" else np.abs(x)), mx
-        if fn == "exp":
-            y = np.exp(np.minimum(x, 2.0))
-            return y, np.abs(y) * (1.0 + mx)
-        y = {"tanh": np.tanh, "sigmoid": lambda t: 1.0 / (1.0 + np.exp(-t)), "sin": np.sin, "cos": np.cos,
-             "log": lambda t: np.log(np.abs(t) + 1.0), "sqrt": lambda t: np.sqrt(np.abs(t) + 0.25),
-             "erf": np.vectorize(math.erf, otypes=[np.float64])}[fn](x)
-        return y, np.abs(y) + 1.2 * mx  # each slope is at most 2 / sqrt(pi) < 1.2
+            sign = -1.0 if fn == "neg" else np.sign(x)
+            return x * sign, mx, tx * sign, mtx
+        f, slope = _F[fn]
+        y = f(x)
+        d = slope(x, y)
+        mag = np.abs(y) * (1.0 + mx) if fn == "exp" else np.abs(y) + 1.2 * mx  # slopes: at most 1.2
+        return y, mag, d * tx, (np.abs(d) + CURVE * mx) * mtx
     if kind == "binary":
-        (a, ma), (b, mb) = _np(node[2], env), _np(node[3], env)
+        (a, ma, ta_, mta), (b, mb, tb, mtb) = _np(node[2], env), _np(node[3], env)
         fn = node[1]
         if fn in ("add", "sub"):
-            return (a + b if fn == "add" else a - b), ma + mb
+            sign = 1.0 if fn == "add" else -1.0
+            return a + sign * b, ma + mb, ta_ + sign * tb, mta + mtb
         if fn == "mul":
-            return a * b, ma * mb
+            return a * b, ma * mb, ta_ * b + a * tb, mta * mb + ma * mtb
         if fn == "div":
             d = np.abs(b) + 1.0
             q = a / d
-            return q, (ma + np.abs(q) * mb) / d
+            return q, (ma + np.abs(q) * mb) / d, (ta_ - q * np.sign(b) * tb) / d, \
+                (mta + (np.abs(q) + CURVE * ma) * mtb) / d
         if fn in ("max", "min"):
-            return (np.maximum(a, b) if fn == "max" else np.minimum(a, b)), np.maximum(ma, mb)
+            first = a >= b if fn == "max" else a <= b
+            return np.where(first, a, b), np.maximum(ma, mb), np.where(first, ta_, tb), np.maximum(mta, mtb)
         base = np.abs(a) + 0.5
-        return base * base, (ma + 0.5) ** 2
+        return base * base, (ma + 0.5) ** 2, 2.0 * base * np.sign(a) * ta_, 2.0 * (ma + 0.5) * mta
     if kind == "select":
-        v, _ = env["tensors"][node[1]]
-        cond = v[env["i"], env["j"]] > node[2]
+        cond = env["tensors"][node[1]][0][env["i"], env["j"]] > node[2]
     else:
         cond = env[node[1]] < node[2]
-    (a, ma), (b, mb) = _np(node[3], env), _np(node[4], env)
-    return np.where(cond, a, b), np.where(cond, ma, mb)
+    a, b = _np(node[3], env), _np(node[4], env)
+    return tuple(np.where(cond, x, y) for x, y in zip(a, b))
 
 
-def _reference(computes, data):
+def _reference(computes, data, tangents):
+    """Each compute's value, magnitude, tangent and tangent magnitude, over ``(N, M)``."""
     i, j, r = np.arange(N)[:, None, None], np.arange(M)[None, :, None], np.arange(M)[None, None, :]
-    tensors = [(x, np.abs(x)) for x in data]
+    tensors = [(x, np.abs(x), t, np.abs(t)) for x, t in zip(data, tangents)]
     for form, body, outer in computes:
         env = {"tensors": tensors, "i": i, "j": j, "r": r}
-        v, m = _np(body, env)
-        v, m = (np.broadcast_to(a, (N, M, M)) for a in (v, m))
+        v, m, t, mt = (np.broadcast_to(a, (N, M, M)) for a in _np(body, env))
         if form == "elementwise":
-            v, m = v[:, :, 0], m[:, :, 0]
+            v, m, t, mt = v[:, :, 0], m[:, :, 0], t[:, :, 0], mt[:, :, 0]
         elif form in ("sum", "nested"):
-            v, m = v.sum(axis=2), m.sum(axis=2)
-        else:
-            v, m = (v.max(axis=2) if form == "max" else v.min(axis=2)), m.max(axis=2)
+            v, m, t, mt = v.sum(axis=2), m.sum(axis=2), t.sum(axis=2), mt.sum(axis=2)
+        else:  # the tangent of the first extreme (ties: equal terms of equal tangents, or flat ones)
+            at = (v.argmax(axis=2) if form == "max" else v.argmin(axis=2))[:, :, None]
+            v, t = (np.take_along_axis(a, at, axis=2)[:, :, 0] for a in (v, t))
+            m, mt = m.max(axis=2), mt.max(axis=2)
         if outer is not None:
             env["r"] = np.zeros_like(r)
-            w, mw = (np.broadcast_to(a, (N, M, 1))[:, :, 0] for a in _np(outer, env))
-            v, m = v * 0.1 + w, m * 0.1 + mw
-        tensors.append((v, m))
+            w, mw, tw, mtw = (np.broadcast_to(a, (N, M, 1))[:, :, 0] for a in _np(outer, env))
+            v, m, t, mt = v * 0.1 + w, m * 0.1 + mw, t * 0.1 + tw, mt * 0.1 + mtw
+        tensors.append((v, m, t, mt))
     return tensors[len(data):]
 
 
 @settings(max_examples=examples(16), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(computes=_program(), seed=st.integers(0, 2**16))
 def test_float64_programs_with_python_floats_match_numpy_in_float64(computes, seed):
+    """Every compute's values; and the reverse gradient of the last one along a head ``H``, through
+    ``sum_k <dX_k, V_k> = <H, jvp(V)>`` for random tangents ``V`` (the JVP in NumPy, above)."""
     inputs = [ta.placeholder((N, M), "float64", f"in{n}") for n in range(2)]
     outputs = _build(computes, inputs)
     assert all(t.dtype == "float64" for t in outputs)
+    H = ta.placeholder((N, M), "float64", "H")
+    grads = ta.JacobianRecursive(outputs[-1], inputs, H)
     rng = np.random.default_rng(seed)
-    data = [rng.uniform(-2.0, 2.0, (N, M)) for _ in inputs]
-    got = ta.build(outputs, inputs)(*data)
-    got = got if isinstance(got, tuple) else (got,)
-    for c, (y, (want, mag)) in enumerate(zip(got, _reference(computes, data))):
+    data, tangents = ([rng.uniform(-2.0, 2.0, (N, M)) for _ in inputs] for _ in range(2))
+    head = rng.uniform(-2.0, 2.0, (N, M))
+    got = ta.build(outputs + list(grads), inputs + [H])(*data, head)
+    reference = _reference(computes, data, tangents)
+    for c, (y, (want, mag, _, _)) in enumerate(zip(got, reference)):
         bad = np.abs(y - want) > RTOL * mag + 1e-300
-        assert not bad.any(), (f"t{c} of {computes}: {y[bad]} != {want[bad]} (bound {RTOL * mag[bad]})")
+        assert not bad.any(), f"t{c} of {computes}: {y[bad]} != {want[bad]} (bound {RTOL * mag[bad]})"
+    _, _, jvp, jvp_mag = reference[-1]
+    reverse = sum(float(np.sum(g * t)) for g, t in zip(got[len(outputs):], tangents))
+    forward, bound = float(np.sum(head * jvp)), float(np.sum(np.abs(head) * jvp_mag))
+    assert abs(reverse - forward) <= 10 * RTOL * bound + 1e-300, \
+        f"gradient of {computes}: <dX, V> = {reverse} but <H, jvp> = {forward} (bound {10 * RTOL * bound})"
