@@ -7,7 +7,13 @@ Every node is ``Expr(op, dtype, src, arg)``: ``op`` an :class:`Op`, ``dtype`` th
 Building the same node twice returns the same object, so structural equality is identity and memo tables
 keyed by nodes are free.  As ``a == b`` builds a comparison, ``bool()`` of an ``EQ``/``NE`` node answers
 the identity question, and ``bool()`` of any other node raises.  A binary node's operands share one dtype
-(ints are cast to float where they meet floats)."""
+(ints are cast to float where they meet floats).
+
+A Python float is a *weak* float32 constant (``weak=True``; apart from a strong one in the table), an
+expression of weak values and the integers they meet is weak, and meeting a strong float operand rebuilds
+it at that dtype (:func:`adopt`): ``(1.0 - 0.1) * X[i]`` computes in float64 for a float64 ``X``, as in
+NumPy and JAX.  A strong node's operands are strong (the constructor makes weak ones float32), so tensor
+bodies and every pass see strong nodes only."""
 
 from __future__ import annotations
 
@@ -174,7 +180,7 @@ def _nodes(root: Expr) -> list[Expr]:
 class Expr:
     """An immutable, hash-consed expression node.  See the module docstring."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "weak", "__weakref__")
     _table: dict[tuple, _Ref] = {}  # node key -> a weak reference to the node (see _Ref)
     _lock = process_lock()
 
@@ -182,15 +188,21 @@ class Expr:
     dtype: str
     src: tuple[Expr, ...]
     arg: Any
+    weak: bool
 
-    def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None) -> Expr:
+    def __new__(cls, op: Op, dtype: str, src: tuple[Expr, ...] = (), arg: Any = None,
+                weak: bool = False) -> Expr:
         key = (op, dtype, tuple(map(id, src)), arg if arg is None  # (most nodes: no call)
                else (type(arg), arg) if type(arg) in _INTEGERS else _arg_key(arg))
+        if weak:
+            key += (True,)
         ref = _TABLE.get(key)  # (a node already made: no lock; a new one is made under it)
         if ref is not None:
             node = ref()
             if node is not None:
                 return node
+        if not weak and any(s.weak for s in src):  # strong operands only (no entry's key has a weak one)
+            return Expr(op, dtype, tuple(map(strong, src)), arg)
         with cls._lock:
             ref = _TABLE.get(key)
             node = None if ref is None else ref()
@@ -200,6 +212,7 @@ class Expr:
                 object.__setattr__(node, "dtype", dtype)
                 object.__setattr__(node, "src", tuple(src))
                 object.__setattr__(node, "arg", arg)
+                object.__setattr__(node, "weak", weak)
                 ref = _Ref(node, _drop)
                 ref.key = key
                 _TABLE[key] = ref
@@ -211,7 +224,7 @@ class Expr:
     __hash__ = object.__hash__
 
     def __reduce__(self):  # pickling rebuilds through the hash-consing constructor
-        return (Expr, (self.op, self.dtype, self.src, self.arg))
+        return (Expr, (self.op, self.dtype, self.src, self.arg) + ((True,) if self.weak else ()))
 
     def replace(self, src: tuple[Expr, ...] | None = None, arg: Any = None, dtype: str | None = None) -> Expr:
         """The same node with some fields changed (``None`` keeps a field)."""
@@ -345,10 +358,13 @@ def _arg_key(arg: Any) -> Any:
 
 
 def const(value: Any, dtype: str | None = None) -> Expr:
-    """A constant node; ``dtype`` defaults to bool / int32 / float32 by the Python type."""
+    """A constant node; ``dtype`` defaults to bool / int32 by the Python type, and a float without one is
+    weak (float32 until it meets a float dtype: see the module docstring)."""
     if isinstance(value, Expr):
-        return value if dtype is None or value.dtype == dtype else cast(dtype, value)
+        return value if dtype is None or value.dtype == dtype and not value.weak else cast(dtype, value)
     if dtype is None:
+        if isinstance(value, float):  # (a NumPy float64 too: it is a Python float)
+            return Expr(Op.CONST, dt.ACCUMULATE, (), float(value), True)
         dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
     dtype = dt.check_dtype(dtype)
     if dt.is_half(dtype):
@@ -430,7 +446,7 @@ def as_expr(x: Any, like: str | None = None) -> Expr:
     if isinstance(x, int):
         return const(x, like) if like is not None and like != dt.BOOL else const(x, "int32")
     if isinstance(x, float):
-        return const(x, like if like is not None and dt.is_float(like) else "float32")
+        return const(x, like if like is not None and dt.is_float(like) else None)
     if hasattr(x, "dtype") and hasattr(x, "item"):  # numpy scalar
         return const(x.item(), dt.check_dtype(x.dtype))
     raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
@@ -440,17 +456,45 @@ def cast(dtype: str, x: Any) -> Expr:
     """Convert ``x`` to ``dtype`` (a no-op when it already has it)."""
     dtype = dt.check_dtype(dtype)
     x = as_expr(x)
+    if x.weak:  # a weak value computes in the float dtype it is cast to, else in float32
+        x = adopt(x, dtype if dt.is_float(dtype) and not dt.is_half(dtype) else dt.ACCUMULATE)
     if x.dtype == dtype:
         return x
     if dt.is_half(dtype) and x.dtype != dt.ACCUMULATE and x.op is not Op.CONST:
         x = cast(dt.ACCUMULATE, x)  # a half value is always rounded from float32
-    if x.op in (Op.SELECT, Op.IF_THEN_ELSE) and dt.is_float(x.dtype) and dt.promote(x.dtype, dtype) == dtype:
-        return Expr(x.op, dtype, (x.src[0], *(cast(dtype, s) for s in x.src[1:])))  # keeps Python floats
     if x.op is Op.CONST:
+        v = dt.round_to(x.arg, x.dtype) if dt.is_float(x.dtype) else x.arg  # the value it holds
         if dt.is_int(dtype) and dt.is_float(x.dtype):  # toward zero, saturated, NaN -> 0
-            return const(dt.float_to_int(x.arg, dtype), dtype)
-        return const(x.arg, dtype) if not dt.is_bool(dtype) else const(bool(x.arg), dtype)
+            return const(dt.float_to_int(v, dtype), dtype)
+        return const(v, dtype) if not dt.is_bool(dtype) else const(bool(v), dtype)
     return Expr(Op.CAST, dtype, (x,))
+
+
+def strong(x: Expr) -> Expr:
+    """``x`` itself, or a weak ``x`` rebuilt strong at its dtype (float32)."""
+    return adopt(x, x.dtype) if x.weak else x
+
+
+def adopt(x: Expr, dtype: str) -> Expr:
+    """A weak expression ``x`` rebuilt as a strong one computing in the float ``dtype``: each weak
+    constant keeps its Python value, each integer a weak node converts is cast to ``dtype``
+    (iterative: a long chain of Python floats is no deep recursion)."""
+    done: dict[Expr, Expr] = {}
+    stack = [x]
+    while stack:
+        n = stack[-1]
+        if todo := [s for s in n.src if s.weak and s not in done]:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        done[n] = const(n.arg, dtype) if n.op is Op.CONST else cast(dtype, n.src[0]) if n.op is Op.CAST \
+            else Expr(n.op, dtype, tuple(done.get(s, s) for s in n.src), n.arg)
+    return done[x] if x.weak else x
+
+
+def _weak_float(x: Expr) -> Expr:
+    """An integer or boolean ``x`` as a weak float (it converts to the float dtype it meets)."""
+    return const(float(x.arg)) if x.op is Op.CONST else Expr(Op.CAST, dt.ACCUMULATE, (x,), None, True)
 
 
 def widen(x: Expr) -> Expr:
@@ -459,15 +503,20 @@ def widen(x: Expr) -> Expr:
 
 
 def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
-    """Both operands as Exprs of one dtype (Python scalars adopt the other's); halves compute in float32."""
+    """Both operands as Exprs of one dtype (Python scalars adopt the other's); halves compute in float32.
+    A weak operand adopts a strong float operand's dtype, and makes a strong integer one weak."""
     if not isinstance(a, Expr):
         b = widen(as_expr(b))
-        a = as_expr(a, b.dtype)
+        a = as_expr(a, None if b.weak else b.dtype)
     elif not isinstance(b, Expr):
         a = widen(a)
-        b = as_expr(b, a.dtype)
+        b = as_expr(b, None if a.weak else a.dtype)
     a, b = widen(a), widen(b)
-    if a.dtype != b.dtype:
+    if a.weak != b.weak:
+        w, s = (a, b) if a.weak else (b, a)
+        w, s = (adopt(w, s.dtype), s) if dt.is_float(s.dtype) else (w, _weak_float(s))
+        a, b = (w, s) if a.weak else (s, w)
+    elif a.dtype != b.dtype:
         common = dt.promote(a.dtype, b.dtype)
         a, b = cast(common, a), cast(common, b)
     return a, b
@@ -485,8 +534,8 @@ def binary(op: Op, a: Any, b: Any) -> Expr:
         raise TypeError("`/` on integer expressions is ambiguous: use `//` for floor division "
                         "or ta.cast('float32', x) for true division")
     if op is Op.POW and dt.is_int(a.dtype):
-        a, b = cast("float32", a), cast("float32", b)
-    return Expr(op, a.dtype, (a, b))
+        a, b = _weak_float(a), _weak_float(b)
+    return Expr(op, a.dtype, (a, b), None, a.weak)
 
 
 def unary(op: Op, x: Any) -> Expr:
@@ -497,8 +546,8 @@ def unary(op: Op, x: Any) -> Expr:
     if x.dtype == dt.BOOL:
         raise TypeError(f"{op.value} of a boolean expression")
     if op in UNARY_MATH and op is not Op.ABS and not dt.is_float(x.dtype):
-        x = cast("float32", x)
-    return Expr(op, x.dtype, (x,))
+        x = _weak_float(x)
+    return Expr(op, x.dtype, (x,), None, x.weak)
 
 
 def compare(op: Op, a: Any, b: Any) -> Expr:
@@ -539,7 +588,7 @@ def choice(op: Op, cond: Any, a: Any, b: Any) -> Expr:
     """SELECT or IF_THEN_ELSE with a boolean condition and branches of one dtype."""
     cond = _as_bool(cond)
     a, b = _unify(a, b)
-    return Expr(op, a.dtype, (cond, a, b))
+    return Expr(op, a.dtype, (cond, a, b), None, a.weak)
 
 
 TRUE = const(True)

@@ -75,9 +75,9 @@ def const_to_str(node: Expr) -> str:
     v = node.arg
     if isinstance(v, float) and not math.isfinite(v):
         return f"{node.dtype}({v})"  # float32(-inf), float64(nan)
-    if node.dtype == "float32":
+    if node.dtype == "float32" and not node.weak:  # (a weak constant: its Python value)
         return f"{_float_text(v, 'float32')}f"
-    if node.dtype == "float64":
+    if node.dtype == "float64" or node.weak:
         return _float_text(v, "float64")
     if node.dtype == "bool":
         return "True" if v else "False"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import dtype as dt
-from .expr import TRUE, Expr, Op, ReduceArg, as_expr, const, is_tensor, scalar_use_error, var, widen
+from .expr import TRUE, Expr, Op, ReduceArg, as_expr, cast, const, is_tensor, scalar_use_error, var, widen
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,8 @@ class Reducer:
 
 def _coerce(x: Any, dtype: str, name: str, what: str) -> Expr:
     e = as_expr(x, dtype)
+    if e.weak and dt.is_float(dtype):
+        return cast(dtype, e)
     if e.dtype != dtype:
         if e.op is Op.CONST:
             return const(e.arg, dtype)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import dtype as dt
-from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index
+from .expr import GATHER_MODES, Expr, Op, as_expr, binary, data_index, strong
 
 
 def _kept_hash(obj: Any) -> int:
@@ -103,6 +103,10 @@ class ComputeOp:
     _hashed = staticmethod(lambda o: (o.name, o.tag, o.axes, o.body, o.attrs, o.provenance))
     __hash__ = _kept_hash
     __getstate__ = _state_without_hash
+
+    def __post_init__(self) -> None:
+        if any(b.weak for b in self.body):  # a body of Python floats alone is float32
+            object.__setattr__(self, "body", tuple(map(strong, self.body)))
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
 """A choice between two Python floats, ``select(X[i] > 0, 11/12, 1/120) * X[i]`` over a float64 ``X``:
 its branches are float32 constants (a Python float with no other operand is float32), and the product
 widened the choice as a whole, so the float64 program computed with ``0.90833336`` and ``0.008333334``.
-Widening a choice widens its branches, so each constant keeps the Python value it was written with, as
-NumPy and JAX keep a Python scalar's value in a float64 computation.
+A choice of Python floats is weak now (``test_python_float_arithmetic_keeps_float64``): it takes the
+float64 of the product, and each constant keeps the Python value it was written with, as NumPy and JAX
+keep a Python scalar's value in a float64 computation.
 
 Oracles: the NumPy formula in float64; ``ta.evaluate``."""
 
