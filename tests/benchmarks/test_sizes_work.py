@@ -16,7 +16,8 @@ LAYERS = ("softmax", "layer_norm", "batch_norm", "log_softmax_nll", "gelu_mlp", 
           "transformer_block")
 
 
-@pytest.mark.parametrize("name", LAYERS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.slow] * (name == "transformer_block"))
+                                  for name in LAYERS])  # (the block: ~15 CPU-s)
 def test_work_at_each_size_is_the_static_programs(name):
     w = SOFTMAX if name == "softmax" else BY_NAME[name]
     symbolic = programs(ta, w, ta.size_var("n"), tiny=True)

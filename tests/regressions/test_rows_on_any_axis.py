@@ -153,12 +153,14 @@ def _torch_block(torch, tokens, labels, p):
 
 
 @pytest.mark.slow
-def test_a_transformer_block_with_its_loss_over_a_batch_and_a_length_compiles_once_per_length(builds):
+def test_a_transformer_block_with_its_loss_over_a_batch_and_a_length_compiles_once_for_every_batch(builds):
     """The block's mean loss over a symbolic batch ``b`` and length ``L`` reads ``1 / (b * L)`` and its
-    sums over the rows after they are made: for each length, one staged kernel over ``b`` (its loss and
-    every gradient matching PyTorch float64 at each batch), not one compile per batch and length.  At
-    ``LENGTH`` the gradient lays a causal attention's column sums out as ``[LENGTH, b, heads]``, the
-    rows on a middle axis; at length 1 each token attends to itself only."""
+    sums over the rows after they are made: at a length, one staged kernel over ``b`` (its loss and every
+    gradient matching PyTorch float64 at each batch), not one compile per batch.  At ``LENGTH`` the
+    gradient lays a causal attention's column sums out as ``[LENGTH, b, heads]``, the rows on a middle
+    axis.  (One length: a compile at each is most of this test's CPU; a block over ``b`` and ``L`` built
+    at two lengths, one of them 1, where each token attends to itself only, is
+    tests/codegen/test_generic_kernels.py's Transformer test.)"""
     torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     b, L = ta.size_var("b"), ta.size_var("L")
     tokens, labels = (ta.placeholder((b, L), "int32", name=k) for k in ("tokens", "labels"))
@@ -172,16 +174,15 @@ def test_a_transformer_block_with_its_loss_over_a_batch_and_a_length_compiles_on
             "rows are independent along b, not along L: a generic kernel over b for each value of L"
     values = {k: (rand(*s) * 0.3).astype(np.float32) for k, s in SHAPES.items()}
     values["g1"], values["g2"] = 1 + values["g1"], 1 + values["g2"]
-    for length in (1, LENGTH):
-        compiled = None
-        for size in (1, 7, 64, 300):
-            t, y = (RNG.integers(0, VOCAB, (size, length)).astype(np.int32) for _ in range(2))
-            tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
-            want = _torch_block(torch, *(torch.tensor(a, dtype=torch.long) for a in (t, y)), tp)
-            want.backward()
-            np.testing.assert_allclose(forward(t, y, *values.values()), want.item(), rtol=1e-4)
-            for got, (k, w) in zip(backward(t, y, *values.values()), tp.items()):
-                np.testing.assert_allclose(got, w.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k}, {size}")
-            compiled = len(builds) if compiled is None else compiled
-            assert len(builds) == compiled, f"a batch of {size} at length {length} compiled"
-        assert forward.at(L=length).generic and backward.at(L=length).generic
+    compiled = None
+    for size in (1, 7, 64, 300):
+        t, y = (RNG.integers(0, VOCAB, (size, LENGTH)).astype(np.int32) for _ in range(2))
+        tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in values.items()}
+        want = _torch_block(torch, *(torch.tensor(a, dtype=torch.long) for a in (t, y)), tp)
+        want.backward()
+        np.testing.assert_allclose(forward(t, y, *values.values()), want.item(), rtol=1e-4)
+        for got, (k, w) in zip(backward(t, y, *values.values()), tp.items()):
+            np.testing.assert_allclose(got, w.grad.numpy(), rtol=2e-3, atol=2e-5, err_msg=f"{k}, {size}")
+        compiled = len(builds) if compiled is None else compiled
+        assert len(builds) == compiled, f"a batch of {size} compiled"
+    assert forward.at(L=LENGTH).generic and backward.at(L=LENGTH).generic
