@@ -4,10 +4,10 @@ A tensor larger than every input and output together was inlined into its reader
 cost, so a growing batch turned the choice: a layer norm of an embedding (a checked gather) read
 by a matrix product's weight gradient was stored at 64 sequences and inlined at 128, where the
 product, whose packers cannot test a gather index, ran as loops recomputing the norm for every
-column (a Transformer block's backward over 1000 sequences ran some 15x slower per row than over
-64, and a symbolic batch's 256-row block with it).  The limit now counts the buffers the program
-holds whatever it costs (a reduction's), which grow with the batch alike: the temporaries per
-sequence are the same at every batch.
+column: a Transformer block's backward over 1000 sequences, static or over a symbolic batch (whose
+256-row block did the same), took minutes a call where 64 took a fraction of a second.  The limit
+now counts the buffers the program holds whatever it costs (a reduction's), which grow with the
+batch alike: the temporaries per sequence are the same at every batch.
 """
 
 from __future__ import annotations
