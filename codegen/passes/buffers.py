@@ -4,8 +4,8 @@ The rule (printed as ``# inlined: ...`` and ``allocate ...``): outputs, reductio
 must see the same bits (``Role.SAVED``) are materialized; a non-reduction tensor is inlined into its readers,
 unless its body (with its inlined producers') has a transcendental function or more than :data:`READ_BUDGET`
 reads, or its own body several reads, and its readers read it at least twice per element (a recurrence's state
-is computed once per step); but a tensor larger than every input and output together is never materialized
-when it can be inlined, and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations.
+is computed once per step); but one larger than the arguments together and than each buffer held anyway
+(a reduction's) is inlined, and no inlined body gathers more than :data:`INLINE_BUDGET` expensive operations.
 
 :func:`inline_bodies` then substitutes the inlined bodies, so every materialized op reads only buffers.
 :func:`store_operands` stores, in place of a materialized elementwise ``T``, the value a sum reads of it
@@ -58,11 +58,11 @@ def choose_materialized(tensors: list[Tensor], outputs: list[Tensor], inputs: se
                         force_inline: set = frozenset(), force_materialize: set = frozenset()
                         ) -> set[ComputeOp]:
     """The compute ops that get buffers (see the module docstring)."""
-    ops = [t.op for t in tensors if isinstance(t.op, ComputeOp) and t not in inputs]
-    ops = list(dict.fromkeys(ops))
+    ops = list(dict.fromkeys(t.op for t in tensors if isinstance(t.op, ComputeOp) and t not in inputs))
     kept = {t.op for t in outputs} | set(force_materialize)
-    limit = sum(t.size for t in list(inputs) + list(outputs))
     chosen = {op for op in ops if must_store(op, kept)}
+    limit = max([sum(t.size for t in list(inputs) + list(outputs)),  # (or a buffer it holds anyway)
+                 *(math.prod(max(ax.extent, 0) for ax in op.axes) * op.num_outputs for op in chosen)])
     # reads of each op by every other op, weighted by the reader's iteration box
     uses: dict[ComputeOp, int] = dict.fromkeys(ops, 0)
     for reader in ops:
