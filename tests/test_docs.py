@@ -86,6 +86,12 @@ def test_the_history_check_finds_what_it_looks_for():
         assert not any(p.search(clean) for p, _ in HISTORY), clean
 
 
+def test_architecture_fits_its_page():
+    """ARCHITECTURE.md shows the rooms and the forms between passes in at most 15,000 bytes."""
+    size = len((ROOT / "ARCHITECTURE.md").read_bytes())
+    assert size <= 15_000, size
+
+
 def test_readme_is_short_and_starts_with_the_two_commands():
     text = README.read_text()
     assert len(text.encode()) <= 12 * 1024, len(text.encode())
