@@ -52,6 +52,19 @@ def test_data_dependent_if_then_else_becomes_select(opts):
                             RNG.integers(0, 9, 7).astype(np.int32)], opts)
 
 
+@pytest.mark.parametrize("opts", THREADS)
+def test_a_choice_that_pins_an_axis_to_data_is_one_store_per_row(opts):
+    """``if_then_else(idx[i] == j, f, 0)`` fills zeros, then stores ``f`` once per row (an index out of
+    range stores nothing), against NumPy."""
+    A = ta.placeholder((7, 9), "float32", "A")
+    idx = ta.placeholder((7,), "int32", "idx")
+    Y = ta.compute((7, 9), lambda i, j: ta.if_then_else(idx[i] == j, A[i, j] * 2.0, 0.0), "Y")
+    assert ta.lower([Y], [A, idx]).work == 7
+    a, at = RNG.standard_normal((7, 9)).astype(np.float32), np.array([0, 8, 3, -1, 9, 4, 4], np.int32)
+    want = np.where(at[:, None] == np.arange(9)[None, :], a * 2, 0).astype(np.float32)
+    np.testing.assert_array_equal(ta.build([Y], [A, idx], **opts)(a, at), want)
+
+
 def test_padding_guard_stays_lazy():
     X = ta.placeholder((6,), "float32", "X")
     Y = ta.compute((8,), lambda i: ta.if_then_else((i >= 1) & (i <= 6), X[i - 1], 0.0), "Y")
