@@ -20,9 +20,11 @@ import math
 from collections.abc import Callable
 
 from tensorad.ir.dtype import is_float
-from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, box, choice, const, copies, var
+from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, box, const, copies, var
 from tensorad.ir.rewrite import chain, free_vars, replace_reads, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Provenance, Role, Tensor
+
+from .winograd import choice_tree
 
 _UNSAFE = (Op.REDUCE, Op.DATA_INDEX)
 MIN_SAVING = 4  # a shared side at least this many times the side stacked in its place
@@ -113,14 +115,8 @@ class _Stacks:
         s = var("s", 0, len(sides))
         fresh = tuple(var(a.name, 0, a.hi - a.lo, a.dtype) for a in s_axes)
         spelled = [substitute(x, dict(zip(canon, fresh))) for x in key[1]]
-
-        def tree(lo: int, hi: int) -> Expr:
-            if hi - lo == 1:
-                return spelled[lo]
-            mid = (lo + hi) // 2
-            return choice(Op.IF_THEN_ELSE, s < const(mid, s.dtype), tree(lo, mid), tree(mid, hi))
         role = Provenance(Role.SPLIT, owner.provenance.group, Tensor(owner, 0))
-        op = self.made[key] = ComputeOp(name, owner.tag, (s,) + fresh, (tree(0, len(sides)),), (), role)
+        op = self.made[key] = ComputeOp(name, owner.tag, (s,) + fresh, (choice_tree(s, spelled),), (), role)
         return op, True
 
     def drop(self, ops: list[ComputeOp]) -> None:

@@ -346,8 +346,8 @@ def _combination(coefs: tuple, terms: list[Expr], dtype: str) -> Expr:
     return out if out is not None else const(0.0, dtype)
 
 
-def _tree(axis: Expr, leaves: list[Expr]) -> Expr:
-    """``leaves[axis]`` as a tree of ``if_then_else`` on ``axis`` (from 0)."""
+def choice_tree(axis: Expr, leaves: list[Expr]) -> Expr:
+    """``leaves[axis]`` as a balanced tree of ``if_then_else`` on ``axis`` (from 0)."""
     def node(lo: int, hi: int) -> Expr:
         if hi - lo == 1:
             return leaves[lo]
@@ -367,7 +367,7 @@ class _Builder:
     def table(self, name: str, rows: tuple) -> Tensor:
         """A constant matrix as a tensor (a tree of constants over its two axes)."""
         i, j = var("i", 0, len(rows), self.dt), var("j", 0, len(rows[0]), self.dt)
-        body = _tree(i, [_tree(j, [const(float(v), self.fdt) for v in row]) for row in rows])
+        body = choice_tree(i, [choice_tree(j, [const(float(v), self.fdt) for v in row]) for row in rows])
         return self.add(name, (i, j), body)
 
     def add(self, name: str, axes: tuple[Expr, ...], body: Expr) -> Tensor:
@@ -423,7 +423,7 @@ def _data_transform(bld: _Builder, conv: Conv, m: int) -> tuple[Tensor, tuple[Ex
     rows, ch, uy1 = copies(conv.rows), copies(conv.channels), copies((py_rows,))
     dk = [d_t[(c(k % m),) + rows + ch + uy1 + (px, tx + c(k // m))] for k in range(a)]
     v1 = bld.add("v1", (nu,) + rows + ch + uy1 + (px, tx),
-                 _tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
+                 choice_tree(nu, [_combination(row, dk, bld.fdt) for row in bt]))
 
     # V[xi, nu, ch, rows, ty, py, px, tx] = sum_k B^T[xi, k] V1[nu, ..., py + dy (m ty + k), ...]: the rows
     xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
@@ -432,7 +432,7 @@ def _data_transform(bld: _Builder, conv: Conv, m: int) -> tuple[Tensor, tuple[Ex
     tiles = (ty, py, px, tx)
     vk = [v1[(nu,) + rows + ch + (py + c(dy) * (c(m) * ty + c(k)), px, tx)] for k in range(a)]
     v_t = bld.add("v", (xi, nu) + ch + rows + tiles,
-                  _tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
+                  choice_tree(xi, [_combination(row, vk, bld.fdt) for row in bt]))
     return v_t, tiles
 
 
@@ -477,7 +477,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     xq = var("xq", 0, m * _tiles(wx, m)[0], dt)
     mq = [m_t[(xi, c(k)) + cols + rows + (ty, py, px, xq // c(m))] for k in range(a)]
     o_t = bld.add("o", (xi,) + cols + rows + (ty, py, px, xq),
-                  _tree(xq % c(m), [_combination(row, mq, bld.fdt) for row in at]))
+                  choice_tree(xq % c(m), [_combination(row, mq, bld.fdt) for row in at]))
 
     # Y[..., y, x] = sum_xi A^T[i, xi] O[xi, ...] at y = lo + py + dy (m ty + i), x = lo + px + dx xq
     def split(w: Window) -> tuple[Expr, Expr, Expr, Expr]:
@@ -533,7 +533,7 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
         guard = guards[0] if len(guards) == 1 else guards[0] & guards[1]
         return choice(Op.IF_THEN_ELSE, guard, value, const(0.0, value.dtype))
     h1 = bld.add("h1", (nu,) + rows + cols + (y, px, tx),
-                 _tree(nu, [_combination(row, [head_at(j) for j in range(m)], fdt) for row in a_rows]))
+                 choice_tree(nu, [_combination(row, [head_at(j) for j in range(m)], fdt) for row in a_rows]))
 
     # H[xi, nu, cols, rows, ty, py, px, tx] = sum_i A[xi, i] H1[nu, ..., py + dy (m ty + i), px, tx]: the rows
     xi, nu = var("xi", 0, a, dt), var("nu", 0, a, dt)
@@ -541,7 +541,7 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
     rows, cols, (ty, py, px, tx) = copies(conv.rows), copies(conv.cols), tiles
     hk = [h1[(nu,) + rows + cols + (py + c(dy) * (c(m) * ty + c(i)), px, tx)] for i in range(m)]
     h_t = bld.add("h", (xi, nu) + cols + rows + tiles,
-                  _tree(xi, [_combination(row, hk, fdt) for row in a_rows]))
+                  choice_tree(xi, [_combination(row, hk, fdt) for row in a_rows]))
 
     # M[xi, nu, cols, ch] = sum_{rows, tiles} H V: one product per transform point, over the tiles
     xi, nu, tiles = var("xi", 0, a, dt), var("nu", 0, a, dt), copies(tiles)
@@ -554,7 +554,7 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
     g_cols = [tuple(g[k][j] for k in range(a)) for j in range(3)]  # G^T
     xi, q, cols, ch = var("xi", 0, a, dt), var("q", 0, 3, dt), copies(conv.cols), copies(conv.channels)
     mk = [m_t[(xi, c(k)) + cols + ch] for k in range(a)]
-    t_t = bld.add("t", (xi, q) + cols + ch, _tree(q, [_combination(row, mk, fdt) for row in g_cols]))
+    t_t = bld.add("t", (xi, q) + cols + ch, choice_tree(q, [_combination(row, mk, fdt) for row in g_cols]))
     s_, (r, q) = var("xi", 0, a, dt), (w.red - c(w.red.lo) if w.red.lo else w.red for w in conv.windows)
     term = g_t[s_, r] * t_t[(s_, q) + conv.cols + conv.channels]
     return list(bld.made), Expr(Op.REDUCE, fdt, (TRUE, term), ReduceArg(conv.sum.arg.combiner, (s_,), 0))

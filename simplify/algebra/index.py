@@ -9,7 +9,7 @@ import math
 from tensorad.ir import dtype as dt
 from tensorad.ir.expr import FALSE, TRUE, Expr, Op, const, data_index
 from tensorad.ir.rewrite import walk
-from tensorad.poly.linear import Linear, from_linear, to_linear
+from tensorad.poly.linear import Linear, from_linear, is_index, to_linear
 
 from .ranges import bounds, linear_bounds
 
@@ -30,10 +30,6 @@ def _forms(memo: IndexMemo | None) -> dict | None:
     return None if memo is None else memo.forms
 
 
-def is_int(e: Expr) -> bool:
-    return dt.is_int(e.dtype)
-
-
 def _reads_data(e: Expr) -> bool:
     return any(n.op in (Op.READ, Op.REDUCE) for n in walk(e))
 
@@ -44,7 +40,7 @@ def zero_like(e: Expr) -> Expr:
 
 def normalise_linear(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """Integer ``+ - * neg``: collect coefficients (``2*(j + 3) - j`` -> ``j + 6``)."""
-    if not is_int(node):
+    if not is_index(node):
         return None
     out = from_linear(to_linear(node, _forms(memo)), node.dtype)
     if out is node:
@@ -87,7 +83,7 @@ def canonical_compare(node: Expr, memo: IndexMemo | None = None) -> Expr | None:
     ``L < 0`` as ``L + 1 <= 0``, the gcd divided out (the constant rounded safely), positive coefficients
     on both sides (``2*oh <= h``); one read of data alone on the left (``Winner[i] == 3*kh + kw``)."""
     a, b = node.src
-    if not is_int(a):
+    if not is_index(a):
         return None
     fa, fb = to_linear(a, _forms(memo)), to_linear(b, _forms(memo))
     # integer data wraps: an ordering of data is rewritten only when every side is proved within the type
@@ -146,7 +142,7 @@ def negate(c: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``!c`` without a NOT node when ``c`` is an integer comparison or a constant."""
     if c.op is Op.CONST:
         return FALSE if c.arg else TRUE
-    if c.op in _FLIP and is_int(c.src[0]):
+    if c.op in _FLIP and is_index(c.src[0]):
         if memo is not None and c in memo.negations:
             return memo.negations[c]
         flipped = Expr(_FLIP[c.op], dt.BOOL, c.src)
@@ -167,7 +163,7 @@ def _split_multiple(f: Linear, c: int) -> tuple[Linear, Linear]:
 
 def floordiv_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``(c*Q + R) // c -> Q + R // c``; ``R // c -> 0`` when ``0 <= R < c``."""
-    if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
+    if not (is_index(node) and b.op is Op.CONST and b.arg > 0):
         return None
     c = int(b.arg)
     if c == 1:
@@ -186,7 +182,7 @@ def floordiv_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -
 
 def mod_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """``(c*Q + R) % c -> R % c``; ``R % c -> R`` when ``0 <= R < c``."""
-    if not (is_int(node) and b.op is Op.CONST and b.arg > 0):
+    if not (is_index(node) and b.op is Op.CONST and b.arg > 0):
         return None
     c = int(b.arg)
     if c == 1:
@@ -201,7 +197,7 @@ def mod_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Exp
 
 def minmax_rule(node: Expr, a: Expr, b: Expr, memo: IndexMemo | None = None) -> Expr | None:
     """Integer max/min decided by the ranges of ``a - b``."""
-    if not is_int(node):
+    if not is_index(node):
         return None
     lo, hi = form_bounds(to_linear(a, _forms(memo)) - to_linear(b, _forms(memo)), memo)
     a_wins = (lo is not None and lo >= 0) if node.op is Op.MAXIMUM else (hi is not None and hi <= 0)
@@ -218,8 +214,8 @@ def data_address(node: Expr) -> Expr | None:
     if a.op is not Op.READ:
         a, b = b, a
     v = b.src[0] if b.op is Op.CAST else b
-    if a.op is not Op.READ or not is_int(a) or v.op is not Op.VAR or v.lo is None or v.hi is None \
-            or v.lo < 0 or not is_int(v) or v.hi > min(dt.max_value(a.dtype), dt.max_value(b.dtype)):
+    if a.op is not Op.READ or not is_index(a) or v.op is not Op.VAR or v.lo is None or v.hi is None \
+            or v.lo < 0 or not is_index(v) or v.hi > min(dt.max_value(a.dtype), dt.max_value(b.dtype)):
         return None
     address = Expr(Op.EQ, dt.BOOL, (data_index(a, v.hi, "clip"), v))
     lo = Expr(Op.GE, dt.BOOL, (a, const(v.lo, a.dtype)))

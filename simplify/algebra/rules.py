@@ -34,7 +34,6 @@ from .index import (
     normalise_linear,
     zero_like,
 )
-from .index import is_int as _int
 from .logic import conjuncts, disjuncts, has
 
 Rule = tuple[str, Callable[..., "Expr | None"]]
@@ -249,7 +248,7 @@ def _applier(trace: Counter | None, memo: IndexMemo) -> Callable[[Expr], Expr | 
             if trace is not None:
                 trace["const-fold"] += 1
             return folded
-        int_linear = node.op in _LINEAR_OPS and _int(node)
+        int_linear = node.op in _LINEAR_OPS and dt.is_int(node.dtype)
         for (name, fn), takes_memo in zip(rules, _TAKES_MEMO[node.op]):
             if int_linear and not (name == "int-linear" or "gate" in name):
                 continue  # integer + - * neg: the linear form is the one canonical form
