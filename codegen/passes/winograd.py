@@ -39,6 +39,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 from tensorad.simplify import simplify_expr
 
@@ -389,9 +390,7 @@ def _data_transform(bld: _Builder, conv: Conv, m: int) -> tuple[Tensor, tuple[Ex
     wy, wx = conv.windows
     dy, dx = abs(wy.step), abs(wx.step)
     (ty_n, py_n), (tx_n, px_n) = _tiles(wy, m), _tiles(wx, m)
-
-    def c(v: int) -> Expr:
-        return const(v, dt)
+    c = partial(const, dtype=dt)
 
     def first_input(w: Window) -> tuple[int, int]:
         """(the first input point the sum reads along ``w``, the last)"""
@@ -447,9 +446,7 @@ def rewrite(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Expr]:
     wy, wx = conv.windows
     g_t, a_t = bld.table("g", g), bld.table("at", at)
     v_t, tiles = _data_transform(bld, conv, m)
-
-    def c(v: int) -> Expr:
-        return const(v, dt)
+    c = partial(const, dtype=dt)
 
     # U1[xi, cols, ch, q] = sum_r G[xi, r] W(r, q), U[xi, nu, cols, ch] = sum_q G[nu, q] U1[xi, ..., q]
     def kernel_at(cols: tuple, ch: tuple, r: Expr, q: Expr) -> Expr:  # (flipped where the step is negative)
@@ -512,9 +509,7 @@ def rewrite_taps(op: ComputeOp, conv: Conv, m: int) -> tuple[list[ComputeOp], Ex
     g_t = bld.table("g", g)
     v_t, _ = _data_transform(bld, conv, m)
     a_rows = [tuple(at[i][j] for i in range(m)) for j in range(a)]  # A, the transpose of A^T
-
-    def c(v: int) -> Expr:
-        return const(v, dt)
+    c = partial(const, dtype=dt)
 
     # H1[nu, rows, cols, y, px, tx] = sum_j A[nu, j] g(..., y, px + dx (m tx + j)): the head's columns, zero
     # past its last
