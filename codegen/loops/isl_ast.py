@@ -9,6 +9,7 @@ appear only compared with zero, where floor modulo answers the same."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial, reduce
 
 import islpy as isl
 
@@ -248,10 +249,7 @@ class AstConverter:
             return logical(_LOGIC[op], *(a if a.dtype == "bool" else compare(Op.NE, a, const(0, a.dtype))
                                          for a in args))
         if op in _NARY:
-            out = args[0]
-            for a in args[1:]:
-                out = binary(_NARY[op], out, a)
-            return out
+            return reduce(partial(binary, _NARY[op]), args)
         if op == _E.minus:
             return unary(Op.NEG, args[0])
         if op in (_E.cond, _E.select):

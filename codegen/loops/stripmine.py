@@ -109,18 +109,15 @@ def plan_split(axes: tuple[Expr, ...], bodies: tuple[Expr, ...]) -> AxisSplit | 
         digits = [var(f"{ax.name}.q", 0, top)]
         digits += [var(f"{ax.name}.r{k}", 0, r) for k, r in reversed(list(enumerate(radices)))]
         weights = list(reversed(ds)) + [1]
-        expr = None
-        for w, dv in zip(weights, digits):
-            term = dv if w == 1 else dv * const(w, ax.dtype)
-            expr = term if expr is None else expr + term
-        value[ax] = expr
+        terms = [dv if w == 1 else dv * const(w, ax.dtype) for w, dv in zip(weights, digits)]
+        value[ax] = sum(terms[1:], terms[0])
         new_vars.extend(digits)
         remainders.extend(digits[1:])
         for k, (w, dv) in enumerate(zip(weights, digits)):
             q = ax if w == 1 else ax // const(w, ax.dtype)
             digit_of[dv] = q if k == 0 else q % const(dv.hi, ax.dtype)
         if ax.extent % ds[-1]:
-            constraints.append(compare(Op.LT, expr, const(ax.extent, ax.dtype)))
+            constraints.append(compare(Op.LT, value[ax], const(ax.extent, ax.dtype)))
             tops.append(digits[0])
     if not value:
         return None

@@ -170,9 +170,7 @@ def _merged(body: Expr, axes: tuple[Expr, ...], sums: dict[ComputeOp, Expr]
         used.add(t.arg.op)
     if len(merged) < 2:
         return None
-    value = merged[0]
-    for v in merged[1:]:
-        value = value + v
+    value = sum(merged[1:], merged[0])
     return Expr(Op.REDUCE, first.dtype, (TRUE, value), ReduceArg(first.arg.combiner, first.arg.axes, 0)), \
         rest, used
 

@@ -355,18 +355,13 @@ def _factor_sum(axes: Sequence[Expr], red: Expr, lookup: Lookup, make: Make, ctx
     elif plan.rest:
         if not plan.changed:
             return None
-        rest = None
-        for coef, factors in plan.rest:
-            t = coef * product(factors, red.dtype)
-            rest = t if rest is None else rest + t
-        body = Expr(Op.REDUCE, red.dtype, (cond, rest), ReduceArg(red.arg.combiner, rvars, 0))
+        first, *others = [coef * product(factors, red.dtype) for coef, factors in plan.rest]
+        body = Expr(Op.REDUCE, red.dtype, (cond, sum(others, first)), ReduceArg(red.arg.combiner, rvars, 0))
         ax = used(body)
         plan.out.append(make(ax, body, False, False))
     if not plan.out:
         return const(0, red.dtype)
-    total = plan.out[0]
-    for t in plan.out[1:]:
-        total = total + t
+    total = sum(plan.out[1:], plan.out[0])
     if nonempty is not TRUE:
         total = Expr(Op.IF_THEN_ELSE, red.dtype, (nonempty, total, const(0, red.dtype)))
     return simplify_expr(total, ctx)
@@ -382,11 +377,8 @@ def _shared_coefficients(rest: list[Term], plan: _Plan, place, dtype: str) -> li
     left: list[Term] = []
     for coef, group in by_coef.items():
         if len(group) > 1 and coef.op is not Op.CONST:
-            added = None
-            for _, factors in group:
-                p = product(factors, dtype)
-                added = p if added is None else added + p
-            if place(coef, (added,), plan):
+            first, *others = [product(factors, dtype) for _, factors in group]
+            if place(coef, (sum(others, first),), plan):
                 plan.changed = True
                 continue
         left.extend(group)

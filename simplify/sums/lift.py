@@ -99,10 +99,7 @@ def optimize_sum(axes: Sequence[Expr], red: Expr, name: str, make: MakeTensor,
             sub = _reduce_like(red, [m[r] for r in rvars], substitute(cond, m), substitute(term, m))
             t = make(f"{name}.t{k}", sub_axes, sub)
             parts.append(t[tuple(axes)])
-        out = parts[0]
-        for p in parts[1:]:
-            out = out + p
-        return simplify_expr(out, ctx)
+        return simplify_expr(sum(parts[1:], parts[0]), ctx)
     return solve_sum(axes, rvars, cond, src, red, ctx)
 
 
