@@ -28,9 +28,7 @@ def data_dependent(c: Expr) -> bool:
 def cheap(e: Expr, costly: frozenset | set = _COSTLY) -> bool:
     """Small, none of the ``costly`` ops, and no checked gather index (the bounds proof took it as in
     range, which only the branch's guard may make true)."""
-    count = 0
-    for n in walk(e):
-        count += 1
+    for count, n in enumerate(walk(e), 1):
         if n.op in costly or count > MAX_BRANCH_NODES or n.op is Op.DATA_INDEX and n.arg.mode == "raise":
             return False
     return True

@@ -187,8 +187,7 @@ def _expand(root: str, templates: list[str]) -> str:
             out.append(piece)
             continue
         # parts: literal, ref, literal, ref, ..., literal -- push in reverse order
-        for k in range(len(parts) - 1, -1, -1):
-            stack.append(templates[int(parts[k])] if k % 2 else parts[k])
+        stack.extend(templates[int(parts[k])] if k % 2 else parts[k] for k in range(len(parts) - 1, -1, -1))
     return "".join(out)
 
 

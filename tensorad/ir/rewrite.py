@@ -373,9 +373,7 @@ def tensor_graph(outputs: Iterable[Tensor], stop: Iterable[Tensor] = ()) -> list
         stack.append((t, True))
         if isinstance(t.op, ComputeOp) and t.op not in done_ops and t not in stop:
             done_ops.add(t.op)
-            for dep in reversed(op_reads(t.op)):
-                if dep not in order:
-                    stack.append((dep, False))
+            stack.extend((dep, False) for dep in reversed(op_reads(t.op)) if dep not in order)
     return list(order)
 
 
