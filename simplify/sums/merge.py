@@ -10,7 +10,9 @@ caller allows (``mergeable``) are merged."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
+from functools import reduce
 from itertools import combinations
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
@@ -76,10 +78,7 @@ def _scaled_sum_read(t: Expr, mergeable: Callable[[ComputeOp], bool],
     hits = [k for k, f in enumerate(factors) if _sum_read(f, scaled) is not None]
     if len(hits) != 1:
         return None
-    scale = None
-    for k, f in enumerate(factors):
-        if k != hits[0]:
-            scale = f if scale is None else scale * f
+    scale = reduce(operator.mul, [f for k, f in enumerate(factors) if k != hits[0]])
     return scale, _sum_read(factors[hits[0]], scaled)
 
 
