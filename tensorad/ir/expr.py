@@ -358,14 +358,17 @@ def _arg_key(arg: Any) -> Any:
 
 
 def const(value: Any, dtype: str | None = None) -> Expr:
-    """A constant node; ``dtype`` defaults to bool / int32 by the Python type, and a float without one is
-    weak (float32 until it meets a float dtype: see the module docstring)."""
+    """A constant node; ``dtype`` defaults to bool / int32 by the Python type (a NumPy scalar's own dtype),
+    and a float without one is weak (float32 until it meets a float dtype: see the module docstring)."""
     if isinstance(value, Expr):
         return value if dtype is None or value.dtype == dtype and not value.weak else cast(dtype, value)
     if dtype is None:
         if isinstance(value, float):  # (a NumPy float64 too: it is a Python float)
             return Expr(Op.CONST, dt.ACCUMULATE, (), float(value), True)
-        dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+        if hasattr(value, "dtype") and hasattr(value, "item"):  # a NumPy scalar keeps its type
+            value, dtype = value.item(), value.dtype
+        else:
+            dtype = dt.BOOL if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
     dtype = dt.check_dtype(dtype)
     if dt.is_half(dtype):
         value = dt.round_to(value, dtype)  # a half constant holds exactly what it stores
