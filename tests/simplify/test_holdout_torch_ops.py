@@ -5,7 +5,8 @@ shift by a data-given signed offset, a masked softmax, a sort-free top-1 that ke
 bilinear upsample with fixed weights, weight normalization, windowed local attention, PReLU, binary
 cross-entropy with logits, a soft Dice loss, adaptive average pooling, a nearest resize by a fractional
 scale, ``diag_embed``, a bilinear form, a global max pool, squeeze-and-excitation, ``repeat_interleave``, a
-gather at data-given 2-D points and a style (Gram) loss.
+gather at data-given 2-D points, a style (Gram) loss, a cross product, ``tril``, a reversed cumulative
+minimum, min-max normalization and a softmin with a temperature.
 
 Each gradient's work, counted term by term on a pinned target (``fuzz.cheap``), is at most 1.25x the work of
 the expert's backward written beside the operator, and within the cheap-gradient bound; its values match
@@ -298,12 +299,58 @@ def style_gram_loss():
     return Op(L, [Fm], "G, dF = (E + E^T) F / N: 2*C*C*N + C*C", 2 * c * c * n + c * c)
 
 
+def cross_product():
+    b = 4
+    A, B = _p((b, 3), "A"), _p((b, 3), "B")
+    Y = ta.compute((b, 3), lambda p, i: A[p, (i + 1) % 3] * B[p, (i + 2) % 3]
+                   - A[p, (i + 2) % 3] * B[p, (i + 1) % 3], name="Y")
+    return Op(Y, [A, B], "dA = B x H, dB = H x A: one pass over each: 2*B*3", 2 * b * 3)
+
+
+def tril_mask():
+    b, n = 2, 6
+    X = _p((b, n, n), "X")
+    Y = ta.compute((b, n, n), lambda p, i, j: ta.select(j <= i, X[p, i, j], 0.0), name="Y")
+    t = n * (n + 1) // 2
+    return Op(Y, [X], "dX = H on the triangle (0 elsewhere): B*T", b * t)
+
+
+def suffix_min():
+    b, n = 3, 9
+    X = _p((b, n), "X")
+    k = _r(n, "k")
+    Y = ta.compute((b, n), lambda p, i: ta.min(X[p, k], k, where=k >= i), name="Y")  # flip(cummin(flip(X)))
+    return Op(Y, [X], "winner scan, shares' prefix scan, routing: 3*B*N", 3 * b * n)
+
+
+def minmax_normalize():
+    n, c = 4, 7
+    X = _p((n, c), "X")
+    q1, q2 = _r(c, "q1"), _r(c, "q2")
+    mx = ta.compute((n,), lambda i: ta.max(X[i, q1], q1), name="mx")
+    mn = ta.compute((n,), lambda i: ta.min(X[i, q2], q2), name="mn")
+    Y = ta.compute((n, c), lambda i, j: (X[i, j] - mn[i]) / (mx[i] - mn[i]), name="Y")
+    # max and min with their tie counts, sum H and sum H (X - mn), dX with both routings
+    return Op(Y, [X], "winners 2*N*C, two sums 2*N*C, dX and two routings 3*N*C: 7*N*C", 7 * n * c)
+
+
+def softmin_temperature():
+    n, c, t = 4, 7, 0.5
+    X = _p((n, c), "X")
+    q1, q2 = _r(c, "q1"), _r(c, "q2")
+    m = ta.compute((n,), lambda i: ta.min(X[i, q1], q1), name="m")
+    s = ta.compute((n,), lambda i: ta.sum(ta.exp((m[i] - X[i, q2]) / t), q2), name="s")
+    Y = ta.compute((n, c), lambda i, j: ta.exp((m[i] - X[i, j]) / t) / s[i], name="Y")
+    return Op(Y, [X], "m, s, r = sum H P, dX = -P (H - r) / t: 4*N*C", 4 * n * c)
+
+
 HOLDOUT = {f.__name__: f for f in (
     index_add, embedding_bag_mean, embedding_bag_max, unfold_strided_dilated, cumprod_middle_axis,
     reversed_cumsum, logcumsumexp, shift_by_signed_offset, masked_softmax, keep_row_max, bilinear_upsample2x,
     weight_norm, local_attention_window, prelu, bce_with_logits, soft_dice_loss, adaptive_avg_pool,
     nearest_resize, diag_embed, bilinear_form, global_max_pool, squeeze_excite, repeat_interleave,
-    gather_points_2d, style_gram_loss)}
+    gather_points_2d, style_gram_loss, cross_product, tril_mask, suffix_min, minmax_normalize,
+    softmin_temperature)}
 
 
 def _feed(op: Op, rng) -> dict:
