@@ -348,8 +348,8 @@ class _LoweringMemo:
             p, core = u.plan, u.plan.core
             sides = (core.gemm.a, core.gemm.b) if isinstance(core, ProductCall) else ()  # (padded copies)
             # a scatter's specs read what its conditions, guards and targets read
-            spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, sc.cond, sc.guard)) \
-                if isinstance(p, ScatterNest) else ()
+            spec = tuple(e for sc in p.specs for e in (*sc.target, sc.value, *sc.sources, sc.cond,
+                                                       sc.guard)) if isinstance(p, ScatterNest) else ()
             found = self.reads[u] = frozenset(n.arg for b in {*p.bodies, *core.bodies, *sides, *spec}
                                               for n in walk(b) if n.op is Op.READ)
         return found
@@ -397,6 +397,8 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
         for u in g.units:
             kept = {v for v in range(u.op.num_outputs) if needs_buffer(tensor_of(u.op, v))}
             kept = carried(u.plan.bodies[0].arg.combiner, kept) if isinstance(u.plan, ScanNest) else kept
+            if isinstance(u.plan, ScatterNest) and u.plan.specs[0].combiner is not None:
+                kept = set(range(u.op.num_outputs))  # (the scatter combines into every value)
             for t in (tensor_of(u.op, v) for v in sorted(kept)):
                 if t not in buffers:
                     buffers[t] = memo.buffer(namer.tensor(t), t, "temp")
@@ -445,8 +447,10 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
         return lower_group(g, bodies, outs_of, scalar, opts, scans, alias)
     u = g.units[0]
     if isinstance(u.plan, ScatterNest):
-        out = outs_of(u.op)[0]
-        return lower_scatter(u.op, u.plan.specs, out, opts) if out is not None else []
+        outs = outs_of(u.op)
+        if u.plan.specs[0].combiner is not None:  # (a combiner's scatter holds every value: each is kept)
+            return lower_scatter(u.op, u.plan.specs, outs, opts)
+        return lower_scatter(u.op, u.plan.specs, outs[0], opts) if outs[0] is not None else []
     if isinstance(u.plan, EpilogueStep):  # (a product's epilogue: emitted by the micro-kernel)
         return _lower_op(u.plan.reduction, bodies, outs_of(u.op), opts, u.plan.epilogue, scans=scans)
     split = unit_split(u, bodies[u.op], (), opts.target or parse_target())  # (short rows as one loop)

@@ -35,6 +35,7 @@ class OptimizerContext:
         self.table = OpTable()  # structurally equal ops merged
         self.registered: set = set()  # sums read by the ops optimized, held in ``table``
         self.factored: set = set()  # every sum .factor made
+        self.scaled_merges: set = set()  # sums .merge made of scaled reads: factored without held brackets
         self.brackets: set = set()  # sums factored out alone (.factor), folded back if unshared
         self.nested: set = set()  # inner brackets of nested sums (.factor), folded back if unshared
         self.nonempty: dict[tuple, Expr | None] = {}  # (axes, variables, condition) -> where a point is

@@ -87,10 +87,14 @@ class _Pass:
         return role in MADE_HERE or (role is Role.LIFTED and bool(self.group)
                                      and op.provenance.group == self.group)
 
-    def mergeable(self, op: ComputeOp, axes: Sequence[Expr]) -> bool:
+    def mergeable(self, op: ComputeOp, axes: Sequence[Expr], scaled: bool = False) -> bool:
         """A sum :mod:`.sums.merge` may merge into a body over ``axes``: not a bracket :mod:`.sums.factor`
-        made, and owned, or an adjoint sum over no fewer points read whole as
-        :func:`.inlining.fuse_gather` reads one."""
+        made, and owned, or an adjoint sum over no fewer points read whole as :func:`.inlining.fuse_gather`
+        reads one.  A sum the body scales may be a bracket, when it has no fewer points (the scale the
+        factoring lifted stays out, and no merged sum runs over more points than its terms)."""
+        if scaled:
+            return (self.owns(op) or op.provenance.role is Role.ADJOINT) \
+                and decide(box_points(axes) <= box_points(op.axes))
         return False if op in self.ctx.factored else self.owns(op) or (
             op.provenance.role is Role.ADJOINT and decide(box_points(axes) <= box_points(op.axes)))
 
@@ -141,10 +145,13 @@ class _Pass:
             return replace_reads(body, lambda n: self._read(n, in_sum=True), self.inlined[1])
         return replace_reads(body, self._read, self.inlined[0])
 
-    def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True) -> Tensor:
+    def make(self, name: str, axes: Sequence[Expr], body: Expr, split: bool = True,
+             held: bool = True) -> Tensor:
         role = Role.SPLIT if split else Role.MERGED
         op = ComputeOp(name, "", tuple(axes), (body,),
                        provenance=Provenance(role, self.group, Tensor(self.top, 0)))
+        if not held:
+            self.ctx.scaled_merges.add(op)
         return Tensor(self.ctx.table.intern(self.op(op)), 0)
 
     def _fresh(self, axes: Sequence[Expr], body: Expr) -> tuple[list[Expr], Expr]:
@@ -170,9 +177,10 @@ class _Pass:
             found = self.ctx.table.read(ComputeOp("", "", spelling.axes, (spelling.body,)), spelling.index)
         return None if found is None else simplify_expr(found, self.ctx)
 
-    def factor(self, axes: Sequence[Expr], red: Expr, name: str) -> Expr | None:
+    def factor(self, axes: Sequence[Expr], red: Expr, name: str, held: bool = True) -> Expr | None:
         """:func:`.sums.factor.factor_sum` with brackets made as this pass's tensors, each in its
-        canonical spelling (so that other sums find it whatever their variables)."""
+        canonical spelling (so that other sums find it whatever their variables); without ``held``
+        (a merged sum, whose held brackets would undo the merge), none read from the table."""
         made = iter(range(1 << 30))
 
         def make(free: Sequence[Expr], body: Expr, alone: bool, nested: bool) -> Expr:
@@ -187,10 +195,11 @@ class _Pass:
                 self.ctx.brackets.add(t.op)  # folded back at the end unless shared
             return t[index]
 
+        lookup = self.lookup if held else lambda free, body: None
         lifted = lift_masked(axes, red, make, self.ctx)
         if lifted is None:
-            lifted = contract_chain(axes, red, self.lookup, make, self.ctx)
-        return lifted if lifted is not None else factor_sum(axes, red, self.lookup, make, self.ctx)
+            lifted = contract_chain(axes, red, lookup, make, self.ctx)
+        return lifted if lifted is not None else factor_sum(axes, red, lookup, make, self.ctx)
 
     def register_reads(self, body: Expr) -> None:
         """Sums ``body`` reads join the table, so that equal brackets become reads of them."""
@@ -226,7 +235,8 @@ class _Pass:
         spelling = canonical(op.axes, solved if solved.op is Op.REDUCE else inlined, self.ctx)
         table.register_view(op, ComputeOp(op.name, op.tag, spelling.axes, (spelling.body,)), spelling.back)
 
-    def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True) -> Expr:
+    def body(self, axes: Sequence[Expr], body: Expr, name: str, split: bool = True,
+             held: bool = True) -> Expr:
         ctx = self.ctx
         body = self.inline(body)
         self.register_reads(body)
@@ -235,7 +245,7 @@ class _Pass:
             if body.arg.combiner.kind == "sum":
                 body = optimize_sum(axes, body, name, self.make, split, ctx)
                 if body.op is Op.REDUCE:
-                    factored = self.factor(axes, body, name)
+                    factored = self.factor(axes, body, name, held=held)
                     if factored is not None:
                         body = factored
                 if body.op is not Op.REDUCE:
@@ -246,7 +256,8 @@ class _Pass:
             body = self.lift(axes, body)
         if body.op is not Op.REDUCE and factored is None:  # (merging would undo the factoring)
             merged = merge_sums(axes, body, lambda op: self.mergeable(op, axes),
-                                lambda n, a, b: self.make(n, a, b, split=False), name, ctx)
+                                lambda n, a, b, scaled: self.make(n, a, b, split=False, held=not scaled),
+                                name, ctx, lambda op: self.mergeable(op, axes, scaled=True))
             if merged is not None:
                 body = self.lift(axes, self.inline(merged))
         return body
@@ -271,12 +282,15 @@ class _Pass:
             bodies = tuple(simplify_expr(self.inline(b), self.ctx) for b in op.body)
         else:
             split = op.provenance.role is not Role.MERGED  # splitting would undo the merge
-            body = self.body(op.axes, op.body[0], op.name, split)
+            held = op not in self.ctx.scaled_merges
+            body = self.body(op.axes, op.body[0], op.name, split, held)
             for _ in range(MAX_FUSE_ROUNDS):
                 fused = fuse_gather(op.axes, body, is_adjoint)
                 if fused is None:
                     break
-                body = self.body(op.axes, fused, op.name, split=False)
+                # (a scaled merge read through stays merged)
+                held = held and not any(t.op in self.ctx.scaled_merges for t in reads(body))
+                body = self.body(op.axes, fused, op.name, split=False, held=held)
             if body.op is Op.REDUCE and provably_zero(body, self.ctx):
                 body = const(0, body.dtype)
             bodies = (body,)

@@ -11,7 +11,8 @@
 * ``hoist``          subexpressions over fewer axes than their op, computed once per point
 * ``zero_masks``     zero masks peeled off a value without reading outside its guard
 * ``scan``           running reductions carried along an axis instead of reduced again
-* ``scatter``        a sum whose output axis is a gathered index: one add per element read
+* ``scatter``        a sum (or a max, an argmax) whose output axis is a gathered index: one add (or
+                     combine) per element read
 * ``stencil``        a small output of shifted products as one stream with a tap per accumulator
 * ``term_split``     a sum of several products as one product per term, or of a factor they share
 * ``gathered_rows``  gathered rows copied once, so that a product reading them is a GEMM

@@ -12,8 +12,8 @@ Costs are estimated cycles on one core of the target: coarse, but they must orde
   load imbalance over ``PLAN_THREADS`` threads, plus a call; **padded** -- plus the padded copies;
 * **split-K**, **parity**, **split-terms** -- the parts' products plus the adding pass or gather;
 * **epilogue** / **product-epilogue** -- the consumer's loops less the temporary no longer written and read;
-* **scatter** -- one add per point of its affine domain; **scatter-sum** -- the scatters it absorbs plus
-  one fill;
+* **scatter** -- one add (another reduction's: one combine) per point of its affine domain; **scatter-sum**
+  -- the scatters it absorbs plus one fill;
 * **gathered** -- the rows' copy plus the product of the copy;
 * **scan** -- one update per new term and one copy per output point, vectorized across later output axes;
   along the last axis its updates alone, as scalar chains or vectorized across the rows with their

@@ -13,7 +13,12 @@ reduce axes: the fill, then one store per point ``i`` instead of a pass over eve
 The same form serves a max/min/argmax gradient from its saved winner: a data-dependent test of outer
 variables only is hoisted out of the inner loops (:func:`_hoist`), a leading output axis may run in
 parallel, and a sum of scatter-adds read at shifted points scatters straight into its own buffer
-(:func:`shifted`, the ``scatter-sum`` strategy)."""
+(:func:`shifted`, the ``scatter-sum`` strategy).
+
+A reduction by another combiner, ``max over k where seg[k] == q`` (a segment max, or a max with its tie
+count, or an argmax), is the same scatter with a combine in place of the add (:func:`match_reducer_scatter`,
+the same strategy): each output filled with the combiner's identity, then each point combined
+into the element its index fixes, every value of a tuple stored in a :func:`.loops.schedule.store_order`."""
 
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from tensorad.poly.linear import from_linear, solve_for, to_linear
 
 from ..loops.domain import PolyStmt, split_condition
 from ..loops.isl_ast import build_loops
-from ..loops.schedule import mark_parallel
+from ..loops.schedule import mark_parallel, store_order
 from ..loops.work import count_work
 from ..program import Buffer, Fill, If, Loop, Nest, NestAttrs, Store, walk_stmts
 from ..program import stores as stores_in
@@ -53,6 +58,8 @@ class ScatterSpec:
     cond: Expr
     guard: Expr = TRUE  # tested after ``cond``, at the point the add lands on (a ReLU's mask)
     store: bool = False  # one value per point (a body that is no sum): stored, so a -0.0 stays -0.0
+    combiner: object = None  # another reduction's than a sum: ``out[target] = combine(out[target], sources)``
+    sources: tuple[Expr, ...] = ()  # (the combiner's terms, one per output)
 
 
 def _gathers(e: Expr) -> bool:
@@ -75,7 +82,35 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         return None
     where, src, raxes = (red.src[0], red.src[1], red.arg.axes) if red.op is Op.REDUCE else (TRUE, red, ())
     guards, value = peel_masks(src)  # (a conjunct under a lazy guard stays lazy)
-    terms = conjuncts(where) + guards
+    found = _solve(op, conjuncts(where) + guards, (value,), raxes)
+    if found is None:
+        return None
+    target, loop_vars, (value,), cond = found
+    return ScatterSpec(target, loop_vars, value, cond, store=red.op is not Op.REDUCE)
+
+
+def match_reducer_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None:
+    """The scatter form of a reduction by another combiner than a sum (a max, a winner with its tie count):
+    each point combined into the element a data-given index fixes (``q = seg[k]``), the elements first
+    filled with the identity; every value of the combiner in an output of its own."""
+    red = bodies[0]
+    if red.op is not Op.REDUCE or red.arg.combiner.kind == "sum" or len(bodies) != red.arg.combiner.arity \
+            or store_order(red.arg.combiner) is None:
+        return None
+    for b in bodies:  # (one reduction: the same terms, axes and combiner, each value an output)
+        if b.op is not Op.REDUCE or len(b.src) != len(red.src) or b.arg.axes != red.arg.axes \
+                or b.arg.combiner is not red.arg.combiner or any(x is not y for x, y in zip(b.src, red.src)):
+            return None
+    found = _solve(op, conjuncts(red.src[0]), red.src[1:], red.arg.axes)
+    if found is None:
+        return None
+    target, loop_vars, sources, cond = found
+    return ScatterSpec(target, loop_vars, sources[0], cond, combiner=red.arg.combiner, sources=sources)
+
+
+def _solve(op: ComputeOp, terms: list[Expr], values: tuple[Expr, ...], raxes: tuple[Expr, ...]):
+    """``(target, loop variables, values, condition)`` with the output axes that an equation among ``terms``
+    fixes to a gather index (or an integer read from data) solved, or ``None``."""
     solved: dict[Expr, Expr] = {}
     used: set[Expr] = set()
     for t in terms:
@@ -112,16 +147,15 @@ def match_scatter(op: ComputeOp, bodies: tuple[Expr, ...]) -> ScatterSpec | None
         rest.append(u)
     rest += ranges
     cond = all_of(rest)
-    value = substitute(value, solved)
+    values = tuple(substitute(v, solved) for v in values)
     # output axes before every solved one run outermost; each element's adds keep the reduce axes' order
     first = min(op.axes.index(a) for a in solved)
     free = [a for a in op.axes if a not in solved]
     loop_vars = tuple(a for a in free if op.axes.index(a) < first) + tuple(raxes) \
         + tuple(a for a in free if op.axes.index(a) > first)
-    if not loop_vars or any(a in free_vars(value) or a in free_vars(cond) for a in solved):
+    if not loop_vars or any(a in free_vars(v) for v in values + (cond,) for a in solved):
         return None
-    target = tuple(solved.get(a, a) for a in op.axes)
-    return ScatterSpec(target, loop_vars, value, cond, store=red.op is not Op.REDUCE)
+    return tuple(solved.get(a, a) for a in op.axes), loop_vars, values, cond
 
 
 def shifted(spec: ScatterSpec, offsets: tuple[int, ...], shape: tuple[int, ...]) -> ScatterSpec:
@@ -198,23 +232,35 @@ def _guarded_stmt(name: str, variables: tuple[Expr, ...], cond: Expr, body: tupl
     return PolyStmt(name, variables, space.box().intersect(aff), body, variables)
 
 
-def lower_scatter(op: ComputeOp, specs, out: Buffer, opts=None) -> list:
+def lower_scatter(op: ComputeOp, specs, out: Buffer | list, opts=None) -> list:
     """Zero-fill ``out``, then the nest of ``out[target] += value`` for the specs (one for all when they
     share outer loops, :func:`_fused`): serial, except over a leading axis every spec keeps, or a gather's
-    columns (:func:`split_columns`); each element's adds in one order at any thread count."""
+    columns (:func:`split_columns`); each element's adds in one order at any thread count.  A combiner's
+    spec fills each of the buffers ``out`` with its identity and combines into all of them."""
     if isinstance(specs, ScatterSpec):
         specs = (specs,)
+    if specs[0].combiner is not None:
+        fills = [Fill(b, e) for b, e in zip(out, specs[0].combiner.identity)]
+        return fills + [_scatter_nest(op, specs, [_statement(specs[0], out, "S0")], tuple(out), opts)]
     stmts = [_statement(s, out, f"S{k}") for k, s in enumerate(specs)]
     fused = _fused(stmts) if len(stmts) > 1 else None
     groups = [(specs, fused)] if fused is not None else [((s,), [st]) for s, st in zip(specs, stmts)]
-    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, ss, sts, out, opts) for ss, sts in groups]
+    return [Fill(out, const(0, out.dtype))] + [_scatter_nest(op, ss, sts, (out,), opts) for ss, sts in groups]
 
 
-def _statement(spec: ScatterSpec, out: Buffer, name: str) -> PolyStmt:
-    """``out[target] += value`` over the spec's loops; a data-dependent test of the outer loops
-    only is hoisted out of the inner ones (:func:`_hoist`), which then form its body."""
-    here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
-    body: tuple = (Store(out, spec.target, spec.value if spec.store else here + spec.value),)
+def _statement(spec: ScatterSpec, out: Buffer | list, name: str) -> PolyStmt:
+    """``out[target] += value`` over the spec's loops (a combiner's: each of the buffers ``out`` stored, in a
+    :func:`store_order`); a data-dependent test of the outer loops only is hoisted out of the inner ones
+    (:func:`_hoist`), which then form its body."""
+    if spec.combiner is not None:
+        comb = spec.combiner
+        here = tuple(Expr(Op.READ, b.dtype, spec.target, b.tensor) for b in out)
+        mapping = {**dict(zip(comb.lhs, here)), **dict(zip(comb.rhs, spec.sources))}
+        body: tuple = tuple(Store(out[c], spec.target, substitute(comb.result[c], mapping))
+                            for c in store_order(comb))
+    else:
+        here = Expr(Op.READ, out.dtype, spec.target, out.tensor)
+        body = (Store(out, spec.target, spec.value if spec.store else here + spec.value),)
     if spec.guard is not TRUE:  # (inside ``cond``'s tests: it may read at the target)
         body = (If(spec.guard, body, (), affine=False),)
     variables, cond = spec.loop_vars, spec.cond
@@ -239,22 +285,22 @@ def _fused(stmts: list[PolyStmt]) -> list[PolyStmt] | None:
             for k, st in enumerate(stmts)]
 
 
-def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], out: Buffer, opts) -> Nest:
+def _scatter_nest(op: ComputeOp, specs: tuple, stmts: list[PolyStmt], outs: tuple, opts) -> Nest:
     body = build_loops(stmts)
     axes = " + ".join(", ".join(a.name for a in s.loop_vars) for s in specs)
     work = count_work(body)
     attrs = NestAttrs()
-    note = f"scatter-add over {axes}"
+    note = f"scatter-{'add' if specs[0].combiner is None else specs[0].combiner.kind} over {axes}"
     # (each spec's first loop scans an output axis kept as is)
     if opts is not None and all(any(t is s.loop_vars[0] for t in s.target) for s in specs):
         body, marked = mark_parallel(body, NestAttrs(parallel_dim=0), opts, work)
         attrs = NestAttrs(range=marked.range)
     if attrs.range is None and opts is not None and len(specs) == 1:
-        split = split_columns(body, specs[0], out, opts, work)
+        split = split_columns(body, specs[0], outs[0], opts, work)
         if split is not None:
             body, attrs, column = split
             note += f", columns of {column.name} shared among threads"
-    return Nest(op.name, body, (out,), work, note, parallel=attrs.range is not None, attrs=attrs)
+    return Nest(op.name, body, outs, work, note, parallel=attrs.range is not None, attrs=attrs)
 
 
 def split_columns(body: tuple, spec: ScatterSpec, out: Buffer, opts, work: int
@@ -299,12 +345,13 @@ def _replace_loop(stmts: tuple, old: Loop, new: Loop) -> tuple:
 
 
 class Scatter:
-    """A sum whose output axis a gather index fixes, as a scatter-add (:mod:`.strategies.scatter`)."""
+    """A sum (or another reduction) whose output axis a gather index fixes, as a scatter-add (or combine)
+    (:mod:`.strategies.scatter`)."""
 
     name = "scatter"
 
     def match(self, op, bodies, ctx):
-        spec = match_scatter(op, bodies)
+        spec = match_scatter(op, bodies) or match_reducer_scatter(op, bodies)
         return [] if spec is None else [Candidate(self, op, bodies, spec)]
 
     def cost(self, cand, ctx):  # one add per point, no vectors (the zero fill: see :func:`fill_cost`)
@@ -369,8 +416,8 @@ class ScatterSum:
             r = t.op
             chosen = ctx.chosen.get(r)
             if chosen is None or not isinstance(chosen.strategy, Scatter) or r in absorbed \
-                    or ctx.readers.get(r) != [op] or t in ctx.outputs or r.num_outputs != 1 \
-                    or t.dtype != op.body[0].dtype:
+                    or chosen.data.combiner is not None or ctx.readers.get(r) != [op] or t in ctx.outputs \
+                    or r.num_outputs != 1 or t.dtype != op.body[0].dtype:
                 return []
             spec = shifted(chosen.data, offsets, op.shape)
             if guard is not TRUE:  # (the mask at the point each add lands on)

@@ -3,16 +3,20 @@
 Autodiff gives every read site its own reduction; after solving, several often iterate over the same
 points.  The additive terms of a body that read sums with equal domains (indices, reduction ranges and
 where-condition, reduction variables renamed by position) become a read of one sum of their sources; a read
-under a guard, ``if_then_else(g, R[idx], 0)``, is a sum whose where-condition holds ``g`` too.  Only sums the
+under a guard, ``if_then_else(g, R[idx], 0)``, is a sum whose where-condition holds ``g`` too.  A read times
+factors of the body's axes, ``H * (2 * R1[idx])``, merges with reads times the same factors, which then scale
+the one sum (a loss over a Gram matrix: ``E F + E^T F`` as one product of the summed head).  Only sums the
 caller allows (``mergeable``) are merged."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
+from functools import reduce
 from itertools import combinations
 
 from tensorad.ir.expr import TRUE, Expr, Op, ReduceArg, const, var
-from tensorad.ir.rewrite import substitute
+from tensorad.ir.rewrite import chain, substitute
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import IndexSpace, NotAffine
 from tensorad.poly.domain import IndexSet
@@ -60,6 +64,22 @@ def _sum_read(t: Expr, mergeable: Callable[[ComputeOp], bool]) -> tuple[Expr, Ex
             and mergeable(read.arg.op):
         return read, TRUE if guard is None else guard
     return None
+
+
+def _scaled_sum_read(t: Expr, mergeable: Callable[[ComputeOp], bool],
+                     scaled: Callable[[ComputeOp], bool]) -> tuple[Expr | None, tuple] | None:
+    """``(scale, (read, guard))`` of a term ``scale * read`` (``scale`` ``None`` for a read alone), one
+    factor of its product chain a sum :func:`_sum_read` accepts (with ``scaled`` when it is scaled);
+    else ``None``."""
+    found = _sum_read(t, mergeable)
+    if found is not None or t.op is not Op.MUL:
+        return None if found is None else (None, found)
+    factors = chain(t, Op.MUL)
+    hits = [k for k, f in enumerate(factors) if _sum_read(f, scaled) is not None]
+    if len(hits) != 1:
+        return None
+    scale = reduce(operator.mul, [f for k, f in enumerate(factors) if k != hits[0]])
+    return scale, _sum_read(factors[hits[0]], scaled)
 
 
 def _positional(pos: dict, k: int, v: Expr) -> Expr:
@@ -120,21 +140,25 @@ def _scatters(src: Expr, variables: Sequence[Expr], ctx) -> bool:
 
 
 def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp], bool],
-               make: Callable[[str, Sequence[Expr], Expr], Tensor], name: str,
-               ctx=None) -> Expr | None:
-    """``body`` with same-domain sums among its additive terms merged, or ``None``."""
+               make: Callable[[str, Sequence[Expr], Expr, bool], Tensor], name: str,
+               ctx=None, scaled: Callable[[ComputeOp], bool] | None = None) -> Expr | None:
+    """``body`` with same-domain sums among its additive terms merged, or ``None``; ``scaled`` (by default
+    ``mergeable``) allows the sums read times other factors.  ``make(name, axes, body, scaled)`` makes a
+    merged sum (``scaled``: of scaled reads)."""
     if body.op is Op.REDUCE:
         return None
     terms = additive_terms(body)
     pos: dict = {}
     groups: dict[tuple, list[int]] = {}
     inst: dict[int, tuple] = {}
+    scales: dict[int, Expr | None] = {}
     for k, (_, t) in enumerate(terms):
-        found = _sum_read(t, mergeable)
-        if found is not None:
+        hit = _scaled_sum_read(t, mergeable, scaled or mergeable)
+        if hit is not None:
+            scales[k], found = hit
             key, cond, src, ra = _instantiate(found[0], pos)
             inst[k] = (cond if found[1] is TRUE else simplify_expr(all_of([found[1], cond]), ctx), src, ra)
-            groups.setdefault(key, []).append(k)
+            groups.setdefault((key, id(scales[k])), []).append(k)
     merged = [h for g in groups.values() if len(g) > 1 for h in _split_by_cond(g, inst, axes, pos, ctx)
               if len(h) > 1]
     if not merged:
@@ -156,8 +180,9 @@ def merge_sums(axes: Sequence[Expr], body: Expr, mergeable: Callable[[ComputeOp]
         red = Expr(Op.REDUCE, src.dtype, (substitute(cond, fresh), substitute(src, fresh)),
                    ReduceArg(ra.combiner, tuple(fresh[_positional(pos, j, r)] for j, r in enumerate(canon)),
                              0))
-        t = make(f"{name}.m{n}", axes, red)
-        replaced[group[0]] = t[tuple(axes)]
+        scale = scales[group[0]]
+        t = make(f"{name}.m{n}", axes, red, scale is not None)
+        replaced[group[0]] = t[tuple(axes)] if scale is None else scale * t[tuple(axes)]
         for k in group[1:]:
             replaced[k] = None
     out: Expr | None = None

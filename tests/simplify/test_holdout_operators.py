@@ -1,15 +1,15 @@
 """A holdout of operators written as a user writes them, with ``ta.compute`` and reductions, each beside the
 work of an expert's backward: transposed, dilated and strided-transposed convolutions, im2col, circular
-convolution, a segment sum through ids, a one-hot pick, a codebook lookup by argmin and a value read at an
-argmax, cumulative sums along a middle axis, log-sum-exp over two axes, L1 distances, a soft argmax,
-attention with a relative-position bias, a ceil-mode max pool, a lower-triangular product, strided slices
-concatenated, reflect and edge padding, a chain of three matrices summed in one reduction, instance norm, a
-covariance, multi-class hinge, KL to a softmax, label-smoothed and contrastive cross-entropy, a mean over
-data-given lengths, a sliding max padded with the identity; a gather along an axis (``take_along_axis``), a
-strided permutation through ``%``, a roll by a data-given shift, a sequence reversed inside its data-given
-length, space-to-depth, max-unpooling through the pool's indices, a masked mean, a segment mean, top-1
-routing (a mixture-of-experts gate), a banded matrix product, a causal log-sum-exp of outer products, a
-channel shuffle, a batched trace, a Kronecker product, a temporal shift and a local response norm.
+convolution, a segment sum and a segment max through ids, a one-hot pick, a codebook lookup by argmin and a
+value read at an argmax, cumulative sums along a middle axis, log-sum-exp over two axes, L1 distances, a soft
+argmax, attention with a relative-position bias, a ceil-mode max pool, a lower-triangular product, strided
+slices concatenated, reflect and edge padding, a chain of three matrices summed in one reduction, instance
+norm, a covariance, multi-class hinge, KL to a softmax, label-smoothed and contrastive cross-entropy, a mean
+over data-given lengths, a sliding max padded with the identity; a gather along an axis (``take_along_axis``),
+a strided permutation through ``%``, a roll by a data-given shift, a sequence reversed inside its data-given
+length, space-to-depth, max-unpooling through the pool's indices, a masked mean, a segment mean, top-1 routing
+(a mixture-of-experts gate), a banded matrix product, a causal log-sum-exp of outer products, a channel
+shuffle, a batched trace, a Kronecker product, a temporal shift and a local response norm.
 
 Each gradient's work, counted term by term on a pinned target (``fuzz.cheap``: a convolution's unrolled
 taps count one each, as the hand formulas do), is at most 1.25x the expert's count and within the
@@ -120,6 +120,16 @@ def segment_sum_by_ids():
     k = _r(n, "k")
     Y = ta.compute((s, d), lambda q, j: ta.sum(X[k, j], k, where=seg[k] == q), name="Y")
     return Op(Y, [X], "dX[k] = H[seg[k]]: N*D", n * d, {seg: (0, s)})
+
+
+def segment_max_by_ids():
+    n, d, s = 8, 3, 4
+    X, seg = _p((n, d), "X"), _p((n,), "seg", "int32")
+    k = _r(n, "k")
+    Y = ta.compute((s, d), lambda q, j: ta.max(X[k, j], k, where=seg[k] == q), name="Y")
+    # each term combined into its segment's winner and tie count, the head scattered to the winners, the ties
+    return Op(Y, [X], "winners with tie counts N*D, scatter S*D, routing N*D", 2 * n * d + s * d,
+              {seg: (0, s)})
 
 
 def one_hot_pick():
@@ -493,7 +503,8 @@ def local_response_norm():
 
 HOLDOUT = {f.__name__: f for f in (
     transposed_conv1d, transposed_conv2d_stride2_pad1, dilated_padded_conv2d, im2col, circular_conv1d,
-    segment_sum_by_ids, one_hot_pick, codebook_by_argmin, value_at_argmax, cumsum_middle_axis,
+    segment_sum_by_ids, segment_max_by_ids, one_hot_pick, codebook_by_argmin, value_at_argmax,
+    cumsum_middle_axis,
     logsumexp_two_axes, l1_distances, soft_argmax, attention_relative_bias, max_pool_ceil_mode,
     lower_triangular_product, strided_concat, reflect_pad, edge_pad, chain_of_three, instance_norm,
     covariance, multiclass_hinge, kl_to_softmax, label_smoothed_cross_entropy, contrastive_cross_entropy,
