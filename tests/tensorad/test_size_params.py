@@ -258,7 +258,13 @@ def test_binding_the_other_size_keeps_the_cases_of_one(monkeypatch):
             d = h * (1 - np.tanh(x * w) ** 2)
             np.testing.assert_allclose(got[0], d * w, rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(got[1], (d * x).sum(0), rtol=1e-4, atol=1e-5)
-    assert len(made) == differentiated
+    kernel = ta.build(grads, [X, W, H]).at(L=3)  # (a generic kernel over n at a length, of the cases bound)
+    assert kernel.generic and len(made) == differentiated
+    for size in (1, 5):
+        x, w, h = (RNG.standard_normal(s).astype("float32") for s in ((size, 3, 3), (3, 3), (size, 3, 3)))
+        d = h * (1 - np.tanh(x * w) ** 2)
+        for got, want in zip(kernel(x, w, h), (d * w, (d * x).sum(0))):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [("n", -1), ("n", 24), (-1,), ("n", 6, 4)])
