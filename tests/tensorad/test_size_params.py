@@ -231,6 +231,28 @@ def test_attention_over_a_batch_and_a_length_is_differentiated_once(monkeypatch)
         np.testing.assert_array_equal(ta.evaluate(g_b, {Q_b: q}), ta.evaluate(static, {Q_b: q}))
 
 
+def test_a_case_deferred_again_is_given_up_before_its_own_cases_are_made(monkeypatch):
+    """A sum over a batch ``b`` and a length ``L`` (a weight's gradient): whether ``b`` is one row splits
+    the derivative into cases, and in each case whether ``L`` is one point defers it again, so the cases
+    are given up (their own cases never made) and the derivative is redone at binding.  Bound, the
+    gradient matches NumPy's formula."""
+    import tensorad.autodiff as autodiff
+
+    made, real = [], autodiff.jacobian_recursive
+    monkeypatch.setattr(autodiff, "jacobian_recursive", lambda *a, **k: made.append(1) or real(*a, **k))
+    b, L = ta.size_var("b"), ta.size_var("L")
+    X, W = ta.placeholder((b, L, 3), name="X"), ta.placeholder((3,), name="W")
+    Y = ta.topi.tanh(ta.compute((b, L, 3), lambda i, j, k: X[i, j, k] * W[k], name="XW"))
+    H = ta.placeholder(Y.shape, name="H")
+    (g,) = ta.JacobianRecursive(Y, [W], H)
+    assert redone_at_bind([g]) and len(made) <= 3
+    for sizes in ((1, 1), (2, 3)):
+        g_b, X_b, W_b, H_b = ta.bind([g, X, W, H], b=sizes[0], L=sizes[1])
+        x, w, h = (RNG.standard_normal(t.shape) for t in (X_b, W_b, H_b))
+        got = ta.evaluate(g_b, {X_b: x.astype("float32"), W_b: w.astype("float32"), H_b: h.astype("float32")})
+        np.testing.assert_allclose(got, (h * (1 - np.tanh(x * w) ** 2) * x).sum((0, 1)), rtol=1e-4, atol=1e-5)
+
+
 def test_binding_the_other_size_keeps_the_cases_of_one(monkeypatch):
     """A gradient over a batch ``n`` and a length ``L`` whose optimizer's choices depend on ``n`` only
     (a sum over the batch of one row or more) is made per case of ``n``'s values.  Binding ``L`` alone,
