@@ -108,11 +108,13 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
         if _MAKING_CASE.get():  # (its deferred derivatives would end the case: :func:`_cases`)
             raise
         call = _cases(e.condition, redo) or DeferredCall(redo)
-    out = []
-    for k, g in enumerate(raw()):
-        t = compute(g.shape, lambda *i, g=g: g[i], name=g.name)
-        out.append(Tensor(replace(t.op, provenance=Provenance(Role.DEFERRED, source=(call, k))), 0))
-    return out
+    return [_deferred_copy(g, call, k) for k, g in enumerate(raw())]
+
+
+def _deferred_copy(g: Tensor, call: DeferredCall | CasesCall, k: int) -> Tensor:
+    """A copy of raw derivative ``g`` of role ``DEFERRED``: bound, the ``k``-th derivative of ``call``."""
+    t = compute(g.shape, lambda *i: g[i], name=g.name)
+    return Tensor(replace(t.op, provenance=Provenance(Role.DEFERRED, source=(call, k))), 0)
 
 
 def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[Tensor]]) -> CasesCall | None:
@@ -160,13 +162,26 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
 
 def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
              counts: Mapping[str, Expr] | None = None) -> dict[Tensor, Tensor]:
-    """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes`` (or
-    its case that holds there bound, where its size is given an integer); ``counts``: sizes whose value
-    in bodies is an index expression (a generic kernel's count of rows)."""
+    """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``, or,
+    made per case of a size's values, its case that holds there bound (the size given an integer) or
+    every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
+    expression (a generic kernel's count of rows)."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
+    kept: dict[CasesCall, CasesCall] = {}
+
+    def at(x: Any) -> Any:
+        ts = listed(x)
+        return _like(x, bind_all(ts, {s.name: sizes.get(s.name, s) for s in program_sizes(ts)}, counts))
 
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
         call, k = t.op.provenance.source
+        if isinstance(call, CasesCall) and sizes[call.size.name] is call.size:
+            # (its size stays free: its cases bound at the other sizes, no derivative made again)
+            image = _image(sizes, new, resolve, counts)
+            if call not in kept:
+                cases = tuple((lo, hi, tuple(image(list(c)))) for lo, hi, c in call.cases)
+                kept[call] = CasesCall(call.size, cases, lambda im: call.redo(lambda x: im(at(x))))
+            return _deferred_copy(image(op_reads(t.op)[0]), kept[call], k)
         if call not in made:
             if isinstance(call, CasesCall) and not isinstance(sizes[call.size.name], Expr):
                 made[call] = list(call.at(sizes[call.size.name]))

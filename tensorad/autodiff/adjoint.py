@@ -418,12 +418,12 @@ class AdjointBuilder:
         if narrow is not None:
             return self.contributions(*narrow, x, p, j, sole)
         cond, point = body.src[0], {k: const(k.lo, k.dtype) for k in ra.axes}
-        single = {k: v for k, v in point.items() if self.holds(k.extent == 1)}
         if ra.combiner.kind in ("max", "min", "prod") and _one_point(op.axes, ra.axes, cond):
             # one point at most per output: the value is its source there, a sum of one term (the identity
             # where ``cond`` fails; a built-in identity is neutral, a custom one may win against the source)
             return self._site_terms(op.axes, ra.axes, cond, body.src[1], heads[0], x, p, j)
         fixed = _read_at(body.src[1], op.axes, point) if ra.combiner.kind in ("max", "min") else None
+        single = {} if fixed is None else {k: v for k, v in point.items() if self.holds(k.extent == 1)}
         met = None if fixed is None or set(free_vars(fixed)) & set(ra.axes) else \
             _window_met(op.axes, ra.axes, rename(cond, single))
         if met is not None:

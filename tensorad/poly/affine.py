@@ -10,6 +10,7 @@ over the space is empty at every size, and a static program's spaces have no par
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 import islpy as isl
@@ -310,7 +311,45 @@ def always(c: Expr | bool) -> bool:
         holds = space.cond(c)
         return space.universe().is_subset(holds)
     except NotAffine:
-        return False
+        return _polynomial_truth(c) is True
+
+
+def _polynomial(e: Expr) -> dict[tuple, int] | None:
+    """Integer expression ``e`` of ``+ - *`` over size variables as a polynomial (monomial, a tuple of
+    sizes by uid, to coefficient); ``None`` where it is anything else."""
+    if e.op is Op.CONST and isinstance(e.arg, int) or is_size(e):
+        return {(): int(e.arg)} if e.op is Op.CONST else {(e,): 1}
+    parts = [_polynomial(x) for x in e.src] if e.op in (Op.ADD, Op.SUB, Op.MUL, Op.NEG) else [None]
+    if any(p is None for p in parts):
+        return None
+    out: dict[tuple, int] = {}
+    terms = [(tuple(sorted(ma + mb, key=lambda v: v.arg.uid)), ca * cb) for ma, ca in parts[0].items()
+             for mb, cb in parts[1].items()] if e.op is Op.MUL else \
+        [(m, -c if e.op is Op.NEG or e.op is Op.SUB and k else c) for k, p in enumerate(parts)
+         for m, c in p.items()]
+    for m, c in terms:
+        out[m] = out.get(m, 0) + c
+    return out
+
+
+def _polynomial_truth(c: Expr) -> bool | None:
+    """The truth at every admissible size of a comparison of polynomials in size variables (which isl
+    does not represent: ``n * L``) whose difference has terms of one sign, the sizes at least their
+    minimums; ``None`` where not so decided."""
+    if c.op is Op.NOT:
+        inner = _polynomial_truth(c.src[0])
+        return None if inner is None else not inner
+    sides = [_polynomial(x) for x in c.src] if c.op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE) else [None]
+    if any(p is None for p in sides) or any(v.arg.min < 0 for p in sides for m in p for v in m):
+        return None
+    d = {m: sides[0].get(m, 0) - sides[1].get(m, 0) for m in {**sides[0], **sides[1]}}
+    least = sum(k * math.prod(v.arg.min for v in m) for m, k in d.items())  # (the difference at the minimums)
+    lo = least if all(k >= 0 for m, k in d.items() if m) else -math.inf  # (bounds of the difference)
+    hi = least if all(k <= 0 for m, k in d.items() if m) else math.inf
+    known = {Op.GE: (lo >= 0, hi < 0), Op.GT: (lo > 0, hi <= 0), Op.LE: (hi <= 0, lo > 0),
+             Op.LT: (hi < 0, lo >= 0), Op.EQ: (lo == hi == 0, lo > 0 or hi < 0),
+             Op.NE: (lo > 0 or hi < 0, lo == hi == 0)}[c.op]
+    return True if known[0] else False if known[1] else None
 
 
 def _is_atom(e: Expr, form: Linear) -> bool:

@@ -141,6 +141,18 @@ def test_decide_holds_at_every_size_or_names_the_size():
     assert e.value.condition is not None
 
 
+def test_decide_compares_products_of_sizes_as_polynomials():
+    """isl holds no product of two sizes; a comparison whose difference is a polynomial with terms of one
+    sign is decided from the sizes' minimums, and any other still names its sizes."""
+    n, L, m = ta.size_var("n"), ta.size_var("L"), ta.size_var("m", min=3)
+    assert decide(n * L >= L * n) and decide(n * L + n > 2 * n * L - L * n) and decide(m * L >= 3)
+    assert not decide(n * L < n * L) and not decide(n * L != L * n) and not decide(n * L <= n * L - 1)
+    assert decide(2 * (n * L) == n * L + L * n) and not decide(n * L == n * L + 1)
+    for open_ in (n * L >= 2, n * n >= 2 * n, m * L > 3 * L - 1):
+        with pytest.raises(SizeDecisionError):
+            decide(open_)
+
+
 def test_size_cases_are_the_intervals_isl_gives():
     n, m = ta.size_var("n"), ta.size_var("m", multiple_of=2)
     assert size_cases(n > 1) == (n, [(1, 1), (2, None)])
@@ -190,11 +202,12 @@ def test_optimized_gradient_over_sizes_has_the_static_work_and_bits_at_each_size
             np.testing.assert_array_equal(got, want)
 
 
-def test_a_case_deferred_again_is_given_up_before_its_own_cases_are_made(monkeypatch):
-    """Causal attention over a batch ``b`` and a length ``L``: the optimizer's choices depend on both, so
-    each case of one size's values defers its derivative again over the other, and the derivative is
-    redone at binding.  The cases of the second size were made (three more differentiations) and then
-    dropped with the case; bound, the gradient is the bound program's."""
+def test_attention_over_a_batch_and_a_length_is_differentiated_once(monkeypatch):
+    """Causal attention over a batch ``b`` and a length ``L``: the optimizer compares the costs of its
+    contraction orders as polynomials in the sizes (``b * L`` against ``b * L``), so no choice depends on
+    their values, the gradient is made once, over both sizes, and binding differentiates nothing.
+    Bound, it has the bits of the gradient written at those sizes, and its work where a query sees more
+    than one key (at ``L = 1`` the softmax's sums over one key stay sums)."""
     import tensorad.autodiff as autodiff
 
     made, real = [], autodiff.jacobian_recursive
@@ -204,11 +217,76 @@ def test_a_case_deferred_again_is_given_up_before_its_own_cases_are_made(monkeyp
     A = ta.topi.nn.scaled_dot_product_attention(Q, Q, Q, causal=True)
     Y = ta.topi.sum(A * A)
     (g,) = ta.JacobianRecursive(Y, [Q])
+    assert len(made) == 1
+    assert not any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED for t in tensor_graph([g]))
+    target = "llvm -mcpu=skylake-avx512"
+    for sizes in ((1, 1), (2, 1), (1, 3), (2, 3)):
+        before = len(made)
+        g_b, Y_b, Q_b = ta.bind([g, Y, Q], b=sizes[0], L=sizes[1])
+        assert len(made) == before, f"binding {sizes} differentiated"
+        (static,) = ta.JacobianRecursive(Y_b, [Q_b])
+        if sizes[1] > 1:
+            assert ta.lower(g_b, [Q_b], target=target).work == ta.lower(static, [Q_b], target=target).work
+        q = RNG.standard_normal(Q_b.shape).astype("float32")
+        np.testing.assert_array_equal(ta.evaluate(g_b, {Q_b: q}), ta.evaluate(static, {Q_b: q}))
+
+
+def test_a_case_deferred_again_is_given_up_before_its_own_cases_are_made(monkeypatch):
+    """A sum over a batch ``b`` and a length ``L`` (a weight's gradient): whether ``b`` is one row splits
+    the derivative into cases, and in each case whether ``L`` is one point defers it again, so the cases
+    are given up (their own cases never made) and the derivative is redone at binding.  Bound, the
+    gradient matches NumPy's formula."""
+    import tensorad.autodiff as autodiff
+
+    made, real = [], autodiff.jacobian_recursive
+    monkeypatch.setattr(autodiff, "jacobian_recursive", lambda *a, **k: made.append(1) or real(*a, **k))
+    b, L = ta.size_var("b"), ta.size_var("L")
+    X, W = ta.placeholder((b, L, 3), name="X"), ta.placeholder((3,), name="W")
+    Y = ta.topi.tanh(ta.compute((b, L, 3), lambda i, j, k: X[i, j, k] * W[k], name="XW"))
+    H = ta.placeholder(Y.shape, name="H")
+    (g,) = ta.JacobianRecursive(Y, [W], H)
     assert redone_at_bind([g]) and len(made) <= 3
-    g_b, Y_b, Q_b = ta.bind([g, Y, Q], b=2, L=3)
-    (static,) = ta.JacobianRecursive(Y_b, [Q_b])
-    q = RNG.standard_normal(Q_b.shape).astype("float32")
-    np.testing.assert_array_equal(ta.evaluate(g_b, {Q_b: q}), ta.evaluate(static, {Q_b: q}))
+    for sizes in ((1, 1), (2, 3)):
+        g_b, X_b, W_b, H_b = ta.bind([g, X, W, H], b=sizes[0], L=sizes[1])
+        x, w, h = (RNG.standard_normal(t.shape) for t in (X_b, W_b, H_b))
+        got = ta.evaluate(g_b, {X_b: x.astype("float32"), W_b: w.astype("float32"), H_b: h.astype("float32")})
+        np.testing.assert_allclose(got, (h * (1 - np.tanh(x * w) ** 2) * x).sum((0, 1)), rtol=1e-4, atol=1e-5)
+
+
+def test_binding_the_other_size_keeps_the_cases_of_one(monkeypatch):
+    """A gradient over a batch ``n`` and a length ``L`` whose optimizer's choices depend on ``n`` only
+    (a sum over the batch of one row or more) is made per case of ``n``'s values.  Binding ``L`` alone,
+    as a generic kernel over ``n`` is made at each length, binds those cases: no differentiation again
+    at any length.  Bound at ``n`` too, each gradient matches NumPy's formula."""
+    import tensorad.autodiff as autodiff
+
+    made, real = [], autodiff.jacobian_recursive
+    monkeypatch.setattr(autodiff, "jacobian_recursive", lambda *a, **k: made.append(1) or real(*a, **k))
+    n, L = ta.size_var("n"), ta.size_var("L")
+    X, W = ta.placeholder((n, L, 3), name="X"), ta.placeholder((L, 3), name="W")
+    Y = ta.topi.tanh(ta.compute((n, L, 3), lambda i, j, k: X[i, j, k] * W[j, k], name="XW"))
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(Y, [X, W], H)
+    assert any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED for t in tensor_graph(grads))
+    differentiated = len(made)
+    for length in (3, 4):
+        *over_n, X_l, W_l, H_l = ta.bind([*grads, X, W, H], n=n, L=length)
+        assert len(made) == differentiated, f"binding L={length} differentiated"
+        for size in (1, 2, 5):
+            dX, dW, X_b, W_b, H_b = ta.bind([*over_n, X_l, W_l, H_l], n=size)
+            x, w, h = (RNG.standard_normal(t.shape) for t in (X_b, W_b, H_b))
+            got = ta.evaluate([dX, dW], {X_b: x.astype("float32"), W_b: w.astype("float32"),
+                                         H_b: h.astype("float32")})
+            d = h * (1 - np.tanh(x * w) ** 2)
+            np.testing.assert_allclose(got[0], d * w, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(got[1], (d * x).sum(0), rtol=1e-4, atol=1e-5)
+    kernel = ta.build(grads, [X, W, H]).at(L=3)  # (a generic kernel over n at a length, of the cases bound)
+    assert kernel.generic and len(made) == differentiated
+    for size in (1, 5):
+        x, w, h = (RNG.standard_normal(s).astype("float32") for s in ((size, 3, 3), (3, 3), (size, 3, 3)))
+        d = h * (1 - np.tanh(x * w) ** 2)
+        for got, want in zip(kernel(x, w, h), (d * w, (d * x).sum(0))):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [("n", -1), ("n", 24), (-1,), ("n", 6, 4)])
