@@ -10,7 +10,10 @@ time over the fastest peer's (below 1: tensorad is faster) for a call (``kernel(
 Layouts are those a product and its gradients read: ``nn`` is ``A B``, ``tn`` is ``A^T B`` (a weight's
 gradient), ``nt`` is ``A B^T`` (an input's gradient).  The grids: ``skinny``, ``M`` in {1, 8, 32, 64, 96,
 128, 256} rows against square and long ``N x K``; ``models``, the products of a Transformer block's
-training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts.
+training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts;
+``narrow``, one of ``M``, ``N`` or ``K`` in {8, 32, 64} (few rows, few columns, a short sum) with the
+other two in 256..4096.  At several threads, ``--clock wall`` measures how the threads share the work (the
+default CPU clock sums the threads' time).
 
 The process is pinned to ``--threads`` CPUs before NumPy, PyTorch and JAX load (``benchmarks.threads``);
 for a target narrower than the host, the peers are held to its instruction set (the process restarts
@@ -34,6 +37,8 @@ from benchmarks import threads  # noqa: E402
 ROWS = (1, 8, 32, 64, 96, 128, 256)
 SQUARE = ((64, 64), (128, 128), (384, 384), (1000, 1000), (1024, 4096), (4096, 1024))
 SKINNY = ((32, 1000, 1000), (64, 4096, 1024))
+NARROW = (8, 32, 64)
+WIDE = ((1024, 1024), (256, 4096), (4096, 256))
 # (M, N, K) of a Transformer block's products at 256 tokens, d = 128, an MLP of 512 and 512 words
 MODELS = ((256, 128, 128), (256, 512, 128), (256, 128, 512), (128, 128, 256), (128, 512, 256),
           (512, 128, 256), (256, 512, 128), (128, 512, 256))
@@ -46,6 +51,10 @@ def shapes(grid: str) -> list[tuple[int, int, int, str]]:
             [(m, n, k, lay) for m, n, k in SKINNY for lay in ("tn", "nt")]
     if grid == "models":
         return [(m, n, k, lay) for m, n, k in dict.fromkeys(MODELS) for lay in ("nn", "tn", "nt")]
+    if grid == "narrow":
+        cells = [(s, x, y) for s in NARROW for x, y in WIDE]
+        return [(m, n, k, "nn") for m, n, k in dict.fromkeys(
+            cell for s, x, y in cells for cell in ((s, x, y), (x, s, y), (x, y, s)))]
     if grid == "quick":
         return [(m, n, k, "nn") for m, n, k in SKINNY] + [(m, n, k, "nn") for m in (1, 8, 96)
                                                           for n, k in ((128, 128), (1024, 4096))]

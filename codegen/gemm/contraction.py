@@ -65,6 +65,8 @@ class Contraction:
     rows: RowCount | None = None
     #: side B packed once in a buffer of the kernel for the products that read it alike
     packed_b: SharedPack | None = None
+    #: parts of the rows, each a block of the parallel loop of its own (:func:`row_parts`)
+    row_parts: int = 1
 
     @property
     def c_at(self) -> tuple[Expr, ...]:
@@ -103,8 +105,13 @@ class Contraction:
 
     @property
     def blocks(self) -> int:
-        """Iterations of the parallel loop: batch points times column blocks."""
-        return self.batches * -(-self.N // self.nc)
+        """Iterations of the parallel loop: batch points times column blocks times row parts."""
+        return self.batches * -(-self.N // self.nc) * self.row_parts
+
+    @property
+    def part_rows(self) -> int:
+        """The rows of a row part (whole row tiles; the last part may have fewer)."""
+        return -(-self.M // (self.mr * self.row_parts)) * self.mr
 
     @property
     def flops(self) -> int:
@@ -127,8 +134,9 @@ class Contraction:
             full = -(-self.M // self.mr) * self.K
             band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
         then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
+        parts = f" in {self.row_parts} parts of rows" if self.row_parts > 1 else ""
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
-                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
+                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}{parts}){then}")
 
 
 @dataclass(frozen=True)
@@ -528,7 +536,8 @@ def a_packed_once(c: Contraction, mr: int) -> bool:
     """Whether the driver packs side A once per call rather than once per block: A reads no batch axis
     (every batch point and column block reads the same A) and fits ``APRE_LIMIT``."""
     es = 4 if c.dtype == "float32" else 8
-    return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
+    return (c.row_parts == 1 and not set(free_vars(c.a)) & set(c.batch)
+            and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT)
 
 
 def b_packed_once(c: Contraction) -> bool:
@@ -544,10 +553,10 @@ def b_packed_once(c: Contraction) -> bool:
 def packed_elements(c: Contraction) -> tuple[int, int]:
     """The elements of sides A and B that one call packs, at one thread: side A once per call where
     :func:`a_packed_once`, else once per batch point and column block; side B once per call where
-    :func:`b_packed_once`, else once per batch point."""
+    :func:`b_packed_once`, else once per batch point and row part."""
     njc = -(-c.N // c.nc)
     a = c.M * c.K * (1 if a_packed_once(c, c.mr) else c.batches * njc)
-    return a, c.K * c.N * (1 if b_packed_once(c) else c.batches)
+    return a, c.K * c.N * (1 if b_packed_once(c) else c.batches * c.row_parts)
 
 
 def computes(side: Expr) -> bool:
@@ -596,10 +605,25 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
         nc = column_block(c.N, c.batches, nr)
     else:
         mc = max(mr, mc // mr * mr)
-    return replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
+    c = replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
+    return replace(c, row_parts=row_parts(c))
 
 
 PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
+PART_TILES = 8  # the fewest row tiles of a row part: each packs side B's blocks again
+
+
+def row_parts(c: Contraction) -> int:
+    """The parts the rows split into, each a block of the parallel loop with its own packed A and B, where
+    batch points times column blocks are fewer than ``PARALLEL_BLOCKS`` (few, narrow columns): as many as
+    make ``PARALLEL_BLOCKS`` blocks, each of at least ``PART_TILES`` row tiles.  None where side B's packing
+    computes its values (it would compute them again per part), the rows are a generic kernel's (their
+    count is read at run time) or side B is packed once per call."""
+    blocks = c.batches * -(-c.N // c.nc)
+    if blocks >= PARALLEL_BLOCKS or computes(c.b) or c.rows is not None or b_packed_once(c):
+        return 1
+    parts = max(1, min(-(-PARALLEL_BLOCKS // blocks), -(-c.M // c.mr) // PART_TILES))
+    return -(-c.M // (-(-c.M // (c.mr * parts)) * c.mr))  # (no part empty)
 NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
 
 

@@ -414,7 +414,7 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
         if first + axis.lo or axis.extent != rows.extent:
             count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
-        spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
+        spec = replace(nest.attrs.gemm, rows=RowCount(group, count), row_parts=1)  # (parts of fixed rows)
         if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
             spec = _batched(spec, axis)
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=(0, spec.blocks, 1)))

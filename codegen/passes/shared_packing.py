@@ -4,9 +4,9 @@ Products (:class:`..gemm.contraction.Contraction`) whose side B is a plain read 
 same description (:func:`..gemm.descriptor.plan_side`) and ``N``, ``K``, ``NR``, ``KC`` and ``NC`` share a
 kernel buffer holding B packed (:data:`..gemm.descriptor.H_BSHARED`): the group's first product packs the
 column blocks it runs into it, the later ones only read it.  A group ends at a step that writes B's
-buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels,
-outside a generic kernel's block (:mod:`.row_bound`), of at most :data:`..gemm.descriptor.APRE_LIMIT`
-bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT` bytes together (first groups first)."""
+buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels
+over rows in one part, outside a generic kernel's block (:mod:`.row_bound`), of at most
+:data:`..gemm.descriptor.APRE_LIMIT` bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT` bytes together (first groups first)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,8 @@ def _side_key(step, buffers: dict) -> tuple | None:
     for a step that is no product or whose B is not shared."""
     spec: Contraction | None = step.attrs.gemm if isinstance(step, Nest) else None
     if spec is None or spec.batches != 1 or spec.rows is not None or spec.nc % spec.nr:  # (blocks at jc KC)
+        return None
+    if spec.row_parts > 1:  # (the parts of a column block would fill it at once)
         return None
     plan = plan_side(spec.b, spec.batch, spec.n, spec.k, lambda t: buffers[t].strides, spec.nr,
                      spec.target.lanes(spec.dtype))
