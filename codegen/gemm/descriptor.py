@@ -84,6 +84,15 @@ def axis_field(g: int, ax: int, f: int) -> int:
     return group_base(g) + 1 + ax * AX_LEN + f
 
 
+NARROW_LANES = 4  # the fewest lanes of a micro-kernel's vectors (a 16-byte vector of float32)
+
+
+def panel_lanes(lanes: int, nr: int) -> int:
+    """The lanes of the vectors of a micro-kernel ``NR`` columns wide, where the target's vectors have
+    ``lanes``: one narrower vector for a panel narrower than the target's."""
+    return min(lanes, nr)
+
+
 def block_size(width: int, vw: int) -> int:
     """Rows per register transpose for panels of ``width`` with ``vw``-lane vectors: the
     largest of ``vw``, ``vw/2``, ``vw/4`` (at least 4) dividing ``width`` (0: no transposes)."""

@@ -175,7 +175,7 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     p = prefix(dtype, mr, nr, target)
     m = ir.Module(name=p)
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
-    vw = target.lanes(dtype)
+    vw = gd.panel_lanes(target.lanes(dtype), nr)
     if part == "core":
         micros = [[emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}{f'_h{h}' * (h < mr)}",
                               t, mr, nr, vw, target.fma, strided, packs, h) for h in heights(mr, packs)]

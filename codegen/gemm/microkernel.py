@@ -82,7 +82,7 @@ class GemmEmitter:
         self.name = name
         self.t = ir.FloatType() if spec.dtype == "float32" else ir.DoubleType()
         self.es = 4 if spec.dtype == "float32" else 8
-        self.vw = spec.target.lanes(spec.dtype)
+        self.vw = gd.panel_lanes(spec.target.lanes(spec.dtype), spec.nr)
 
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=(),
              shared: ir.Value | None = None) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from tensorad.lang import placeholder
 
 from ..gemm.contraction import Contraction, SharedPack
-from ..gemm.descriptor import APRE_LIMIT, plan_side
+from ..gemm.descriptor import APRE_LIMIT, panel_lanes, plan_side
 from ..gemm.microkernel import reads_b_in_place
 from ..gemm.pack_routines import SLACK
 from ..loops.shared_nests import RenamedNest
@@ -70,7 +70,7 @@ def _side_key(step, buffers: dict) -> tuple | None:
     if spec.row_parts > 1:  # (the parts of a column block would fill it at once)
         return None
     plan = plan_side(spec.b, spec.batch, spec.n, spec.k, lambda t: buffers[t].strides, spec.nr,
-                     spec.target.lanes(spec.dtype))
+                     panel_lanes(spec.target.lanes(spec.dtype), spec.nr))
     if plan is None or reads_b_in_place(spec, plan):
         return None
     return (buffers[plan.tensor], spec.dtype, spec.N, spec.K, spec.nr, spec.kc, spec.nc, plan.mode,
