@@ -519,9 +519,9 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool
     a ``k`` step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots.  The
     width whose ``ceil(n / NR)`` panels take the fewest slots wins (ties: the widest), unless it cuts the
     columns into more blocks (:func:`column_block`: each packs A again) and A is not packed once per call
-    anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`).  Fewer columns than a vector's lanes take
-    one narrower vector (:func:`.descriptor.panel_lanes`): the fewest lanes, a power of two, that hold them."""
-    if n < lanes:
+    anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`).  Columns that one vector holds take one
+    vector (:func:`.descriptor.panel_lanes`): the fewest lanes, a power of two, that hold them."""
+    if n <= lanes:
         return min(lanes, max(NARROW_LANES, 1 << (n - 1).bit_length()))
     def cost(nv: int) -> float:
         return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
@@ -601,7 +601,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
     mr, nr = register_tile(target, c.dtype)
     if not tile:
         nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
-        if nr < vw:  # (one vector of B a step: the most rows that keep the accumulators in registers)
+        if nr <= vw:  # (one vector of B a step: the most rows that keep the accumulators in registers)
             mr = min(MR_MAX, target.vector_registers - operand_registers(target) - 1)
     nc = column_block(c.N, c.batches, nr)
     kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc, c.M)
@@ -747,7 +747,8 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds, at least
-    ``MIN_ROWS`` rows and one of the narrowest vectors of columns (the cost model then weighs it against the loops)."""
+    ``MIN_ROWS`` rows and the columns of the narrowest vector (the cost model then weighs it against the
+    loops)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:

@@ -6,7 +6,8 @@ kernel buffer holding B packed (:data:`..gemm.descriptor.H_BSHARED`): the group'
 column blocks it runs into it, the later ones only read it.  A group ends at a step that writes B's
 buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels
 over rows in one part, outside a generic kernel's block (:mod:`.row_bound`), of at most
-:data:`..gemm.descriptor.APRE_LIMIT` bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT` bytes together (first groups first)."""
+:data:`..gemm.descriptor.APRE_LIMIT` bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT`
+bytes together (first groups first)."""
 
 from __future__ import annotations
 
