@@ -7,12 +7,12 @@ address stored in the descriptor) are built on first use or linked from the disk
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
 optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of NC columns
 and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
-per MC block A into MR-high panels, a micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).  A side B contiguous along its
-columns is read in place, the row tiles asking for the next panel's rows into L2; a side B that several
-products read alike is packed once into a buffer the kernel keeps (``gemmdesc.H_BSHARED``).  The
-micro-kernel keeps an ``MR x NR`` tile of C in registers, stored by the first ``kc`` block (unless C holds a
-partial sum, ``gemmdesc.H_ACC``) and added to by later ones; shorter row tiles run shorter micro-kernels
-(:func:`heights`); edge tiles go through a stack tile."""
+per MC block A into MR-high panels, a micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).
+A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows into
+L2; a side B that several products read alike is packed once into a buffer the kernel keeps
+(``gemmdesc.H_BSHARED``).  The micro-kernel keeps an ``MR x NR`` tile of C in registers, stored by the
+first ``kc`` block (unless C holds a partial sum, ``gemmdesc.H_ACC``) and added to by later ones; shorter
+row tiles run shorter micro-kernels (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 

@@ -193,10 +193,9 @@ class GemmEmitter:
         """``fix(ctx, cbase, bflat, jc, ncl, r0, r1)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s,
         then the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
         element of the finished block's rows ``[r0, r1)`` replaced by the consumer's value there (a
-        unit-stride loop along the last column axis: one loop of masked vectors where the target has them, else whole
-        vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector loop loads
-        more of the consumer's constants again on each iteration).
-        ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
+        unit-stride loop along the last column axis: one loop of masked vectors where the target has them,
+        else whole vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector
+        loop loads more of the consumer's constants again on each iteration).  ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
         ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
@@ -259,8 +258,8 @@ class GemmEmitter:
 
     def _repairer(self, tensors: list, strides_of, fastmath) -> ir.Function:
         """``repair(ctx, cbase, bflat, jc, ncl, r0, r1)``: each NaN element of a block of C recomputed as
-        the sum of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code, compiled
-        ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
+        the sum of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code,
+        compiled ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
         s = self.s
         fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
                              attrs=("nounwind", "cold", "noinline", "optnone"))
