@@ -195,8 +195,9 @@ class GemmEmitter:
         element of the finished block's rows ``[r0, r1)`` replaced by the consumer's value there (a
         unit-stride loop along the last column axis: one loop of masked vectors where the target has them,
         else whole vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector
-        loop loads more of the consumer's constants again on each iteration).  ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
-        ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
+        loop loads more of the consumer's constants again on each iteration).  ``cbase`` is ``noalias``: the
+        nest that calls it takes C's buffer and the epilogue's as ``noalias`` arguments, so LLVM vectorizes
+        without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
