@@ -615,6 +615,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
 
 
 PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
+NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
 PART_TILES = 8  # the fewest row tiles of a row part: each packs side B's blocks again
 
 
@@ -629,7 +630,6 @@ def row_parts(c: Contraction) -> int:
         return 1
     parts = max(1, min(-(-PARALLEL_BLOCKS // blocks), -(-c.M // c.mr) // PART_TILES))
     return -(-c.M // (-(-c.M // (c.mr * parts)) * c.mr))  # (no part empty)
-NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
 
 
 def column_block(n: int, batches: int, nr: int) -> int:
