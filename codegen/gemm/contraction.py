@@ -603,7 +603,7 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
         nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
         if nr <= vw:  # (one vector of B a step: the most rows that keep the accumulators in registers)
             mr = min(MR_MAX, target.vector_registers - operand_registers(target) - 1)
-    nc = column_block(c.N, c.batches, nr)
+    nc = column_block(c.N, c.batches, nr) if tile else row_block(c, mr, nr)
     kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc, c.M)
     if tile:
         mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)
@@ -630,6 +630,17 @@ def row_parts(c: Contraction) -> int:
         return 1
     parts = max(1, min(-(-PARALLEL_BLOCKS // blocks), -(-c.M // c.mr) // PART_TILES))
     return -(-c.M // (-(-c.M // (c.mr * parts)) * c.mr))  # (no part empty)
+
+
+def row_block(c: Contraction, mr: int, nr: int) -> int:
+    """``NC``: :func:`column_block`'s, or all the columns in one block where the rows are at least
+    ``PARALLEL_BLOCKS`` times as many, the sum at least ``KC_MIN`` long and the rows' parts
+    (:func:`row_parts`) make as many blocks: a part packs B's block again where a column block packs A's (a
+    short sum's A is cheap to pack again, and narrower blocks of C are written faster)."""
+    nc, whole = column_block(c.N, c.batches, nr), -(-c.N // nr) * nr
+    if whole > NC_MAX or c.N * PARALLEL_BLOCKS > c.M or c.K < KC_MIN or nc == whole:
+        return nc
+    return whole if row_parts(replace(c, mr=mr, nr=nr, nc=whole)) >= -(-c.N // nc) else nc
 
 
 def column_block(n: int, batches: int, nr: int) -> int:
