@@ -45,6 +45,17 @@ def test_narrow_columns_split_the_rows(target, parts):
     assert "parts of rows" not in _note([C], [A, B], target)  # (5 row tiles: too few to share)
 
 
+@pytest.mark.parametrize("target", [XEON, EPYC], ids=["avx512", "avx2"])
+def test_rows_four_times_the_columns_split_rows_rather_than_columns(target):
+    # one column block in row parts packs A once where column blocks pack it once each
+    A, B, C = _product(1024, 64, 1024)
+    assert re.search(r"NC=64 in \d parts of rows", _note([C], [A, B], target))
+    A, B, C = _product(4096, 256, 8)  # (a short sum: A is cheap to pack again)
+    assert "parts of rows" not in _note([C], [A, B], target)
+    A, B, C = _product(1024, 512, 1024)  # (rows only twice the columns)
+    assert "parts of rows" not in _note([C], [A, B], target)
+
+
 def test_a_computed_side_b_is_not_packed_again_per_part():
     A = ta.placeholder((1000, 1000), name="A")
     B = ta.placeholder((1000, 32), name="B")
