@@ -13,9 +13,10 @@ gradient), ``nt`` is ``A B^T`` (an input's gradient).  The grids: ``skinny``, ``
 training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts;
 ``narrow``, one of ``M``, ``N`` or ``K`` in {8, 32, 64} (few rows, few columns, a short sum) with the
 other two in 256..4096.  At several threads the default CPU clock sums the threads' time; ``--clock
-busiest`` takes the CPU time of the busiest thread (each thread's CPU clock, with OpenMP's threads
-told to sleep rather than spin while they wait), the time a call takes on otherwise idle cores: how well the
-threads share the work, even on a loaded machine, where ``--clock wall`` measures the load.
+busiest`` takes the CPU time of the busiest thread (each thread's CPU clock, with OpenMP's threads told
+to sleep rather than spin while they wait): how the threads share the work, which ``--clock wall`` hides
+on a loaded machine under the time the threads wait for a core.  It is only a direction there: a thread
+kept off its core leaves its share to the others.
 
 The process is pinned to ``--threads`` CPUs before NumPy, PyTorch and JAX load (``benchmarks.threads``);
 for a target narrower than the host, the peers are held to its instruction set (the process restarts
