@@ -758,14 +758,15 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds, at least
-    ``MIN_ROWS`` rows and the columns of the narrowest vector (the cost model then weighs it against the
-    loops)."""
+    ``MIN_ROWS`` rows and a vector of columns, or the narrowest vector's where packing computes neither side
+    (the loops compute it where they read it; the cost model then weighs the micro-kernel against them)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:
         return True
     lanes = (c.target or host_target()).lanes(c.dtype)
-    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= min(lanes, NARROW_LANES)
+    narrow = c.N >= min(lanes, NARROW_LANES) and not (computes(c.a) or computes(c.b))
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and (c.N >= lanes or narrow)
 
 
 __all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]
