@@ -623,10 +623,12 @@ def row_parts(c: Contraction) -> int:
     """The parts the rows split into, each a block of the parallel loop with its own packed A and B, where
     batch points times column blocks are fewer than ``PARALLEL_BLOCKS`` (few, narrow columns): as many as
     make ``PARALLEL_BLOCKS`` blocks, each of at least ``PART_TILES`` row tiles.  None where side B's packing
-    computes its values (it would compute them again per part), the rows are a generic kernel's (their
-    count is read at run time) or side B is packed once per call."""
+    computes its values (it would compute them again per part) or A's does over several column blocks
+    (packed once per call unless the rows are in parts), the rows are a generic kernel's (their count is
+    read at run time) or side B is packed once per call."""
     blocks = c.batches * -(-c.N // c.nc)
-    if blocks >= PARALLEL_BLOCKS or computes(c.b) or c.rows is not None or b_packed_once(c):
+    if blocks >= PARALLEL_BLOCKS or computes(c.b) or computes(c.a) and blocks > c.batches \
+            or c.rows is not None or b_packed_once(c):
         return 1
     parts = max(1, min(-(-PARALLEL_BLOCKS // blocks), -(-c.M // c.mr) // PART_TILES))
     return -(-c.M // (-(-c.M // (c.mr * parts)) * c.mr))  # (no part empty)
