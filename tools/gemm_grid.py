@@ -10,7 +10,13 @@ time over the fastest peer's (below 1: tensorad is faster) for a call (``kernel(
 Layouts are those a product and its gradients read: ``nn`` is ``A B``, ``tn`` is ``A^T B`` (a weight's
 gradient), ``nt`` is ``A B^T`` (an input's gradient).  The grids: ``skinny``, ``M`` in {1, 8, 32, 64, 96,
 128, 256} rows against square and long ``N x K``; ``models``, the products of a Transformer block's
-training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts.
+training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts;
+``narrow``, one of ``M``, ``N`` or ``K`` in {8, 32, 64} (few rows, few columns, a short sum) with the
+other two in 256..4096.  At several threads the default CPU clock sums the threads' time; ``--clock
+busiest`` takes the CPU time of the busiest thread (each thread's CPU clock, with OpenMP's threads told
+to sleep rather than spin while they wait): how the threads share the work, which ``--clock wall`` hides
+on a loaded machine under the time the threads wait for a core.  It is only a direction there: a thread
+kept off its core leaves its share to the others.
 
 The process is pinned to ``--threads`` CPUs before NumPy, PyTorch and JAX load (``benchmarks.threads``);
 for a target narrower than the host, the peers are held to its instruction set (the process restarts
@@ -34,6 +40,8 @@ from benchmarks import threads  # noqa: E402
 ROWS = (1, 8, 32, 64, 96, 128, 256)
 SQUARE = ((64, 64), (128, 128), (384, 384), (1000, 1000), (1024, 4096), (4096, 1024))
 SKINNY = ((32, 1000, 1000), (64, 4096, 1024))
+NARROW = (8, 32, 64)
+WIDE = ((1024, 1024), (256, 4096), (4096, 256))
 # (M, N, K) of a Transformer block's products at 256 tokens, d = 128, an MLP of 512 and 512 words
 MODELS = ((256, 128, 128), (256, 512, 128), (256, 128, 512), (128, 128, 256), (128, 512, 256),
           (512, 128, 256), (256, 512, 128), (128, 512, 256))
@@ -46,6 +54,10 @@ def shapes(grid: str) -> list[tuple[int, int, int, str]]:
             [(m, n, k, lay) for m, n, k in SKINNY for lay in ("tn", "nt")]
     if grid == "models":
         return [(m, n, k, lay) for m, n, k in dict.fromkeys(MODELS) for lay in ("nn", "tn", "nt")]
+    if grid == "narrow":
+        cells = [(s, x, y) for s in NARROW for x, y in WIDE]
+        return [(m, n, k, "nn") for m, n, k in dict.fromkeys(
+            cell for s, x, y in cells for cell in ((s, x, y), (x, s, y), (x, y, s)))]
     if grid == "quick":
         return [(m, n, k, "nn") for m, n, k in SKINNY] + [(m, n, k, "nn") for m in (1, 8, 96)
                                                           for n, k in ((128, 128), (1024, 4096))]
@@ -95,8 +107,27 @@ def systems(kern, a, b, lay: str, torch, ta_op, tb_op, tc, jax, jnp) -> dict:
     return fns
 
 
-def time_rounds(fns: dict, rounds: int, clock=time.perf_counter, min_s: float = 2e-3) -> dict[str, float]:
-    """The median over ``rounds`` interleaved rounds of each function's seconds per call by ``clock``."""
+def busiest_thread() -> dict[int, int]:
+    """Nanoseconds each thread of this process has run, by thread (Linux: each thread's CPU clock, whose id
+    is ``~tid << 3 | 6``, read up to date also while the thread runs)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            out[int(tid)] = time.clock_gettime_ns(~int(tid) << 3 | 6)
+        except OSError:  # (a thread that ended)
+            pass
+    return out
+
+
+def busiest_seconds(t0: dict[int, int], t1: dict[int, int]) -> float:
+    """The most seconds one thread ran between two :func:`busiest_thread` snapshots."""
+    return max((t1[k] - t0.get(k, 0) for k in t1), default=0) * 1e-9
+
+
+def time_rounds(fns: dict, rounds: int, clock=time.perf_counter, min_s: float = 2e-3,
+                elapsed=lambda t0, t1: t1 - t0) -> dict[str, float]:
+    """The median over ``rounds`` interleaved rounds of each function's seconds per call by ``clock``
+    (``elapsed`` of two readings)."""
     batch = {}
     for name, fn in fns.items():
         fn()
@@ -110,7 +141,7 @@ def time_rounds(fns: dict, rounds: int, clock=time.perf_counter, min_s: float = 
             t0 = clock()
             for _ in range(batch[name]):
                 fn()
-            samples[name].append((clock() - t0) / batch[name])
+            samples[name].append(elapsed(t0, clock()) / batch[name])
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
@@ -121,9 +152,12 @@ def main() -> None:
     p.add_argument("--grid", default="skinny")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--no-jax", action="store_true")
-    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                   help="CPU time of the process (all its threads': less disturbed by a loaded machine)")
+    p.add_argument("--clock", choices=("cpu", "wall", "busiest"), default="cpu",
+                   help="CPU time of the process (all its threads': less disturbed by a loaded machine), "
+                   "wall time, or the CPU time of the busiest thread")
     args = p.parse_args()
+    if args.clock == "busiest":
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # (a waiting thread sleeps: its time is its work)
     threads.apply_thread_limit(args.threads, numpy_blas=False)
     threads.run_again_with_peer_cap(args.target, sys.argv)
 
@@ -155,7 +189,9 @@ def main() -> None:
         ta_op = ta_.t() if lay == "tn" else ta_
         tb_op = tb_.t() if lay == "nt" else tb_
         fns = systems(kern, a, b, lay, torch, ta_op, tb_op, torch.empty(m, n), jax, jnp)
-        t = time_rounds(fns, args.rounds, time.process_time if args.clock == "cpu" else time.perf_counter)
+        clock, elapsed = {"cpu": (time.process_time, None), "wall": (time.perf_counter, None),
+                          "busiest": (busiest_thread, busiest_seconds)}[args.clock]
+        t = time_rounds(fns, args.rounds, clock, **({"elapsed": elapsed} if elapsed else {}))
         best = min(t["torch"], t.get("jax", math.inf))
         best_code = min(t["torch_out"], t.get("jax", math.inf))
         calls.append(t["tensorad"] / best)

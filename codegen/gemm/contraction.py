@@ -29,7 +29,7 @@ from tensorad.poly.linear import var_coefficients
 
 from ..passes.speculate import cheap, speculate
 from ..target import Target, host_target
-from .descriptor import APRE_LIMIT, MAXBATCH, runs
+from .descriptor import APRE_LIMIT, MAXBATCH, NARROW_LANES, runs
 
 MICROKERNEL_MIN = 64 ** 3  # smaller contractions compile faster as plain loops and lose little
 MIN_ROWS = 2  # one row is a matrix-vector product: memory-bound, the loops stream it as well
@@ -65,6 +65,8 @@ class Contraction:
     rows: RowCount | None = None
     #: side B packed once in a buffer of the kernel for the products that read it alike
     packed_b: SharedPack | None = None
+    #: parts of the rows, each a block of the parallel loop of its own (:func:`row_parts`)
+    row_parts: int = 1
 
     @property
     def c_at(self) -> tuple[Expr, ...]:
@@ -103,8 +105,13 @@ class Contraction:
 
     @property
     def blocks(self) -> int:
-        """Iterations of the parallel loop: batch points times column blocks."""
-        return self.batches * -(-self.N // self.nc)
+        """Iterations of the parallel loop: batch points times column blocks times row parts."""
+        return self.batches * -(-self.N // self.nc) * self.row_parts
+
+    @property
+    def part_rows(self) -> int:
+        """The rows of a row part (whole row tiles; the last part may have fewer)."""
+        return -(-self.M // (self.mr * self.row_parts)) * self.mr
 
     @property
     def flops(self) -> int:
@@ -127,8 +134,9 @@ class Contraction:
             full = -(-self.M // self.mr) * self.K
             band = f"; k banded by rows: {100 * self.k_steps // max(1, full)}% of the k steps"
         then = f"; {self.epilogue.consumer.name} applied to each finished block" if self.epilogue else ""
+        parts = f" in {self.row_parts} parts of rows" if self.row_parts > 1 else ""
         return (f"emitted as a matrix product {shape}: packed {self.mr}x{self.nr} vector micro-kernel "
-                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}){then}")
+                f"(KC={self.kc} MC={self.mc} NC={self.nc}{band}{parts}){then}")
 
 
 @dataclass(frozen=True)
@@ -511,7 +519,10 @@ def column_tile(n: int, batches: int, mr: int, nr: int, lanes: int, a_once: bool
     a ``k`` step of an ``MR x NV`` tile takes ``max(MR * NV, MR + NV, BUSY_ACCUMULATORS)`` slots.  The
     width whose ``ceil(n / NR)`` panels take the fewest slots wins (ties: the widest), unless it cuts the
     columns into more blocks (:func:`column_block`: each packs A again) and A is not packed once per call
-    anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`)."""
+    anyway (``a_once``, :func:`.gemm.microkernel.packs_a_once`).  Columns that one vector holds take one
+    vector (:func:`.descriptor.panel_lanes`): the fewest lanes, a power of two, that hold them."""
+    if n <= lanes:
+        return min(lanes, max(NARROW_LANES, 1 << (n - 1).bit_length()))
     def cost(nv: int) -> float:
         return -(-n // (nv * lanes)) * max(mr * nv, mr + nv, BUSY_ACCUMULATORS)
 
@@ -528,7 +539,8 @@ def a_packed_once(c: Contraction, mr: int) -> bool:
     """Whether the driver packs side A once per call rather than once per block: A reads no batch axis
     (every batch point and column block reads the same A) and fits ``APRE_LIMIT``."""
     es = 4 if c.dtype == "float32" else 8
-    return not set(free_vars(c.a)) & set(c.batch) and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT
+    return (c.row_parts == 1 and not set(free_vars(c.a)) & set(c.batch)
+            and -(-c.M // mr) * mr * c.K * es <= APRE_LIMIT)
 
 
 def b_packed_once(c: Contraction) -> bool:
@@ -544,10 +556,10 @@ def b_packed_once(c: Contraction) -> bool:
 def packed_elements(c: Contraction) -> tuple[int, int]:
     """The elements of sides A and B that one call packs, at one thread: side A once per call where
     :func:`a_packed_once`, else once per batch point and column block; side B once per call where
-    :func:`b_packed_once`, else once per batch point."""
+    :func:`b_packed_once`, else once per batch point and row part."""
     njc = -(-c.N // c.nc)
     a = c.M * c.K * (1 if a_packed_once(c, c.mr) else c.batches * njc)
-    return a, c.K * c.N * (1 if b_packed_once(c) else c.batches)
+    return a, c.K * c.N * (1 if b_packed_once(c) else c.batches * c.row_parts)
 
 
 def computes(side: Expr) -> bool:
@@ -589,18 +601,48 @@ def _with_tiles(c: Contraction, tile: tuple | None, target: Target) -> Contracti
     mr, nr = register_tile(target, c.dtype)
     if not tile:
         nr = column_tile(c.N, c.batches, mr, nr, vw, a_packed_once(c, mr))
-    nc = column_block(c.N, c.batches, nr)
+        if nr <= vw:  # (one vector of B a step: the most rows that keep the accumulators in registers)
+            mr = min(MR_MAX, target.vector_registers - operand_registers(target) - 1)
+    nc = column_block(c.N, c.batches, nr) if tile else row_block(c, mr, nr)
     kc, mc = cache_blocks(target, c.dtype, mr, nr, c.K, nc, c.M)
     if tile:
         mr, nr, kc, mc = check_tile(tile, c, vw, (mr, nr, kc, mc), target)
         nc = column_block(c.N, c.batches, nr)
     else:
         mc = max(mr, mc // mr * mr)
-    return replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
+    c = replace(c, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc, target=target)
+    return replace(c, row_parts=row_parts(c))
 
 
 PARALLEL_BLOCKS = 4  # blocks of the parallel loop (batch points x column blocks) to share
 NC_MAX = 1024  # widest column block (its KC x NC panel of B is packed once per block)
+PART_TILES = 8  # the fewest row tiles of a row part: each packs side B's blocks again
+
+
+def row_parts(c: Contraction) -> int:
+    """The parts the rows split into, each a block of the parallel loop with its own packed A and B, where
+    batch points times column blocks are fewer than ``PARALLEL_BLOCKS`` (few, narrow columns): as many as
+    make ``PARALLEL_BLOCKS`` blocks, each of at least ``PART_TILES`` row tiles.  None where side B's packing
+    computes its values (it would compute them again per part) or A's does over several column blocks
+    (packed once per call unless the rows are in parts), the rows are a generic kernel's (their count is
+    read at run time) or side B is packed once per call."""
+    blocks = c.batches * -(-c.N // c.nc)
+    if blocks >= PARALLEL_BLOCKS or computes(c.b) or computes(c.a) and blocks > c.batches \
+            or c.rows is not None or b_packed_once(c):
+        return 1
+    parts = max(1, min(-(-PARALLEL_BLOCKS // blocks), -(-c.M // c.mr) // PART_TILES))
+    return -(-c.M // (-(-c.M // (c.mr * parts)) * c.mr))  # (no part empty)
+
+
+def row_block(c: Contraction, mr: int, nr: int) -> int:
+    """``NC``: :func:`column_block`'s, or all the columns in one block where the rows are at least
+    ``PARALLEL_BLOCKS`` times as many, the sum at least ``KC_MIN`` long and the rows' parts
+    (:func:`row_parts`) make as many blocks: a part packs B's block again where a column block packs A's (a
+    short sum's A is cheap to pack again, and narrower blocks of C are written faster)."""
+    nc, whole = column_block(c.N, c.batches, nr), -(-c.N // nr) * nr
+    if whole > NC_MAX or c.N * PARALLEL_BLOCKS > c.M or c.K < KC_MIN or nc == whole:
+        return nc
+    return whole if row_parts(replace(c, mr=mr, nr=nr, nc=whole)) >= -(-c.N // nc) else nc
 
 
 def column_block(n: int, batches: int, nr: int) -> int:
@@ -718,13 +760,15 @@ def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction,
 
 def worth_it(c: Contraction, forced: bool | None) -> bool:
     """Whether the micro-kernel should take ``c`` (always when forced): enough multiply-adds, at least
-    ``MIN_ROWS`` rows and one vector of columns (the cost model then weighs it against the loops)."""
+    ``MIN_ROWS`` rows and a vector of columns, or the narrowest vector's where packing computes neither side
+    (the loops compute it where they read it; the cost model then weighs the micro-kernel against them)."""
     if len(c.batch) > MAXBATCH:
         return False  # the library's descriptor holds at most MAXBATCH batch axes
     if forced:
         return True
     lanes = (c.target or host_target()).lanes(c.dtype)
-    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and c.N >= lanes
+    narrow = c.N >= min(lanes, NARROW_LANES) and not (computes(c.a) or computes(c.b))
+    return c.flops // 2 >= MICROKERNEL_MIN and c.M >= MIN_ROWS and (c.N >= lanes or narrow)
 
 
 __all__ = ["Contraction", "exact_term", "match_contraction", "pad_contraction", "worth_it", "MICROKERNEL_MIN"]

@@ -32,7 +32,7 @@ S_GROUPS = S_CHKSTEP + MAXCHK
 SIDE_LEN = S_GROUPS + 3 * GROUP_LEN
 
 # fields of the header
-H_M, H_N, H_K, H_KC, H_MC, H_NC, H_LDC, H_NJC, H_C, H_NB = range(10)
+H_M, H_N, H_K, H_KC, H_MC, H_NC, H_LDC, H_NJC, H_C, H_NB = range(10)  # (H_NJC: blocks per batch point)
 H_BEXT = 10  # batch extents
 H_CCOEF = H_BEXT + MAXBATCH  # C's element strides along the batch axes
 SIDE_A = H_CCOEF + MAXBATCH
@@ -64,7 +64,11 @@ H_ACC = H_BKEEP + 1
 # reads them packed by an earlier product (:mod:`..passes.shared_packing`)
 H_BSHARED = H_ACC + 1
 H_BFILL = H_BSHARED + 1
-DESC_LEN = H_BFILL + 1
+# the parts of the rows (``Contraction.row_parts``) and the rows of each: block ``pb`` of the parallel loop
+# runs part ``pb % H_PARTS`` of batch point ``pb // H_NJC``'s column block ``pb % H_NJC // H_PARTS``
+H_PARTS = H_BFILL + 1
+H_PART_ROWS = H_PARTS + 1
+DESC_LEN = H_PART_ROWS + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
 TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
@@ -78,6 +82,15 @@ def group_base(g: int) -> int:
 def axis_field(g: int, ax: int, f: int) -> int:
     """Offset (in a side) of field ``f`` (0 extent, 1 coefficient, 2 + d checked index d)."""
     return group_base(g) + 1 + ax * AX_LEN + f
+
+
+NARROW_LANES = 4  # the fewest lanes of a micro-kernel's vectors (a 16-byte vector of float32)
+
+
+def panel_lanes(lanes: int, nr: int) -> int:
+    """The lanes of the vectors of a micro-kernel ``NR`` columns wide, where the target's vectors have
+    ``lanes``: one narrower vector for a panel narrower than the target's."""
+    return min(lanes, nr)
 
 
 def block_size(width: int, vw: int) -> int:

@@ -5,14 +5,14 @@ time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_
 The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
 address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
-optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point and block of NC columns
-(the parallel loop), per KC block B packed into NR-wide panels, per MC block A into MR-high panels, a
-micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).  A side B contiguous along its
-columns is read in place, the row tiles asking for the next panel's rows into L2; a side B that several
-products read alike is packed once into a buffer the kernel keeps (``gemmdesc.H_BSHARED``).  The
-micro-kernel keeps an ``MR x NR`` tile of C in registers, stored by the first ``kc`` block (unless C holds a
-partial sum, ``gemmdesc.H_ACC``) and added to by later ones; shorter row tiles run shorter micro-kernels
-(:func:`heights`); edge tiles go through a stack tile."""
+optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of NC columns
+and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
+per MC block A into MR-high panels, a micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).
+A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows into
+L2; a side B that several products read alike is packed once into a buffer the kernel keeps
+(``gemmdesc.H_BSHARED``).  The micro-kernel keeps an ``MR x NR`` tile of C in registers, stored by the
+first ``kc`` block (unless C holds a partial sum, ``gemmdesc.H_ACC``) and added to by later ones; shorter
+row tiles run shorter micro-kernels (:func:`heights`); edge tiles go through a stack tile."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     p = prefix(dtype, mr, nr, target)
     m = ir.Module(name=p)
     t = ir.FloatType() if dtype == "float32" else ir.DoubleType()
-    vw = target.lanes(dtype)
+    vw = gd.panel_lanes(target.lanes(dtype), nr)
     if part == "core":
         micros = [[emit_micro(m, f"{p}_micro{'_strided' * strided}{'_packing' * packs}{f'_h{h}' * (h < mr)}",
                               t, mr, nr, vw, target.fma, strided, packs, h) for h in heights(mr, packs)]
@@ -419,6 +419,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     M, N, K = ld(b, desc, gd.H_M), ld(b, desc, gd.H_N), ld(b, desc, gd.H_K)
     kc, mc, nc = ld(b, desc, gd.H_KC), ld(b, desc, gd.H_MC), ld(b, desc, gd.H_NC)
     ldc, njc = ld(b, desc, gd.H_LDC), ld(b, desc, gd.H_NJC)
+    parts, part_rows = ld(b, desc, gd.H_PARTS), ld(b, desc, gd.H_PART_ROWS)
     C = b.inttoptr(ld(b, desc, gd.H_C), PTR, name="C")
     band_lo_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_LO_ON), I64(0))
     band_hi_on = b.icmp_unsigned("!=", ld(b, desc, gd.H_BAND_HI_ON), I64(0))
@@ -435,7 +436,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     pack_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64, PTR])
     fa = b.inttoptr(ld(b, desc, gd.SIDE_A + gd.S_FN), pack_ty.as_pointer(), name="packA")
     fb = b.inttoptr(ld(b, desc, gd.SIDE_B + gd.S_FN), pack_ty.as_pointer(), name="packB")
-    fix_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64])
+    fix_ty = ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64, I64])
     alloc = declare(m, "aligned_alloc", PTR, [I64, I64])
     free = declare(m, "free", VOID, [PTR])
 
@@ -496,7 +497,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
             with shorter:
                 by_rows(kernels[1:], rows, args, tall // 2)
 
-    def next_panel(jc, jr, k0, kcl, whole, ic) -> tuple:
+    def next_panel(jc, jr, k0, kcl, whole, first_block) -> tuple:
         """``(first row, rows)`` of the panel of B read in place after column ``jr`` of the ``k`` block at
         ``k0``: the next whole one, else the next ``k`` block's first (none past the first row block)."""
         more_k = b.icmp_signed("<", b.add(k0, kcl), K)
@@ -506,7 +507,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
         at = b.gep(bdirect, [b.add(b.mul(k1, ldb), b.add(jc, col))], inbounds=False, source_etype=t)
         rows = b.select(nxt, kcl, b.select(b.and_(more_k, b.icmp_signed(">", whole, I64(0))),
                                            smin(b, kc, b.sub(K, k1)), I64(0)))
-        return at, b.select(b.icmp_signed("==", ic, I64(0)), rows, I64(0))
+        return at, b.select(first_block, rows, I64(0))
 
     def ahead_shares(mcl, kcl) -> tuple:
         """``(several, share, rate, first helper)`` of a row block: the row tiles from the first helper on
@@ -536,7 +537,10 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
     with advancing(b, first_chunk, hi, name="chunk") as (start, after):
         with loop(b, start, smin(b, b.add(start, chunk), hi), name="pb", vectorize=False) as pb:
             bflat = b.sdiv(pb, njc)
-            jb = b.srem(pb, njc)
+            jb = b.sdiv(b.srem(pb, njc), parts)
+            # the rows of the block's part, [r0, r1)
+            r0 = b.mul(b.srem(pb, parts), part_rows)
+            r1 = b.select(b.icmp_signed(">", parts, I64(1)), smin(b, M, b.add(r0, part_rows)), M)
             # C's offset at the batch point (row-major digits of bflat)
             coff = entry_alloca(b, I64, "coff")
             rem = entry_alloca(b, I64, "crem")
@@ -564,8 +568,8 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                                 bflat, b.add(jc, whole), b.sub(ncl, whole), k0, kcl, scratch])
                 brow = b.gep(bdirect, [b.add(b.mul(k0, ldb), jc)], inbounds=False, source_etype=t)
                 keep = b.icmp_unsigned("!=", ld(b, desc, gd.H_BKEEP), I64(0))
-                with loop(b, 0, M, mc, name="ic", vectorize=False) as ic:
-                    mcl = smin(b, mc, b.sub(M, ic))
+                with loop(b, r0, r1, mc, name="ic", vectorize=False) as ic:
+                    mcl = smin(b, mc, b.sub(r1, ic))
                     with b.if_then(b.not_(pre)):
                         b.call(fa, [side_a, ap, bflat, ic, mcl, k0, kcl, scratch])
                     at = b.gep(apre, [b.add(b.mul(k0, mpad), b.mul(ic, kcl))], inbounds=True, source_etype=t)
@@ -574,7 +578,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                     with loop(b, 0, ncl, nr, name="jr", vectorize=False) as jr:
                         cols = smin(b, I64(nr), b.sub(ncl, jr))
                         bpanel = b.gep(bblock, [b.mul(jr, kcl)], inbounds=True, source_etype=t)
-                        pf_at, pf_rows = next_panel(jc, jr, k0, kcl, whole, ic)
+                        pf_at, pf_rows = next_panel(jc, jr, k0, kcl, whole, b.icmp_signed("==", ic, r0))
                         pf_rows = b.select(several, pf_rows, I64(0))
                         with loop(b, 0, mcl, mr, name="ir", vectorize=False) as ir_:
                             rows = smin(b, I64(mr), b.sub(mcl, ir_))
@@ -593,7 +597,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                             off = b.add(b.mul(b.add(ic, ir_), ldc), b.add(jc, jr))
                             cptr = b.gep(cbase, [off], inbounds=True, source_etype=t)
                             klen = b.sub(khi, klo)
-                            first_tile = b.icmp_signed("==", b.add(ic, ir_), I64(0))
+                            first_tile = b.icmp_signed("==", b.add(ic, ir_), r0)
                             in_place = b.and_(b.icmp_signed("<", jr, whole), b.or_(b.not_(keep), first_tile))
                             # (the rows the tiles before ask for)
                             done = b.mul(b.sub(b.sdiv(ir_, I64(mr)), helper0), share)
@@ -616,7 +620,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                                     by_rows(micro, rows, head)
             with b.if_then(b.icmp_unsigned("!=", ld(b, desc, gd.H_FIX), I64(0))):  # the block is complete
                 b.call(b.inttoptr(ld(b, desc, gd.H_FIX), fix_ty.as_pointer()),
-                       [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl])
+                       [b.inttoptr(ld(b, desc, gd.H_FIXCTX), PTR), cbase, bflat, jc, ncl, r0, r1])
         after[0] = next_chunk(True)
     for x in (ap, bp, scratch, apre, bonce):
         b.call(free, [x])

@@ -23,8 +23,9 @@ from .packing import Packer, pushed
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
-_FIX_ARGS = (PTR, PTR, I64, I64, I64)  # fix(ctx, cbase, bflat, jc, ncl), and its finisher and repairer
-SIZES = 2  # a fixer's ctx starts with the product's M and K (its rows and sum, as it runs)
+# fix(ctx, cbase, bflat, jc, ncl, r0, r1), and its finisher and repairer: rows [r0, r1) of a column block
+_FIX_ARGS = (PTR, PTR, I64, I64, I64, I64, I64)
+SIZES = 1  # a fixer's ctx starts with the product's K (its sum, as it runs)
 
 
 def packs_a_once(s: Contraction) -> bool:
@@ -69,7 +70,7 @@ def row_blocks(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value 
     its batch points below the count times its column blocks (``None``: another product's, all)."""
     if s.rows is None or s.rows.group != gd.BATCH:
         return None
-    return b.mul(row_points(b, s, ptr_of, strides_of), I64(-(-s.N // s.nc)))
+    return b.mul(row_points(b, s, ptr_of, strides_of), I64(s.blocks // s.batches))
 
 
 class GemmEmitter:
@@ -81,7 +82,7 @@ class GemmEmitter:
         self.name = name
         self.t = ir.FloatType() if spec.dtype == "float32" else ir.DoubleType()
         self.es = 4 if spec.dtype == "float32" else 8
-        self.vw = spec.target.lanes(spec.dtype)
+        self.vw = gd.panel_lanes(spec.target.lanes(spec.dtype), spec.nr)
 
     def emit(self, b: ir.IRBuilder, ptr_of, strides_of, lo: ir.Value, hi: ir.Value, fastmath=(),
              shared: ir.Value | None = None) -> None:
@@ -96,7 +97,8 @@ class GemmEmitter:
                                f"most {gd.MAXBATCH}) reached the library (contraction.worth_it)")
         pack_ty = [PTR, PTR, I64, I64, I64, I64, I64, PTR]
         fields = {gd.H_M: s.M, gd.H_N: s.N, gd.H_K: s.K, gd.H_KC: s.kc, gd.H_MC: s.mc, gd.H_NC: s.nc,
-                  gd.H_NJC: -(-s.N // s.nc), gd.H_NB: len(s.batch)}
+                  gd.H_NJC: s.blocks // s.batches, gd.H_NB: len(s.batch), gd.H_PARTS: s.row_parts,
+                  gd.H_PART_ROWS: s.part_rows}
         fields[gd.H_APRE] = int(packs_a_once(s))
         fields[gd.H_BPRE] = int(b_packed_once(s))
         if s.band is not None:
@@ -133,13 +135,14 @@ class GemmEmitter:
             slot = b.gep(desc, [I64(at)], inbounds=True, source_etype=I64)
             b.store(ptr if ptr.type == I64 else b.ptrtoint(ptr, I64), slot)
 
-        sizes = [I64(s.M), I64(s.K)]
+        sizes = [I64(s.K)]
         if s.rows is not None:
             points = row_points(b, s, ptr_of, strides_of)
             if s.rows.group == gd.BATCH:
                 hi = smin(b, hi, b.mul(points, I64(fields[gd.H_NJC])))
             else:
-                sizes[s.rows.group == gd.KGROUP] = points
+                if s.rows.group == gd.KGROUP:
+                    sizes[0] = points
                 put(gd.H_K if s.rows.group == gd.KGROUP else gd.H_M, points)
 
         cptr = ptr_of(self.c_tensor)
@@ -187,27 +190,27 @@ class GemmEmitter:
 
     def _finisher(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, ldc: int, sizes: list
                   ) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s, then
-        the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
-        element of the finished block's ``M`` rows replaced by the consumer's value there (a unit-stride
-        loop along the last column axis: one loop of masked vectors where the target has them, else whole
-        vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector loop loads
-        more of the consumer's constants again on each iteration).
-        ``cbase`` is ``noalias``: the nest that calls it takes C's buffer and the epilogue's as
-        ``noalias`` arguments, so LLVM vectorizes without run-time overlap checks."""
+        """``fix(ctx, cbase, bflat, jc, ncl, r0, r1)`` and its ``ctx`` (``sizes``, then :meth:`_fixer`'s,
+        then the epilogue's tensors) for a product with an epilogue: :meth:`_fixer`'s NaN repair, then each
+        element of the finished block's rows ``[r0, r1)`` replaced by the consumer's value there (a
+        unit-stride loop along the last column axis: one loop of masked vectors where the target has them,
+        else whole vectors then a scalar loop of the rest: beside LLVM's own scalar remainder, the vector
+        loop loads more of the consumer's constants again on each iteration).  ``cbase`` is ``noalias``: the
+        nest that calls it takes C's buffer and the epilogue's as ``noalias`` arguments, so LLVM vectorizes
+        without run-time overlap checks."""
         s = self.s
         value = var(f"{s.c.op.name}.value", dtype=s.dtype)
         expr = s.epilogue.apply(s.c_at, value)
         exact = self._fixer(b, ptr_of, strides_of, fastmath, sizes) if s.exact is not None else None
         tensors, ctx = self._context(b, expr, ptr_of, [*sizes, exact[1] if exact else ir.Constant(PTR, None)])
         fn, f = new_function(self.m, f"{self.name}_finish", _FIX_ARGS, attrs=("nounwind",))
-        fctx, cbase, bflat, jc, ncl = fn.args
+        fctx, cbase, bflat, jc, ncl, r0, r1 = fn.args
         cbase.add_attribute("noalias")
         masked = s.target.masked_memory
         if exact is not None:
-            f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl])
+            f.call(exact[0], [_slot(f, fctx, SIZES), cbase, bflat, jc, ncl, r0, r1])
         em, digits = self._emitter(f, fctx, SIZES + 1, tensors, strides_of, fastmath, bflat, expr)
-        with for_range(f, 0, f.ptrtoint(_slot(f, fctx, 0), I64), name="em", vectorize=False) as m, \
+        with for_range(f, r0, r1, name="em", vectorize=False) as m, \
                 pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
@@ -239,36 +242,35 @@ class GemmEmitter:
 
     def _fixer(self, b: ir.IRBuilder, ptr_of, strides_of, fastmath, sizes: list
                ) -> tuple[ir.Function, ir.Value]:
-        """``fix(ctx, cbase, bflat, jc, ncl)`` and its ``ctx`` (``sizes``, then the exact term's tensors):
-        a complete block of C (batch point ``bflat``, columns ``[jc, jc + ncl)``, ``M`` rows) scanned for
-        NaN (:func:`nan_scan`), repaired if it has one."""
+        """``fix(ctx, cbase, bflat, jc, ncl, r0, r1)`` and its ``ctx`` (``sizes``, then the exact term's
+        tensors): a complete block of C (batch point ``bflat``, columns ``[jc, jc + ncl)``, rows ``[r0,
+        r1)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of, sizes)
         fn, f = new_function(self.m, f"{self.name}_fix", _FIX_ARGS, attrs=("nounwind",))
         repair = self._repairer(tensors, strides_of, fastmath)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
-        fctx, cbase, bflat, jc, ncl = fn.args
-        block = f.gep(cbase, [jc], inbounds=True, source_etype=self.t)
-        rows = f.ptrtoint(_slot(f, fctx, 0), I64)
-        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), rows, ncl])):
-            f.call(repair, [fctx, cbase, bflat, jc, ncl])
+        fctx, cbase, bflat, jc, ncl, r0, r1 = fn.args
+        block = f.gep(cbase, [f.add(f.mul(r0, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
+        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), f.sub(r1, r0), ncl])):
+            f.call(repair, [fctx, cbase, bflat, jc, ncl, r0, r1])
         f.ret_void()
         return fn, ctx
 
     def _repairer(self, tensors: list, strides_of, fastmath) -> ir.Function:
-        """``repair(ctx, cbase, bflat, jc, ncl)``: each NaN element of a block of C recomputed as the sum
-        of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code, compiled
-        ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
+        """``repair(ctx, cbase, bflat, jc, ncl, r0, r1)``: each NaN element of a block of C recomputed as
+        the sum of :attr:`.Contraction.exact` over ``k`` in order, ending at its first NaN.  Cold code,
+        compiled ``optnone`` as the glue is (:data:`.llvm.emit.GLUE_OPT_LIMIT`)."""
         s = self.s
         fn, f = new_function(self.m, f"{self.name}_repair", _FIX_ARGS,
                              attrs=("nounwind", "cold", "noinline", "optnone"))
-        fctx, cbase, bflat, jc, ncl = fn.args
+        fctx, cbase, bflat, jc, ncl, r0, r1 = fn.args
         em, digits = self._emitter(f, fctx, SIZES, tensors, strides_of, fastmath, bflat, s.exact)
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         acc = entry_alloca(f, self.t, "acc")
         kpos = entry_alloca(f, I64, "k")
-        rows, terms = (f.ptrtoint(_slot(f, fctx, k), I64) for k in range(SIZES))
-        with for_range(f, 0, rows, name="fm", vectorize=False) as m, pushed(em):
+        terms = f.ptrtoint(_slot(f, fctx, 0), I64)
+        with for_range(f, r0, r1, name="fm", vectorize=False) as m, pushed(em):
             digits.bind(s.m, m)
             row = f.gep(cbase, [f.add(f.mul(m, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
             with for_range(f, 0, ncl, name="fn", vectorize=False) as j:

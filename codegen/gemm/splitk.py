@@ -18,9 +18,11 @@ MAX_BLOCKS = 7  # more blocks share well enough already
 
 
 def wants_split(spec: Contraction) -> bool:
-    """Whether ``spec``'s parallel blocks are few and odd, and its sum long enough to halve."""
+    """Whether ``spec``'s parallel blocks are few and odd, and its sum long enough to halve (in a product of
+    at least a vector of columns: a narrower one keeps the loops' count of work, with no adding pass)."""
     first = spec.k[0] if spec.k else None
     return (spec.blocks % 2 == 1 and spec.blocks <= MAX_BLOCKS and spec.K >= MIN_K
+            and spec.N >= spec.target.lanes(spec.dtype)
             and first is not None and first.extent % 2 == 0 and first.extent >= 2)
 
 

@@ -34,7 +34,7 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount, computes, pack_work, packed_elements
+from ..gemm.contraction import Contraction, RowCount, column_block, computes, pack_work, packed_elements
 from ..gemm.descriptor import BATCH, KGROUP, MAXBATCH, OUTER
 from ..loops.work import count_work
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
@@ -414,7 +414,10 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
         if first + axis.lo or axis.extent != rows.extent:
             count = binary(Op.MAXIMUM, binary(Op.MINIMUM, bound - const(first + axis.lo, bound.dtype),
                                               const(axis.extent, bound.dtype)), const(0, bound.dtype))
-        spec = replace(nest.attrs.gemm, rows=RowCount(group, count))
+        spec = nest.attrs.gemm
+        if spec.row_parts > 1:  # (parts of a fixed count of rows: the columns in blocks again)
+            spec = replace(spec, row_parts=1, nc=column_block(spec.N, spec.batches, spec.nr))
+        spec = replace(spec, rows=RowCount(group, count))
         if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
             spec = _batched(spec, axis)
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=(0, spec.blocks, 1)))

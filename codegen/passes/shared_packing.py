@@ -4,9 +4,10 @@ Products (:class:`..gemm.contraction.Contraction`) whose side B is a plain read 
 same description (:func:`..gemm.descriptor.plan_side`) and ``N``, ``K``, ``NR``, ``KC`` and ``NC`` share a
 kernel buffer holding B packed (:data:`..gemm.descriptor.H_BSHARED`): the group's first product packs the
 column blocks it runs into it, the later ones only read it.  A group ends at a step that writes B's
-buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels,
-outside a generic kernel's block (:mod:`.row_bound`), of at most :data:`..gemm.descriptor.APRE_LIMIT`
-bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT` bytes together (first groups first)."""
+buffer, and needs two products.  Shared: an unbatched B that the driver packs, in blocks of whole panels
+over rows in one part, outside a generic kernel's block (:mod:`.row_bound`), of at most
+:data:`..gemm.descriptor.APRE_LIMIT` bytes; a kernel's shared copies take at most :data:`SHARED_LIMIT`
+bytes together (first groups first)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import replace
 from tensorad.lang import placeholder
 
 from ..gemm.contraction import Contraction, SharedPack
-from ..gemm.descriptor import APRE_LIMIT, plan_side
+from ..gemm.descriptor import APRE_LIMIT, panel_lanes, plan_side
 from ..gemm.microkernel import reads_b_in_place
 from ..gemm.pack_routines import SLACK
 from ..loops.shared_nests import RenamedNest
@@ -67,8 +68,10 @@ def _side_key(step, buffers: dict) -> tuple | None:
     spec: Contraction | None = step.attrs.gemm if isinstance(step, Nest) else None
     if spec is None or spec.batches != 1 or spec.rows is not None or spec.nc % spec.nr:  # (blocks at jc KC)
         return None
+    if spec.row_parts > 1:  # (the parts of a column block would fill it at once)
+        return None
     plan = plan_side(spec.b, spec.batch, spec.n, spec.k, lambda t: buffers[t].strides, spec.nr,
-                     spec.target.lanes(spec.dtype))
+                     panel_lanes(spec.target.lanes(spec.dtype), spec.nr))
     if plan is None or reads_b_in_place(spec, plan):
         return None
     return (buffers[plan.tensor], spec.dtype, spec.N, spec.K, spec.nr, spec.kc, spec.nc, plan.mode,

@@ -147,7 +147,7 @@ def pack_cycles(side: Expr, lanes: int, ctx: PlanContext) -> float:
 
 def contraction_cycles(spec: Contraction, ctx: PlanContext) -> float:
     """The micro-kernel computing ``spec``."""
-    lanes = vector_lanes(ctx, spec.dtype)
+    lanes = min(vector_lanes(ctx, spec.dtype), spec.nr)
     # the register tile computes whole MR x NR tiles (over its rows' band's k steps, if any)
     cols = -(-spec.N // spec.nr) * spec.nr
     macs = spec.batches * spec.k_steps * spec.mr * cols

@@ -29,7 +29,7 @@ def _tiles(spec: Contraction, ctx: PlanContext) -> list[tuple[str, tuple]]:
     regs = ctx.target.vector_registers
     out = []
     for mr, nv, kc in TILE_VARIANTS:
-        nv = nv if nv is not None else spec.nr // lanes
+        nv = nv if nv is not None else max(1, spec.nr // lanes)
         mr = spec.mr if mr is None else min(8, (regs - operand_registers(ctx.target) - nv) // nv)
         tile = (mr, nv * lanes, kc or spec.kc, max(mr, spec.mc // mr * mr) if mr >= 1 else None)
         if mr >= 1 and tile[:3] != (spec.mr, spec.nr, spec.kc) and \

@@ -42,7 +42,7 @@ def test_a_flat_axis_the_divisors_do_not_tile_is_left_whole():
 
 
 @pytest.mark.parametrize("target, columns, plan", [
-    (TARGETS[0], 10, "strips"), (TARGETS[0], 128, "microkernel"),
+    (TARGETS[0], 10, "microkernel"), (TARGETS[0], 128, "microkernel"),
     (TARGETS[1], 10, "split-k"), (TARGETS[1], 128, "microkernel")])
 def test_a_flatten_then_dense_keeps_its_flat_sum_and_product_plan(target, columns, plan):
     """A dense layer over a flattened activation, ``sum_k X[b, k // 256, (k // 16) % 16, k % 16] * W[o, k]``,

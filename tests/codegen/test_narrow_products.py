@@ -12,7 +12,7 @@ import tensorad as ta
 def test_single_channel_conv_weight_gradient_is_a_matrix_product(rng):
     X = ta.placeholder((16, 1, 20, 20), "float32", "X")
     W = ta.placeholder((16, 1, 3, 3), "float32", "W")
-    # 9 columns are one AVX2 vector (AVX-512's 16 lanes leave such a product to the loops)
+    # 9 columns are one AVX2 vector
     f = ta.function(ta.topi.nn.conv2d(X, W, 1, 1), [X, W], wrt=[W], target="llvm -mcpu=haswell")
     chosen = {point.split("#")[0]: label for point, _, label in f.lower_backward().offered}
     assert chosen["W.grad"] in ("microkernel", "padded", "split-k")
