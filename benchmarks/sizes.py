@@ -4,7 +4,9 @@ per-row shapes), a softmax and the ``models`` suite's Transformer block, written
 batch ``n`` (attention and the Transformer block with a symbolic sequence length ``L`` too, at its
 workload's length), forward and backward (the optimized gradient of ``sum(Y * H)`` with respect to the
 workload's inputs), built once (a generic kernel where ``kernel.generic``; over ``n`` at the length
-where only ``n``'s rows are independent), against the static kernel built for each size.
+where only ``n``'s rows are independent), against the static kernel built for each size; and the
+generic kernels' results at each size against PyTorch float64 (row ``vs torch``: the largest error
+relative to each output's largest magnitude, or ``WRONG`` past ``benchmarks.check.RTOL``).
 
 Each round times one batch of calls of each kernel, interleaved; the table prints the median ratio
 generic / static per layer, pass and size (ratios only: the machine may be shared), ``per size`` where
@@ -122,11 +124,34 @@ def inputs_at(w: Workload, static_inputs: list, tiny: bool = False) -> list[np.n
     for t in static_inputs:
         a = given.get(t.name)
         if a is None:  # the head
-            a = np.random.default_rng(1).uniform(-1, 1, size=tuple(t.shape)).astype(np.float32)
+            a = head_of(tuple(t.shape))
         elif a.shape != tuple(t.shape):
             a = np.ascontiguousarray(np.resize(a, tuple(t.shape)))
         out.append(a)
     return out
+
+
+def head_of(shape: tuple[int, ...]) -> np.ndarray:
+    """The head of the backward (``sum(Y * H)``'s ``H``) of a forward of ``shape``."""
+    return np.random.default_rng(1).uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def against_pytorch(w: Workload, kernel, backward: bool, n: int, tiny: bool = False) -> dict:
+    """``benchmarks.check.compare``'s verdict on ``kernel``, of :func:`programs`' forward or ``backward``
+    over a batch (at its ``tiny`` shapes if asked), at ``n`` rows (the workload's rows repeated) against
+    PyTorch float64: its forward, or its autograd's gradients of the same head."""
+    from tensorad.symbolic import listed
+
+    from . import check, sys_torch
+
+    given = make_inputs(w, tiny)
+    batch = next(iter(given.values())).shape[0]
+    arrays = {k: np.ascontiguousarray(np.resize(a, (n, *a.shape[1:]))) if a.shape[0] == batch else a
+              for k, a in given.items()}
+    y, head, grads = sys_torch.autograd_reference(w, arrays, head_of)
+    ins = list(arrays.values())
+    got = listed(kernel(*ins, head) if backward else kernel(*ins))
+    return check.compare(got, list(grads.values()) if backward else [y])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,22 +196,28 @@ def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int]
     except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
         print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
         return
-    for (outputs, inputs), label in zip(symbolic, ("forward", "backward")):
-        generic = _over_rows(build(outputs, inputs), length, tokens)
-        row = f"{w.name:<18}{label:<10}"
-        for n in sizes:
-            if n not in at or not generic.generic:
-                row += f"{'per size' if not generic.generic else '':>10}"
-                continue
-            static_out, static_in = programs(ta, w, n, tokens if length is not None else None)[
-                label == "backward"]
-            arrays = inputs_at(w, static_in)
-            static = build(static_out, static_in)
+    generics = [_over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
+    rows = {label: f"{w.name:<18}{label:<10}" for label in ("forward", "backward", "vs torch")}
+    for n in sizes:
+        if n not in at or not all(k.generic for k in generics):
+            for label in rows:
+                rows[label] += f"{'per size' if not all(k.generic for k in generics) else '':>10}"
+            continue
+        verdicts = [against_pytorch(w, k, backward, n) for backward, k in enumerate(generics)]
+        worst = max(v["max_rel_err"] if v["ok"] else np.inf for v in verdicts)
+        rows["vs torch"] += f"{worst:>10.1e}" if worst < np.inf else f"{'WRONG':>10}"
+        for generic, label, pair in zip(generics, ("forward", "backward"),
+                                        programs(ta, w, n, tokens if length is not None else None)):
+            arrays = inputs_at(w, pair[1])
+            static = build(*pair)
             for got, want in zip(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static))):
                 np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
             ratio = compare(partial(generic, *arrays), partial(static, *arrays), rounds, clock)
-            row += f"{ratio:>10.2f}"
-        print(row + ("" if generic.generic else f"   ({generic.why})") + note, flush=True)
+            rows[label] += f"{ratio:>10.2f}"
+    why = "; ".join(k.why for k in generics if not k.generic)
+    for row in rows.values():
+        print(row + (f"   ({why})" if why else "") + note, flush=True)
+
 
 if __name__ == "__main__":
     main()
