@@ -2,12 +2,13 @@
 lower at each size to the work of the program written at that size, forward and backward: the
 optimizer's choices made over the size (its cases included) are those it makes at the size.  The
 kernels ``ta.build`` makes of the layers once over ``n`` run at each count the static program's work
-(``kernel.work_at``), on a pinned target whose cost model chooses alike on every CPU."""
+(``kernel.work_at``), on a pinned target whose cost model chooses alike on every CPU, and give PyTorch
+float64's results at sizes 1, 7, 64, 1000 and 4096."""
 
 import pytest
 
 import tensorad as ta
-from benchmarks.sizes import SOFTMAX, programs
+from benchmarks.sizes import SOFTMAX, against_pytorch, programs
 from benchmarks.workloads import BY_NAME
 from benchmarks.workloads import LAYERS as SUITE
 from fuzz.cheap import pinned
@@ -30,6 +31,7 @@ def test_work_at_each_size_is_the_static_programs(name):
 
 TARGET = pinned("llvm -mcpu=haswell")  # (the cost model's choices, a convolution's product or loops, pinned)
 CALLS = (1, 7, 64, 300)
+BAR = (1, 7, 64, 1000, 4096)  # (the sizes each kernel is checked at against PyTorch float64)
 # what each convolution's static program runs, by count of rows: a stencil of loops, a padded product, or
 # (None) the one strategy its op is offered
 CONV = {("conv3x3s2_relu", "forward"): {"conv2d": (None, None, None, "padded")},
@@ -57,11 +59,16 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
     """The layers suite's kernels built once over a symbolic batch run, at each count of rows, the work of
     the static program of that count, forward and backward: a call runs the part whose code is the one
     the static program chooses there (a convolution's stencil of loops on few rows, its product on many),
-    a short block its rows only."""
+    a short block its rows only; and at each size of the bar (1, 7, 64, 1000, 4096 rows) its results are
+    PyTorch float64's."""
     w = SOFTMAX if name == "softmax" else BY_NAME[name]
     outputs, inputs = programs(ta, w, ta.size_var("n"), tiny=True)[label == "backward"]
     kernel = ta.build(outputs, inputs, target=TARGET)
     assert kernel.generic
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    for size in BAR:
+        verdict = against_pytorch(w, kernel, label == "backward", size, tiny=True)
+        assert verdict["ok"], f"n={size}: {verdict['detail']}"
     for k, size in enumerate(CALLS):
         static = ta.lower(*programs(ta, w, size, tiny=True)[label == "backward"], target=TARGET)
         assert kernel.work_at(size) == static.work, f"n={size}"
