@@ -30,6 +30,7 @@ from functools import partial
 
 import numpy as np
 
+from . import check
 from .sys_tensorad import topi_forward
 from .workloads import BY_NAME, LAYERS, Workload, make_inputs
 
@@ -142,7 +143,7 @@ def against_pytorch(w: Workload, kernel, backward: bool, n: int, tiny: bool = Fa
     PyTorch float64: its forward, or its autograd's gradients of the same head."""
     from tensorad.symbolic import listed
 
-    from . import check, sys_torch
+    from . import sys_torch
 
     given = make_inputs(w, tiny)
     batch = next(iter(given.values())).shape[0]
@@ -210,8 +211,8 @@ def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int]
                                         programs(ta, w, n, tokens if length is not None else None)):
             arrays = inputs_at(w, pair[1])
             static = build(*pair)
-            for got, want in zip(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static))):
-                np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+            verdict = check.compare(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static)))
+            assert verdict["ok"], f"{w.name} {label} at n={n}: generic against static: {verdict['detail']}"
             ratio = compare(partial(generic, *arrays), partial(static, *arrays), rounds, clock)
             rows[label] += f"{ratio:>10.2f}"
     why = "; ".join(k.why for k in generics if not k.generic)

@@ -205,7 +205,11 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     if rest is not TRUE:
         update = (If(rest, update, (), affine=False),)
     evalue = None
-    if epilogue is not None:
+    if epilogue is not None and epilogue.keep:  # (the reduction an output too: stored in ``buffers[1]``)
+        evalue = epilogue.apply(outer, accs[red.arg.value_index])
+        stores = (Store(buffers[0], outer, evalue, counted=False),
+                  Store(buffers[1], outer, accs[red.arg.value_index], counted=False))
+    elif epilogue is not None:
         # the consumer's own select(c, ., 0) domain restricts the reduction; it reads ``value_index``
         edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[red.arg.value_index]))
         if not dom.is_subset(edom):
