@@ -233,8 +233,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         parallel = attrs.range is not None
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
-    outputs = tuple(b for u in group.units for b in [*outs_of(u.op), *kept_outs(u.plan, outs_of)]
-                    if b is not None)
+    outputs = tuple(b for u in group.units for b in outs_of(u.op) + kept_outs(u.plan, outs_of) if b)
     name = "+".join(marked(u.op.name) for u in group.units)
     nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs, temps)
     if columns and temps:

@@ -433,9 +433,8 @@ def _below(row: Expr, first: int, bound: Expr) -> Expr:
 
 
 def _bounded(stmts: tuple, rows: _Rows, bound: Expr, enclosing: frozenset = frozenset()) -> tuple:
-    """``stmts`` (inside the loops over ``enclosing``) with their loops over rows bounded by ``bound`` and the
-    body of each loop that is the innermost of a guard's loops here guarded (a nest's loops over one
-    variable may lie at several depths: a blocked sum's and its remainder's)."""
+    """(A guard goes on the innermost of its loops where they enclose it: a variable's loops lie at several
+    depths, a blocked sum's and its remainder's.)"""
     out = []
     for s in stmts:
         if isinstance(s, Loop):

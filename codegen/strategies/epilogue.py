@@ -4,9 +4,8 @@ For a lifted reduction ``R`` and its consumer ``C[x] = R[x] * 0.25``: when ``C``
 reads it exactly at its own index (same shape) and the reduction writes every output element, the
 reduction's nest stores ``C``'s body with ``R[x]`` replaced by the accumulated value, and ``R`` gets no
 buffer.  A consumer ``select(c, R[x] ..., 0)`` also restricts the reduction to ``c``
-(``domain.reduction_domain``).  Where ``R`` is an output too (``keep``: a generic kernel's sum over its
-block's rows, read by the mean it scales), the nest stores both, ``R``'s value in ``R``'s buffer, over all
-of ``R``'s box.  The fused nest runs where ``C``'s would have."""
+(``domain.reduction_domain``); where ``R`` is an output too (``keep``: a block's sum over its rows), it
+stores both, over ``R``'s box.  The fused nest runs where ``C``'s would have."""
 
 from __future__ import annotations
 

@@ -43,9 +43,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candida
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
     reduction is read only by it, at its point, is not an output, and is one plain nest over its box
-    (the nest of its own choice: plain, in strips or collapsed).  A generic kernel's block whose sum over
-    its rows is an output and read in the block (a batch's mean) stores it too, by plain loops, decided
-    and priced as the static program, whose sum is no output, decides."""
+    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows, an output,
+    stored too by plain loops, decided and priced as in the static program, where it is no output."""
 
     name = "epilogue"
 

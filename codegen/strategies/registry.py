@@ -88,8 +88,7 @@ class EpilogueStep(Step):
 
 
 def kept_outs(step: Step, outs_of) -> list:
-    """The buffers of an epilogue's reduction that is an output too (``Epilogue.keep``), which its nest
-    stores as well (``outs_of``: an op's); else none."""
+    """The buffers of an epilogue's reduction that is an output too (``Epilogue.keep``), else none."""
     return outs_of(step.reduction.op) if isinstance(step, EpilogueStep) and step.epilogue.keep else []
 
 
@@ -147,7 +146,7 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
-    row_sums: frozenset[Tensor] = frozenset()  # the outputs that are sums over a block's rows (``Options.row_sums``)
+    row_sums: frozenset[Tensor] = frozenset()  # the outputs that are sums over a block's rows
     forced: tuple = ()  # strategy classes chosen whatever they cost, the first offered first
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
