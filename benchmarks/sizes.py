@@ -1,15 +1,20 @@
 """``python -m benchmarks.sizes [--sizes 1,7,64,1000,4096] [--threads 1] [--rounds 15] [--layers a,b]
-[--target SPEC]``: each layer of the ``layers`` suite (``workloads.LAYERS``, its full per-row shapes), a
-softmax and the ``models`` suite's Transformer block, written once with a symbolic batch ``n`` (attention
-and the Transformer block with a symbolic sequence length ``L`` too, at its workload's length), forward
-and backward (the optimized gradient of ``sum(Y * H)`` with respect to the workload's inputs), built
-once (a generic kernel where ``kernel.generic``; over ``n`` at the length where only ``n``'s rows are
-independent), against the static kernel built for each size.
+[--target SPEC] [--max-mb 512]``: each layer of the ``layers`` suite (``workloads.LAYERS``, its full
+per-row shapes), a softmax and the ``models`` suite's Transformer block, written once with a symbolic
+batch ``n`` (attention and the Transformer block with a symbolic sequence length ``L`` too, at its
+workload's length), forward and backward (the optimized gradient of ``sum(Y * H)`` with respect to the
+workload's inputs), built once (a generic kernel where ``kernel.generic``; over ``n`` at the length
+where only ``n``'s rows are independent), against the static kernel built for each size; and the
+generic kernels' results at each size against PyTorch float64 (row ``vs torch``: the largest error
+relative to each output's largest magnitude, or ``WRONG`` past ``benchmarks.check.RTOL``).
 
 Each round times one batch of calls of each kernel, interleaved; the table prints the median ratio
-generic / static per layer, pass and size (ratios only: the machine may be shared), ``-`` where the
-inputs would pass 64 MB, ``per size`` where the program compiles once per size (``kernel.why``); a
-layer whose operators need a static batch says why.  With
+generic / static per layer, pass and size (ratios only: the machine may be shared), ``per size`` where
+the program compiles once per size (``kernel.why``); a layer whose operators need a static batch says
+why.  Where a layer's forward tensors at a size would hold more than ``--max-mb`` (its inputs, its
+intermediates and its outputs), the largest extent that only its batch's inputs have (an image's
+height or width, attention's tokens or head width, the Transformer's length) is halved until they fit,
+for that size's generic and static kernels alike (a row of its own, which names the shapes).  With
 one thread the clock is the calling thread's CPU time, which other processes do not inflate.  Timing
 lives here, never in the tests.
 """
@@ -20,16 +25,18 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 
+from . import check
 from .sys_tensorad import topi_forward
 from .workloads import BY_NAME, LAYERS, Workload, make_inputs
 
 SOFTMAX = Workload("softmax", "softmax", "softmax over 256 features (grad X)", {"X": (1024, 256)},
                    {"X": (4, 8)}, ("X",), (0.0, 0.0), suite="layers")
-MAX_BYTES = 64 << 20
+MAX_MB = 512
 
 
 def _per_call(fn: Callable[[], object], calls: int, clock: Callable[[], float]) -> float:
@@ -53,11 +60,12 @@ def compare(generic: Callable[[], object], static: Callable[[], object], rounds:
     return statistics.median(ratios)
 
 
-def programs(ta, w: Workload, n, length=None, tiny: bool = False) -> list[tuple[list, list]]:
+def programs(ta, w: Workload, n, length=None, tiny: bool = False,
+             forward_only: bool = False) -> list[tuple[list, list]]:
     """The forward and backward ``(outputs, inputs)`` of ``w`` (at its ``tiny`` shapes if asked) over a
     batch of ``n`` (an int or a size variable): inputs whose leading extent is the first input's take
     ``n`` rows, and, where ``length`` is given, attention's inputs ``length`` tokens (their second axis);
-    integer inputs (token ids, labels) are ``int32``."""
+    integer inputs (token ids, labels) are ``int32``; the forward only if asked."""
     shapes = w.input_shapes(tiny)
     batch = next(iter(shapes.values()))[0]
     p = {}
@@ -68,9 +76,37 @@ def programs(ta, w: Workload, n, length=None, tiny: bool = False) -> list[tuple[
         p[k] = ta.placeholder(tuple(shape), "int32" if k in w.params.get("ints", {}) else "float32", name=k)
     inputs = list(p.values())
     Y = topi_forward(w.kind, p, w.params)
+    if forward_only:
+        return [([Y], inputs)]
     H = ta.placeholder(Y.shape, name="H")
     grads = ta.JacobianRecursive(ta.topi.sum(Y * H), [p[g] for g in w.grads])
     return [([Y], inputs), (grads, [*inputs, H])]
+
+
+def held_bytes(ta, w: Workload, n: int) -> int:
+    """The bytes of the forward program's tensors (inputs, intermediates, outputs) of ``w`` at ``n`` rows."""
+    from tensorad.ir.rewrite import tensor_graph
+
+    (outputs, inputs), = programs(ta, w, n, forward_only=True)
+    return sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in tensor_graph(outputs + inputs))
+
+
+def scaled(ta, w: Workload, n: int, cap: int) -> Workload:
+    """``w``, or, where its forward tensors at ``n`` rows hold more than ``cap`` bytes, ``w`` with the largest
+    extent that only the inputs led by its batch have (an image's height, attention's tokens) halved
+    until they hold at most ``cap`` (or no such extent is above 1)."""
+    while held_bytes(ta, w, n) > cap:
+        shapes = w.input_shapes()
+        batch = next(iter(shapes.values()))[0]
+        led = [k for k, s in shapes.items() if s[0] == batch]
+        others = {e for k, s in shapes.items() if k not in led for e in s}
+        own = max((e for k in led for e in shapes[k][1:] if e not in others and e > 1), default=None)
+        if own is None:
+            break
+        half = {k: (s[0], *[e // 2 if e == own else e for e in s[1:]]) if k in led else s
+                for k, s in shapes.items()}
+        w = replace(w, shapes=half)
+    return w
 
 
 def _over_rows(kernel, length, value: int):
@@ -89,11 +125,34 @@ def inputs_at(w: Workload, static_inputs: list, tiny: bool = False) -> list[np.n
     for t in static_inputs:
         a = given.get(t.name)
         if a is None:  # the head
-            a = np.random.default_rng(1).uniform(-1, 1, size=tuple(t.shape)).astype(np.float32)
+            a = head_of(tuple(t.shape))
         elif a.shape != tuple(t.shape):
             a = np.ascontiguousarray(np.resize(a, tuple(t.shape)))
         out.append(a)
     return out
+
+
+def head_of(shape: tuple[int, ...]) -> np.ndarray:
+    """The head of the backward (``sum(Y * H)``'s ``H``) of a forward of ``shape``."""
+    return np.random.default_rng(1).uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def against_pytorch(w: Workload, kernel, backward: bool, n: int, tiny: bool = False) -> dict:
+    """``benchmarks.check.compare``'s verdict on ``kernel``, of :func:`programs`' forward or ``backward``
+    over a batch (at its ``tiny`` shapes if asked), at ``n`` rows (the workload's rows repeated) against
+    PyTorch float64: its forward, or its autograd's gradients of the same head."""
+    from tensorad.symbolic import listed
+
+    from . import sys_torch
+
+    given = make_inputs(w, tiny)
+    batch = next(iter(given.values())).shape[0]
+    arrays = {k: np.ascontiguousarray(np.resize(a, (n, *a.shape[1:]))) if a.shape[0] == batch else a
+              for k, a in given.items()}
+    y, head, grads = sys_torch.autograd_reference(w, arrays, head_of)
+    ins = list(arrays.values())
+    got = listed(kernel(*ins, head) if backward else kernel(*ins))
+    return check.compare(got, list(grads.values()) if backward else [y])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,9 +162,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--layers", default="")
     parser.add_argument("--target", default="llvm", help="an LLVM target spec (default the host)")
+    parser.add_argument("--max-mb", type=int, default=MAX_MB, help="the most MB a layer's forward tensors "
+                        "hold at a size before its other extents are halved")
     args = parser.parse_args(argv)
     import tensorad as ta
-    from tensorad.ir.expr import SizeDecisionError
 
     sizes = [int(s) for s in args.sizes.split(",")]
     clock = time.thread_time if args.threads == 1 else time.perf_counter
@@ -113,30 +173,51 @@ def main(argv: list[str] | None = None) -> None:
     suite = [SOFTMAX, *LAYERS, BY_NAME["transformer_block"]]
     chosen = [w for w in suite if not args.layers or w.name in args.layers.split(",")]
     print(f"{'layer':<18}{'pass':<10}" + "".join(f"{'n=' + str(n):>10}" for n in sizes), flush=True)
-    for w in chosen:
-        length = ta.size_var("L") if w.kind in ("attention", "transformer") else None
-        tokens = w.input_shapes()[next(iter(w.input_shapes()))][1]  # (attention's length: its workload's)
-        try:
-            symbolic = programs(ta, w, ta.size_var("n"), length)
-        except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
-            print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
+    for full in chosen:
+        groups: dict[str, tuple[Workload, list[int]]] = {}  # (the sizes each scaling of the layer runs)
+        for n in sizes:
+            w = scaled(ta, full, n, args.max_mb << 20)
+            groups.setdefault(w.describe(), (w, []))[1].append(n)
+        for w, at in groups.values():
+            _layer_rows(ta, w, full, sizes, at, build, args.rounds, clock)
+
+
+def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int], build, rounds: int,
+                clock) -> None:
+    """The forward and backward rows of layer ``w`` (``full`` scaled) at the sizes ``at`` of ``sizes``."""
+    from tensorad.ir.expr import SizeDecisionError
+
+    length = ta.size_var("L") if w.kind in ("attention", "transformer") else None
+    tokens = w.input_shapes()[next(iter(w.input_shapes()))][1]  # (attention's length: its workload's)
+    led = [f"{k}{tuple(s[1:])}".replace(" ", "") for k, s in w.input_shapes().items()
+           if s != full.input_shapes()[k]]
+    note = "" if w is full else f"   (per row: {' '.join(led)})"
+    try:
+        symbolic = programs(ta, w, ta.size_var("n"), length)
+    except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
+        print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
+        return
+    generics = [_over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
+    rows = {label: f"{w.name:<18}{label:<10}" for label in ("forward", "backward", "vs torch")}
+    for n in sizes:
+        if n not in at or not all(k.generic for k in generics):
+            for label in rows:
+                rows[label] += f"{'per size' if not all(k.generic for k in generics) else '':>10}"
             continue
-        for (outputs, inputs), label in zip(symbolic, ("forward", "backward")):
-            generic = _over_rows(build(outputs, inputs), length, tokens)
-            row = f"{w.name:<18}{label:<10}"
-            for n in sizes:
-                static_out, static_in = programs(ta, w, n, tokens if length is not None else None)[
-                    label == "backward"]
-                arrays = inputs_at(w, static_in)
-                if not generic.generic or sum(a.nbytes for a in arrays) > MAX_BYTES:
-                    row += f"{'per size' if not generic.generic else '-':>10}"
-                    continue
-                static = build(static_out, static_in)
-                for got, want in zip(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static))):
-                    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
-                ratio = compare(partial(generic, *arrays), partial(static, *arrays), args.rounds, clock)
-                row += f"{ratio:>10.2f}"
-            print(row + ("" if generic.generic else f"   ({generic.why})"), flush=True)
+        verdicts = [against_pytorch(w, k, backward, n) for backward, k in enumerate(generics)]
+        worst = max(v["max_rel_err"] if v["ok"] else np.inf for v in verdicts)
+        rows["vs torch"] += f"{worst:>10.1e}" if worst < np.inf else f"{'WRONG':>10}"
+        for generic, label, pair in zip(generics, ("forward", "backward"),
+                                        programs(ta, w, n, tokens if length is not None else None)):
+            arrays = inputs_at(w, pair[1])
+            static = build(*pair)
+            verdict = check.compare(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static)))
+            assert verdict["ok"], f"{w.name} {label} at n={n}: generic against static: {verdict['detail']}"
+            ratio = compare(partial(generic, *arrays), partial(static, *arrays), rounds, clock)
+            rows[label] += f"{ratio:>10.2f}"
+    why = "; ".join(k.why for k in generics if not k.generic)
+    for row in rows.values():
+        print(row + (f"   ({why})" if why else "") + note, flush=True)
 
 
 if __name__ == "__main__":

@@ -216,6 +216,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             if n.op is Op.READ and n.arg.op in readers and op not in readers[n.arg.op]:
                 readers[n.arg.op].append(op)
     ctx = PlanContext(opts=opts, target=target, outputs=frozenset(outputs),
+                      row_sums=frozenset(outputs[k] for k in opts.row_sums),
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
                       forced=MICROKERNEL_FIRST if opts.microkernel is True else (),
@@ -452,7 +453,8 @@ def _lower_one_group(g: Group, bodies: dict, outs_of, scalar: set, opts: Options
             return lower_scatter(u.op, u.plan.specs, outs, opts)
         return lower_scatter(u.op, u.plan.specs, outs[0], opts) if outs[0] is not None else []
     if isinstance(u.plan, EpilogueStep):  # (a product's epilogue: emitted by the micro-kernel)
-        return _lower_op(u.plan.reduction, bodies, outs_of(u.op), opts, u.plan.epilogue, scans=scans)
+        kept = outs_of(u.plan.reduction.op) if u.plan.epilogue.keep else []  # (the reduction an output too)
+        return _lower_op(u.plan.reduction, bodies, outs_of(u.op) + kept, opts, u.plan.epilogue, scans=scans)
     split = unit_split(u, bodies[u.op], (), opts.target or parse_target())  # (short rows as one loop)
     made = _lower_op(u.plan, bodies, outs_of(u.op), opts, None, split, scans)
     if u.op.attr("padded_from", 0):  # a later chunk's copy: the shared border is zero already

@@ -206,13 +206,16 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
         update = (If(rest, update, (), affine=False),)
     evalue = None
     if epilogue is not None:
-        # the consumer's own select(c, ., 0) domain restricts the reduction; it reads ``value_index``
-        edom, evalue = peel_zero_select(space, epilogue.apply(outer, accs[red.arg.value_index]))
+        # the consumer's own select(c, ., 0) domain restricts the reduction (unless it is an output too,
+        # ``keep``, stored in ``buffers[1]``); it reads ``value_index``
+        value, acc = epilogue.apply(outer, accs[red.arg.value_index]), accs[red.arg.value_index]
+        edom, evalue = (space.box(), value) if epilogue.keep else peel_zero_select(space, value)
         if not dom.is_subset(edom):
             dom = dom.intersect(edom)
             proj = dom.project_out(isl.dim_type.set, n_out, n_red) if n_red else dom
             fills = [Fill(buffers[0], const(0, buffers[0].dtype))]
-        stores = (Store(buffers[0], outer, evalue, counted=False),)
+        stores = (Store(buffers[0], outer, evalue, counted=False),
+                  *(Store(b, outer, acc, counted=False) for b in buffers[1:]))
     else:
         stores = tuple(Store(buf, outer, accs[b.arg.value_index], counted=False)
                        for b, buf in zip(bodies, buffers) if buf is not None)

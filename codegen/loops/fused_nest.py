@@ -25,7 +25,7 @@ from tensorad.lang import placeholder
 
 from ..options import Options
 from ..program import Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, owned
-from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest
+from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, kept_outs
 from ..target import parse_target
 from .coalesce import only_merged, unit_split
 from .domain import PolyStmt, op_domain
@@ -177,7 +177,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         e = u.plan.epilogue if isinstance(u.plan, EpilogueStep) else None
         epi = None if e is None else replace(e, body=_scalarized(e.body, acc_of))
         split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
-        dom = op_domain(sched_op, own, outs, epi, split)
+        dom = op_domain(sched_op, own, outs + kept_outs(u.plan, outs_of), epi, split)
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
         members.append((u, tau, member, own, split))
@@ -233,7 +233,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         parallel = attrs.range is not None
     prefix = ", ".join(v.name for v in taus[0])
     note = f"fused over ({prefix}): " + "; ".join(notes)
-    outputs = tuple(b for u in group.units for b in outs_of(u.op) if b is not None)
+    outputs = tuple(b for u in group.units for b in outs_of(u.op) + kept_outs(u.plan, outs_of) if b)
     name = "+".join(marked(u.op.name) for u in group.units)
     nest = Nest(name, body, outputs, work, note, parallel, tuple(accs), attrs, temps)
     if columns and temps:

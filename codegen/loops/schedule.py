@@ -91,11 +91,11 @@ def store_order(comb) -> list[int] | None:
 
 def _buffer_can_accumulate(info: ReductionInfo | None, outputs: list) -> bool:
     """Whether the output buffers can hold the accumulators of ``info`` (one value, a fused epilogue's output
-    of the accumulator's dtype; or several without an epilogue, each stored, in a :func:`store_order`)."""
+    of its dtype, the sum no output; or several without an epilogue, each stored, in :func:`store_order`)."""
     if info is None or not info.outer or not info.raxes or outputs[0] is None:
         return False
     if info.combiner.arity == 1:
-        return not (info.epilogue is not None and outputs[0].dtype != info.acc.dtype)
+        return info.epilogue is None or (outputs[0].dtype == info.acc.dtype and not info.epilogue.keep)
     return info.epilogue is None and not info.pieces and len(outputs) == info.combiner.arity \
         and all(b is not None for b in outputs) and store_order(info.combiner) is not None
 

@@ -20,7 +20,7 @@ from tensorad.ir.spelling import Speller, Unkeyable, hashable, renamed
 from tensorad.ir.tensor import ComputeOp, Tensor
 
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, NestAttrs, Store, map_stmt, stmt_exprs, walk_stmts
-from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest
+from ..strategies.registry import EpilogueStep, PointwiseNest, ReductionNest, ScanNest, kept_outs
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
 _MARKED = re.compile(f"{_OPEN}([^{_OPEN}{_CLOSE}]*){_CLOSE}")
@@ -107,7 +107,7 @@ def group_key(g, bodies: dict, outs_of: Callable, scalar: set,
                 None if e is None else (sp.op(core.op), tuple(sp.expr(b) for b in bodies[core.op])),
                 None if e is None else (sp.op(e.consumer), sp.tensor(e.reduction), sp.expr(e.body)),
                 type(p), isinstance(core, ReductionNest) and core.strips, u.op in scalar,
-                tuple(sp.buffer(b) for b in outs_of(u.op))))
+                tuple(sp.buffer(b) for b in [*outs_of(u.op), *kept_outs(p, outs_of)])))
     except Unkeyable:
         return None
     return (g.depth, tuple(units), tuple(sp.lines)), sp

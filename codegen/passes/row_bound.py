@@ -435,14 +435,20 @@ def _below(row: Expr, first: int, bound: Expr) -> Expr:
     return compare(Op.LT, row, bound - const(first, bound.dtype) if first else bound)
 
 
-def _bounded(stmts: tuple, rows: _Rows, bound: Expr) -> tuple:
+def _bounded(stmts: tuple, rows: _Rows, bound: Expr, enclosing: frozenset = frozenset()) -> tuple:
+    """(A guard goes on the innermost of its loops where they enclose it: a variable's loops lie at several
+    depths, a blocked sum's and its remainder's.)"""
     out = []
     for s in stmts:
         if isinstance(s, Loop):
-            (row, first), hi, body = rows.vars.get(s.var, (None, 0)), s.hi, _bounded(s.body, rows, bound)
+            inner = enclosing | {s.var}
+            row, first = rows.vars.get(s.var, (None, 0))
+            hi, body = s.hi, _bounded(s.body, rows, bound, inner)
             count = bound - const(first, bound.dtype) if first else bound  # (rows from the loop's 0)
             conds = [_below(row, first, bound)] if row is not None and row.op is Op.MOD else []
-            conds += [_below(e, f, bound) for e, f in sorted(rows.guards.get(s.var, ()), key=str)]
+            guards = {g for found in rows.guards.values() for g in found
+                      if s.var in (free := {n for n in walk(g[0]) if n.op is Op.VAR}) and free <= inner}
+            conds += [_below(e, f, bound) for e, f in sorted(guards, key=str)]
             if conds:
                 body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body,
                            affine=bound.op is Op.CONST),)
@@ -450,7 +456,8 @@ def _bounded(stmts: tuple, rows: _Rows, bound: Expr) -> tuple:
                 hi = binary(Op.MINIMUM, s.hi, count if row is s.var else binary(Op.MUL, count, row.src[1]))
             out.append(replace(s, hi=hi, body=body))
         elif isinstance(s, If):
-            out.append(replace(s, then=_bounded(s.then, rows, bound), orelse=_bounded(s.orelse, rows, bound)))
+            out.append(replace(s, then=_bounded(s.then, rows, bound, enclosing),
+                               orelse=_bounded(s.orelse, rows, bound, enclosing)))
         else:
             out.append(s)
     return tuple(out)

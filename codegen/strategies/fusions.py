@@ -18,9 +18,10 @@ from .products import MicroKernel, PaddedMicroKernel
 from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 
 
-def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
+def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candidate | None:
     """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads that only
-    ``op`` reads, at its own index, of its shape, one output and not a program output, and that
+    ``op`` reads, at its own index, of its shape, one output and not a program output (but, where
+    ``kept``, a sum over a block's rows, ``PlanContext.row_sums``, then stored too), and that
     ``fits(r, chosen)``; else ``None``."""
     if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
         return None
@@ -30,25 +31,26 @@ def _epilogue_of(strategy, op, bodies, ctx, fits) -> Candidate | None:
         chosen = ctx.chosen.get(r)
         t = Tensor(r, 0)
         if chosen is None or ctx.readers.get(r) != [op] or not r.is_reduction or r.num_outputs != 1 \
-                or t in ctx.outputs or op.shape != r.shape:
+                or (t in ctx.outputs and not (kept and t in ctx.row_sums)) or op.shape != r.shape:
             continue
         if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
             continue
         if fits(r, chosen):
-            return Candidate(strategy, op, bodies, Epilogue(op, t, body), absorbs=(r,))
+            return Candidate(strategy, op, bodies, Epilogue(op, t, body, t in ctx.outputs), absorbs=(r,))
     return None
 
 
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
     reduction is read only by it, at its point, is not an output, and is one plain nest over its box
-    (the nest of its own choice: plain, in strips or collapsed)."""
+    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows, an output,
+    stored too by plain loops, decided and priced as in the static program, where it is no output."""
 
     name = "epilogue"
 
     def match(self, op, bodies, ctx):
         fusion = _epilogue_of(self, op, bodies, ctx, lambda r, chosen: chosen.single_nest
-                              and covers_box(r, ctx.bodies[r]))
+                              and covers_box(r, ctx.bodies[r]), kept=True)
         return [] if fusion is None else [fusion]
 
     def cost(self, cand, ctx):
@@ -61,9 +63,10 @@ class EpilogueFusion:
     @staticmethod
     def _strips(cand, ctx) -> bool:
         """Whether the fused reduction accumulates in strips: its own choice, unless the consumer's dtype
-        cannot hold the sums (fused, it keeps scalar accumulators)."""
+        cannot hold the sums (fused, it keeps scalar accumulators) or the sums are an output too."""
         r = cand.data.reduction.op
-        return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype
+        return isinstance(ctx.chosen[r].strategy, Strips) and cand.op.body[0].dtype == r.body[0].dtype \
+            and not cand.data.keep
 
     def lower(self, cand, ctx):
         r = cand.data.reduction.op

@@ -87,6 +87,11 @@ class EpilogueStep(Step):
         return self.reduction
 
 
+def kept_outs(step: Step, outs_of) -> list:
+    """The buffers of an epilogue's reduction that is an output too (``Epilogue.keep``), else none."""
+    return outs_of(step.reduction.op) if isinstance(step, EpilogueStep) and step.epilogue.keep else []
+
+
 @dataclass(frozen=True, eq=False)
 class Open:
     """A new op that the registry plans in turn (its candidates compete like any op's)."""
@@ -141,6 +146,7 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
+    row_sums: frozenset[Tensor] = frozenset()  # the outputs that are sums over a block's rows
     forced: tuple = ()  # strategy classes chosen whatever they cost, the first offered first
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
