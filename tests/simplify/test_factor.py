@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer
 from tensorad.simplify.sums.factor import factor_sum, terms
 
@@ -67,7 +68,7 @@ def _feed(rng):
     return {A: draw((N, N)), u: draw((N,)), w: draw((N,))}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program, st.booleans(), st.integers(0, 2**31 - 1))
 def test_factored_sums_keep_their_values(specs, triangle, seed):
     ys = _tensors(specs, triangle)

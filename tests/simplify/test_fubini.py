@@ -16,6 +16,7 @@ import numpy as np
 import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.zeros.polynomial import provably_zero
 
 import tensorad as ta
@@ -70,7 +71,8 @@ _CONDS = {  # (q, n) -> a triangle or band of the square
 }
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(2, 4), st.sampled_from(sorted(_CONDS)), st.integers(-1, 1), st.integers(0, 2**16))
 def test_nested_sums_in_either_order_are_one_sum(size, cond_name, c, seed):
     cond = _CONDS[cond_name]

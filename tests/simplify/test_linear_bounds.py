@@ -9,6 +9,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.algebra.ranges import bounds
 
 import tensorad as ta
@@ -38,7 +39,7 @@ def affine(draw, depth: int = 4) -> tuple[Expr, callable]:
     return -a, lambda p: -fa(p)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(affine())
 def test_an_affine_index_gets_its_exact_range(case):
     e, f = case

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer
 from tensorad.simplify.algebra.bracket import canonical
 
@@ -86,7 +87,7 @@ def _feed(rng):
     return {A: draw(A.shape), u: draw(u.shape), v: draw(v.shape), w: draw(w.shape)}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program, st.booleans(), st.integers(0, 2**31 - 1))
 def test_nested_brackets_keep_their_values(specs, triangle, seed):
     ys = [_tensor(n, shape, spec, triangle) for n, (shape, spec) in enumerate(specs)]

@@ -17,7 +17,7 @@ import tensorad.simplify.sums.factor as factor
 import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import random_program
+from strategies import examples, random_program
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
 from tensorad.simplify.zeros.refute import Refuter
@@ -161,7 +161,7 @@ def test_the_transformer_blocks_proofs_share_their_conversions(monkeypatch):
     assert sum(op is Op.READ for op in converted) <= 4000
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=examples(40), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(random_program(dtype="float64", max_inputs=3, max_computes=4, depth=2), st.sampled_from([3, 64]))
 def test_random_programs_proofs_answer_and_spend_as_alone(program, budget):

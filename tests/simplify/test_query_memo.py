@@ -14,6 +14,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer, OptimizerContext
 from tensorad.simplify.algebra.logic import all_of
 from tensorad.simplify.algebra.rules import simplify_expr
@@ -93,7 +94,7 @@ def _cond(spec, pool: list[Expr]) -> Expr:
     return {"<=": lambda: e <= 0, "==": lambda: e == 0, "mod": lambda: e % 2 == 0}[kind]()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(atom, min_size=1, max_size=3), st.lists(st.booleans(), min_size=4, max_size=4))
 def test_emptiness_over_the_mentioned_variables_is_exact(specs, summed):
     rvars = [r for r, keep in zip(_RVARS, summed) if keep] or [_RVARS[0]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
-from strategies import random_feed, random_program
+from strategies import examples, random_feed, random_program
 
 import tensorad as ta
 from tensorad.ir import placeholders, tensor_graph
@@ -13,7 +13,7 @@ from tensorad.lang import check_op_bounds
 F = "float64"
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
+@settings(max_examples=examples(120), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(random_program(dtype=F, max_inputs=3, max_computes=4, depth=2))
 def test_random_program_gradients(program):
@@ -35,7 +35,7 @@ def test_random_program_gradients(program):
         np.testing.assert_allclose(np.asarray(got)[ok], np.asarray(want)[ok], rtol=1e-9, atol=1e-9)
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=examples(30), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(random_program(dtype=F, max_inputs=2, max_computes=3, depth=2))
 def test_random_program_second_order(program):

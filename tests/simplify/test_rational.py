@@ -16,13 +16,14 @@ import tensorad.simplify.zeros.rational as rational
 import tensorad.simplify.zeros.refute as refute
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import tensorad as ta
 
 _INTS = st.integers(-(1 << 70), 1 << 70) | st.integers(-9, 9)
 _DENS = st.integers(1, 1 << 40) | st.sampled_from([1, 2, 8, 1 << 33, 3, 768, 3 * (1 << 20)])
 _VALUES = _INTS | st.booleans() | st.builds(Fraction, _INTS, _DENS)
-_SETTINGS = settings(max_examples=300, deadline=None, derandomize=True)
+_SETTINGS = settings(max_examples=examples(300), deadline=None, derandomize=True)
 
 
 def _same(out, want: Fraction) -> None:

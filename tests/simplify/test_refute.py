@@ -16,6 +16,7 @@ import tensorad.simplify.sums.factor as factor
 import tensorad.simplify.zeros.polynomial as polynomial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify import Optimizer
 from tensorad.simplify.context import OptimizerContext
 from tensorad.simplify.zeros.refute import Refuter
@@ -92,7 +93,7 @@ def _renamed(e):
     return substitute(e, {K: J})
 
 
-_SETTINGS = settings(max_examples=50, deadline=None, derandomize=True,
+_SETTINGS = settings(max_examples=examples(50), deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

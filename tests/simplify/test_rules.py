@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from strategies import examples
 from tensorad.simplify import OptimizerContext
 from tensorad.simplify.algebra.consts import evaluate_scalar
 from tensorad.simplify.algebra.rules import ALGEBRA_RULES, simplify_expr
@@ -161,7 +162,7 @@ def test_random_expressions_preserve_values_and_cover_every_rule():
     for make in TARGETED:
         _check(make(), rng, points=2, trace=trace)
     reductions(OptimizerContext(trace))
-    for _ in range(200):
+    for _ in range(examples(200)):
         _check(_int_expr(rng, 4), rng, points=6, trace=trace)
         _check(_cond(rng, 3), rng, points=6, trace=trace)
         _check(_float_expr(rng, 4), rng, points=6, trace=trace)
@@ -225,6 +226,6 @@ def test_constant_folding_rounds_to_float32():
 
 def test_simplify_is_idempotent_on_random_expressions():
     rng = random.Random(3)
-    for _ in range(100):
+    for _ in range(examples(100)):
         e = simplify_expr(_float_expr(rng, 4))
         assert simplify_expr(e) is e

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import examples
 from tensorad.simplify.algebra import consts
 from tensorad.simplify.algebra.consts import CONST_RULES, evaluate_scalar
 from tensorad.simplify.zeros.nonzero import NZ_RULES, nonzero
@@ -41,7 +42,7 @@ P = ta.placeholder((8,), F, name="P")
 _k = ta.reduce_axis((0, 4), "k")
 G = ta.compute((8,), lambda a: ta.if_then_else(a % 2 == 0, P[a] * 2.0, 0.0), name="G")  # guard a%2==0
 S = ta.compute((8,), lambda a: ta.sum(P[_k] * P[a], axis=_k, where=(a > 2) & (_k < 3)), name="S")
-SETTINGS = dict(deadline=None, derandomize=True, max_examples=150,
+SETTINGS = dict(deadline=None, derandomize=True, max_examples=examples(150),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
 DATA = st.sampled_from([0.0, 0.0, -0.0, 1.0, -1.0, 2.0, -2.5, 0.5, 3.0])

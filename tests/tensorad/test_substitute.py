@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import tensorad as ta
 from tensorad.ir.expr import var
@@ -36,7 +37,7 @@ def case(draw):
     return body, mapping
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(case())
 def test_substitute_is_the_rewrite(c):
     body, mapping = c
