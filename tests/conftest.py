@@ -20,7 +20,8 @@ workers, started interpreters): what to compare on a shared machine, where wall 
 ``tests/strategies.py`` is registered as the module ``strategies`` so that test modules can
 ``from strategies import random_program``, and ``tests/blocks.py`` (model blocks written with
 ``ta.topi`` and with torch) as ``blocks``; ``simplify/workloads.py`` as ``simplify_workloads``
-and ``golden/corpus.py`` (the work gate's programs) as ``golden_corpus``.  (The tests folder is
+and ``golden/corpus.py`` (the work gate's programs) as ``golden_corpus``, ``simplify/holdouts.py`` (what the
+holdouts of operators share) as ``holdouts``.  (The tests folder is
 deliberately not put on ``sys.path``: its ``tensorad/`` folder would shadow the editable-installed
 package as a namespace package.)
 """
@@ -62,6 +63,7 @@ _register("strategies")
 _register("blocks")
 _register("simplify_workloads", "simplify/workloads.py")
 _register("golden_corpus", "golden/corpus.py")
+_register("holdouts", "simplify/holdouts.py")
 
 # Compiled code and differentiated programs are cached in a temporary directory of this test run,
 # never in the user's home.  The process that starts the run owns it (makes it, removes it at exit);

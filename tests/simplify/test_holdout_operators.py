@@ -20,37 +20,13 @@ tie count, the scatter of the head, the routing of ties over each window's point
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass, field
-
 import numpy as np
 import pytest
+from holdouts import F, Op, assert_within_the_bar
+from holdouts import p as _p
+from holdouts import r as _r
 
 import tensorad as ta
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from fuzz.cheap import gradient_cost  # noqa: E402
-
-F = "float64"
-BAR = 1.25
-
-
-@dataclass
-class Op:
-    output: ta.Tensor
-    inputs: list
-    formula: str
-    hand_work: int
-    ints: dict = field(default_factory=dict)  # integer placeholder -> (low, high) of its values
-
-
-def _p(shape, name, dtype=F):
-    return ta.placeholder(shape, dtype, name)
-
-
-def _r(n, name):
-    return ta.reduce_axis((0, n), name)
 
 
 def _pairs(size, out, window, stride, pad, dilation=1):
@@ -517,10 +493,7 @@ HOLDOUT = {f.__name__: f for f in (
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
 def test_holdout_operator_gradient_is_within_the_bar_and_the_cheap_gradient_bound(name):
     op = HOLDOUT[name]()
-    cost = gradient_cost(op.output, op.inputs)
-    assert cost.backward <= BAR * op.hand_work, \
-        f"{name}: work {cost.backward} > {BAR} x {op.hand_work} ({op.formula})"
-    assert cost.holds, f"{name}: work {cost.backward} > the cheap-gradient bound {cost.bound}"
+    assert_within_the_bar(name, op)
 
 
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
