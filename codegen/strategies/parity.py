@@ -13,6 +13,7 @@ exact.  Used only when every piece is a matrix product (:func:`decompose`'s test
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import product
 from math import lcm
 
@@ -23,6 +24,7 @@ from tensorad.poly.affine import IndexSpace
 from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import var_coefficients
 
+from ..gemm.padding import MAX_GROWTH, Padding, plan_padding
 from ..loops.stripmine import simplify_index
 from ..passes.strided_sums import unstride
 
@@ -168,3 +170,33 @@ def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int
         return value
 
     return ComputeOp(op.name, op.tag, out_axes, (pick(0, ()),))
+
+
+def shared_padding(specs: list, limit: int) -> tuple[ComputeOp, dict[int, object]] | None:
+    """``(copy, {k: spec})``: one zero-padded copy (:mod:`..gemm.padding`) of a tensor that several classes'
+    products (``specs``) read guarded by its bounds, padded as much as the most any class needs, and those
+    classes' products reading it; ``None`` unless two classes or more pad one plain read (a stride-2 data
+    gradient's head) and the copy stays within ``limit`` elements.  Each replaced side equals the copy's read
+    over the whole box of its product's axes (:func:`..gemm.padding.plan_padding`'s test): every sum adds
+    the same terms in the same order."""
+    found: dict = {}  # tensor -> [(class, side name, padding)]
+    for k, s in enumerate(specs):
+        for name, side, axes in (("a", s.a, s.batch + s.m + s.k), ("b", s.b, s.batch + s.n + s.k)):
+            pad = plan_padding(side, axes)
+            if pad is not None and pad.value is None and (any(pad.lows) or any(pad.highs)):
+                found.setdefault(pad.read.arg, []).append((k, name, pad))
+    t, uses = max(found.items(), key=lambda kv: len(kv[1]), default=(None, []))
+    if len({k for k, _, _ in uses}) < 2:
+        return None
+    pads = [p for _, _, p in uses]
+    union = Padding(pads[0].read, tuple(map(max, *(p.lows for p in pads))),
+                    tuple(map(max, *(p.highs for p in pads))))
+    if union.size > min(limit, MAX_GROWTH * t.size):
+        return None
+    copy, _ = union.copy()
+    out: dict[int, object] = {}
+    for k, name, pad in uses:
+        idx = tuple(i + const(lo, i.dtype) if lo else i for i, lo in zip(pad.read.src, union.lows))
+        side = {name: Expr(Op.READ, pad.read.dtype, idx, Tensor(copy, 0))}
+        out[k] = replace(out.get(k, specs[k]), **side, **({"band": None} if name == "a" else {}))
+    return copy, out
