@@ -8,7 +8,8 @@ the ``2 x 2`` residue classes is a stride-1 convolution, a matrix product, over 
     dX[n, c, y, x]   = P_{y % 2, x % 2}[n, c, y // 2, x // 2]
 
 The second line is a copy (:mod:`.loops.stripmine`).  Each element sums the same terms in the same order:
-exact.  Used only when every piece is a matrix product (:func:`decompose`'s test)."""
+exact.  Used only when every piece is a matrix product (:func:`decompose`'s test); the classes that read the
+head past its edges read one zero-padded copy of it (:func:`shared_padding`)."""
 
 from __future__ import annotations
 
@@ -173,12 +174,9 @@ def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int
 
 
 def shared_padding(specs: list, limit: int) -> tuple[ComputeOp, dict[int, object]] | None:
-    """``(copy, {k: spec})``: one zero-padded copy (:mod:`..gemm.padding`) of a tensor that several classes'
-    products (``specs``) read guarded by its bounds, padded as much as the most any class needs, and those
-    classes' products reading it; ``None`` unless two classes or more pad one plain read (a stride-2 data
-    gradient's head) and the copy stays within ``limit`` elements.  Each replaced side equals the copy's read
-    over the whole box of its product's axes (:func:`..gemm.padding.plan_padding`'s test): every sum adds
-    the same terms in the same order."""
+    """``(copy, {k: spec})``: one zero-padded copy (:mod:`..gemm.padding`) of the tensor that two classes'
+    products or more read guarded by its bounds, padded as the widest needs, and those products reading it
+    (each side the copy's read over its whole box: the same terms); ``None`` past ``limit`` elements."""
     found: dict = {}  # tensor -> [(class, side name, padding)]
     for k, s in enumerate(specs):
         for name, side, axes in (("a", s.a, s.batch + s.m + s.k), ("b", s.b, s.batch + s.n + s.k)):
