@@ -5,8 +5,9 @@ time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_
 The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
 address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
-optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of NC columns
-and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
+optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of columns (B's
+panels shared out evenly, NC columns at most) and part of the rows (the parallel loop,
+``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
 per MC block A into MR-high panels, a micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).
 A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows into
 L2; a side B that several products read alike is packed once into a buffer the kernel keeps
@@ -554,8 +555,11 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                 b.store(b.sdiv(r, ext), rem)
                 b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
             cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
-            jc = b.mul(jb, nc)
-            ncl = smin(b, nc, b.sub(N, jc))
+            # the block's columns: its share of B's panels, shared out as evenly as whole panels go (``NC``
+            # columns at most), so that blocks of the parallel loop take as long
+            panels, blocks = b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), b.sdiv(njc, parts)
+            jc = b.mul(b.sdiv(b.mul(jb, panels), blocks), I64(nr))
+            ncl = b.sub(smin(b, N, b.mul(b.sdiv(b.mul(b.add(jb, I64(1)), panels), blocks), I64(nr))), jc)
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = smin(b, kc, b.sub(K, k0))
                 first = b.and_(b.icmp_signed("==", k0, I64(0)), b.not_(acc))
