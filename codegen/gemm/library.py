@@ -18,6 +18,7 @@ row tiles run shorter micro-kernels (:func:`heights`); edge tiles go through a s
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Callable, Iterable
 
 import llvmlite.ir as ir
@@ -404,6 +405,25 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 # ---- the driver ------------------------------------------------------------------------------
 
+def column_span(jb, blocks, n, nr, add=operator.add, sub=operator.sub, mul=operator.mul,
+                div=operator.floordiv, least=min) -> tuple:
+    """``(first column, columns)`` of column block ``jb`` of ``blocks`` over ``n`` columns: its share of the
+    ``ceil(n / nr)`` panels of B, shared out as evenly as whole panels go (the blocks differ by a panel at
+    most, none wider than :func:`.gemm.contraction.column_block`'s ``NC``), so that the parallel loop's
+    blocks take as long.  In Python's integers, or the driver's (:func:`ir_arithmetic`)."""
+    panels = div(add(n, nr - 1), nr)
+    first = mul(div(mul(jb, panels), blocks), nr)
+    return first, sub(least(n, mul(div(mul(add(jb, 1), panels), blocks), nr)), first)
+
+
+def ir_arithmetic(b: ir.IRBuilder) -> tuple:
+    """``(add, sub, mul, div, least)`` on ``i64`` values (and Python integers) of non-negative numbers."""
+    def v(x):
+        return x if isinstance(x, ir.Value) else I64(x)
+    return (lambda x, y: b.add(v(x), v(y)), lambda x, y: b.sub(v(x), v(y)), lambda x, y: b.mul(v(x), v(y)),
+            lambda x, y: b.sdiv(v(x), v(y)), lambda x, y: smin(b, v(x), v(y)))
+
+
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: list,
                 micro_strided: list, micro_packing: list) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B read
@@ -555,11 +575,7 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                 b.store(b.sdiv(r, ext), rem)
                 b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
             cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
-            # the block's columns: its share of B's panels, shared out as evenly as whole panels go (``NC``
-            # columns at most), so that blocks of the parallel loop take as long
-            panels, blocks = b.sdiv(b.add(N, I64(nr - 1)), I64(nr)), b.sdiv(njc, parts)
-            jc = b.mul(b.sdiv(b.mul(jb, panels), blocks), I64(nr))
-            ncl = b.sub(smin(b, N, b.mul(b.sdiv(b.mul(b.add(jb, I64(1)), panels), blocks), I64(nr))), jc)
+            jc, ncl = column_span(jb, b.sdiv(njc, parts), N, nr, *ir_arithmetic(b))
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = smin(b, kc, b.sub(K, k0))
                 first = b.and_(b.icmp_signed("==", k0, I64(0)), b.not_(acc))
