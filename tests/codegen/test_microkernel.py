@@ -162,7 +162,7 @@ def test_column_blocks_with_a_partial_last_panel_at_any_thread_count(target, bat
 @pytest.mark.parametrize("batches", [1, 3])
 def test_column_blocks_share_out_the_panels_evenly(nr, batches):
     """The driver's column blocks (the parallel loop's work) cover the columns once, in order, none wider
-    than ``NC``, and differ by one panel at most: 1000 columns of 48-wide panels are 6 + 5 + 5 + 5 panels,
+    than ``NC``, and differ by one panel at most: 1000 columns of 48-wide panels are 5 + 5 + 5 + 6 panels,
     not 6 + 6 + 6 + 3 (two threads then share 11 : 10, not 12 : 9)."""
     from tensorad.codegen.gemm.contraction import column_block
     from tensorad.codegen.gemm.library import column_span
