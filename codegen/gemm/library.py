@@ -58,13 +58,18 @@ def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
     return prefix(dtype, mr, nr, target) + "_driver"
 
 
+def nan_scan_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
+    """The core's NaN scan of a block of C (:func:`emit_nan_scan`), which a product's fixer calls."""
+    return prefix(dtype, mr, nr, target) + "_nanscan"
+
+
 def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
     return f"{prefix(dtype, mr, nr, target)}_pack{side}_{pl.MODE_NAMES[mode]}"
 
 
 def parse_symbol(symbol: str) -> tuple | None:
     """The piece that defines a library symbol: ``(dtype, mr, nr, tag, part)`` with ``part``
-    ``"core"`` (micro-kernel, tables, driver) or ``("A"|"B", mode)``; ``None`` if foreign."""
+    ``"core"`` (micro-kernel, tables, driver, NaN scan) or ``("A"|"B", mode)``; ``None`` if foreign."""
     parts = symbol.split("_")
     if len(parts) < 6 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
         return None
@@ -74,7 +79,7 @@ def parse_symbol(symbol: str) -> tuple | None:
         return None
     dtype = "float32" if parts[2] == "f32" else "float64"
     tag = parts[4]
-    if parts[5:] in (["driver"], ["tables"]):
+    if parts[5:] in (["driver"], ["tables"], ["nanscan"]):
         return dtype, mr, nr, tag, "core"
     if len(parts) == 7 and parts[5] in ("packA", "packB") and parts[6] in pl.MODES:
         return dtype, mr, nr, tag, (parts[5][-1], pl.MODES[parts[6]])
@@ -183,12 +188,38 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
         emit_driver(m, p + "_driver", t, mr, nr, unroll, *micros)
+        emit_nan_scan(m, p + "_nanscan", t, target.lanes(dtype))
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
         pl.emit_pack(m, pack_symbol(dtype, mr, nr, side, mode, target), t, mr if side == "A" else nr, mode,
                      tables, vw)
     return finish_ir(str(m))
+
+
+def emit_nan_scan(m: ir.Module, name: str, t: ir.Type, vw: int) -> ir.Function:
+    """``scan(block, ldc, rows, cols) -> i1``: whether ``rows`` rows of ``cols`` elements, ``ldc`` apart,
+    hold a NaN: per row, ``vw``-lane vectors of unordered tests (no fast-math flags), then the rest element
+    by element; it returns at the first NaN.  In the core, compiled once per machine: every product's
+    fixer (:mod:`.gemm.microkernel`) calls it rather than compiling a scan of its own."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt, mask = ir.VectorType(t, vw), ir.IntType(vw)
+    fn, b = pl.new_function(m, name, [PTR, I64, I64, I64], internal=False, attrs=("nounwind",), ret=I1)
+    block, ldc, rows, cols = fn.args
+    whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
+    with loop(b, 0, rows, name="sm") as r:
+        row = b.gep(block, [b.mul(r, ldc)], inbounds=True, source_etype=t)
+        with loop(b, 0, whole, vw, name="sv") as j:
+            v = b.load(b.gep(row, [j], inbounds=True, source_etype=t), typ=vt, align=es)
+            with b.if_then(b.icmp_unsigned("!=", b.bitcast(b.fcmp_unordered("uno", v, v), mask), mask(0)),
+                           likely=False):
+                b.ret(I1(1))
+        with loop(b, whole, cols, name="se") as j:
+            x = ld(b, row, j, t)
+            with b.if_then(b.fcmp_unordered("uno", x, x), likely=False):
+                b.ret(I1(1))
+    b.ret(I1(0))
+    return fn
 
 
 # ---- the micro-kernel ------------------------------------------------------------------------
