@@ -188,7 +188,7 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
         emit_driver(m, p + "_driver", t, mr, nr, unroll, *micros)
-        emit_nan_scan(m, p + "_nanscan", t, target.lanes(dtype))
+        emit_nan_scan(m, p + "_nanscan", t, target.lanes(dtype), target.masked_memory)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
@@ -197,27 +197,58 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     return finish_ir(str(m))
 
 
-def emit_nan_scan(m: ir.Module, name: str, t: ir.Type, vw: int) -> ir.Function:
+#: the vectors the NaN scan tests a step (one branch for them all)
+SCAN_VECTORS = 4
+
+
+def emit_nan_scan(m: ir.Module, name: str, t: ir.Type, vw: int, masked: bool) -> ir.Function:
     """``scan(block, ldc, rows, cols) -> i1``: whether ``rows`` rows of ``cols`` elements, ``ldc`` apart,
-    hold a NaN: per row, ``vw``-lane vectors of unordered tests (no fast-math flags), then the rest element
-    by element; it returns at the first NaN.  In the core, compiled once per machine: every product's
-    fixer (:mod:`.gemm.microkernel`) calls it rather than compiling a scan of its own."""
+    hold a NaN, by unordered tests (no fast-math flags): per row, :data:`SCAN_VECTORS` ``vw``-lane vectors
+    a step, then single vectors, then the rest in one masked vector (``masked``: the target has cheap
+    masked loads) or element by element; it returns at the first step that meets a NaN.  In the core,
+    compiled once per machine: every product's fixer (:mod:`.gemm.microkernel`) calls it rather than
+    compiling a scan of its own."""
     es = 4 if isinstance(t, ir.FloatType) else 8
-    vt, mask = ir.VectorType(t, vw), ir.IntType(vw)
+    vt, bits = ir.VectorType(t, vw), ir.IntType(vw)
     fn, b = pl.new_function(m, name, [PTR, I64, I64, I64], internal=False, attrs=("nounwind",), ret=I1)
     block, ldc, rows, cols = fn.args
+
+    mload = declare(m, f"llvm.masked.load.v{vw}{'f32' if es == 4 else 'f64'}.p0", vt,
+                    [PTR, ir.IntType(32), ir.VectorType(I1, vw), vt])
+
+    def nan_lanes(at: ir.Value, mask: ir.Value | None = None) -> ir.Value:
+        """The NaN lanes of the vector at ``at`` (``mask``: of the lanes it sets, nothing else read)."""
+        v = (b.load(at, typ=vt, align=es) if mask is None
+             else b.call(mload, [at, ir.IntType(32)(es), mask, ir.Constant(vt, None)]))
+        return b.fcmp_unordered("uno", v, v)
+
+    def found_if(lanes: ir.Value) -> None:
+        with b.if_then(b.icmp_unsigned("!=", b.bitcast(lanes, bits), bits(0)), likely=False):
+            b.ret(I1(1))
+
+    step = SCAN_VECTORS * vw
+    many = b.mul(b.sdiv(cols, I64(step)), I64(step))
     whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
     with loop(b, 0, rows, name="sm") as r:
         row = b.gep(block, [b.mul(r, ldc)], inbounds=True, source_etype=t)
-        with loop(b, 0, whole, vw, name="sv") as j:
-            v = b.load(b.gep(row, [j], inbounds=True, source_etype=t), typ=vt, align=es)
-            with b.if_then(b.icmp_unsigned("!=", b.bitcast(b.fcmp_unordered("uno", v, v), mask), mask(0)),
-                           likely=False):
-                b.ret(I1(1))
-        with loop(b, whole, cols, name="se") as j:
-            x = ld(b, row, j, t)
-            with b.if_then(b.fcmp_unordered("uno", x, x), likely=False):
-                b.ret(I1(1))
+        with loop(b, 0, many, step, name="sq") as j:
+            lanes = [nan_lanes(b.gep(row, [b.add(j, I64(q * vw))], inbounds=True, source_etype=t))
+                     for q in range(SCAN_VECTORS)]
+            while len(lanes) > 1:  # (a tree of ORs; an odd one out waits a level)
+                lanes = [b.or_(x, y) for x, y in zip(lanes[::2], lanes[1::2])] + lanes[len(lanes) & ~1:]
+            found_if(lanes[0])
+        with loop(b, many, whole, vw, name="sv") as j:
+            found_if(nan_lanes(b.gep(row, [j], inbounds=True, source_etype=t)))
+        if masked:
+            with b.if_then(b.icmp_signed("<", whole, cols)):
+                lane = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+                mask = b.icmp_signed("<", lane, pl.splat(b, b.sub(cols, whole), vw))
+                found_if(nan_lanes(b.gep(row, [whole], inbounds=True, source_etype=t), mask))
+        else:
+            with loop(b, whole, cols, name="se") as j:
+                x = ld(b, row, j, t)
+                with b.if_then(b.fcmp_unordered("uno", x, x), likely=False):
+                    b.ret(I1(1))
     b.ret(I1(0))
     return fn
 
