@@ -58,11 +58,6 @@ def driver_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
     return prefix(dtype, mr, nr, target) + "_driver"
 
 
-def nan_scan_symbol(dtype: str, mr: int, nr: int, target: Target) -> str:
-    """The core's NaN scan of a block of C (:func:`emit_nan_scan`), which a product's fixer calls."""
-    return prefix(dtype, mr, nr, target) + "_nanscan"
-
-
 def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Target) -> str:
     return f"{prefix(dtype, mr, nr, target)}_pack{side}_{pl.MODE_NAMES[mode]}"
 
@@ -197,27 +192,22 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
     return finish_ir(str(m))
 
 
-#: the vectors the NaN scan tests a step (one branch for them all)
-SCAN_VECTORS = 4
+SCAN_VECTORS = 4  # the vectors the NaN scan tests a step (one branch for them all)
 
 
 def emit_nan_scan(m: ir.Module, name: str, t: ir.Type, vw: int, masked: bool) -> ir.Function:
     """``scan(block, ldc, rows, cols) -> i1``: whether ``rows`` rows of ``cols`` elements, ``ldc`` apart,
-    hold a NaN, by unordered tests (no fast-math flags): per row, :data:`SCAN_VECTORS` ``vw``-lane vectors
-    a step, then single vectors, then the rest in one masked vector (``masked``: the target has cheap
-    masked loads) or element by element; it returns at the first step that meets a NaN.  In the core,
-    compiled once per machine: every product's fixer (:mod:`.gemm.microkernel`) calls it rather than
-    compiling a scan of its own."""
+    hold a NaN (unordered tests, no fast-math flags): per row :data:`SCAN_VECTORS` ``vw``-lane vectors a
+    step, then single vectors, then the rest in one masked vector (``masked``: cheap masked loads) or one
+    by one, returning at the first NaN.  In the core, compiled once per machine for every product's fixer."""
     es = 4 if isinstance(t, ir.FloatType) else 8
     vt, bits = ir.VectorType(t, vw), ir.IntType(vw)
     fn, b = pl.new_function(m, name, [PTR, I64, I64, I64], internal=False, attrs=("nounwind",), ret=I1)
     block, ldc, rows, cols = fn.args
-
     mload = declare(m, f"llvm.masked.load.v{vw}{'f32' if es == 4 else 'f64'}.p0", vt,
                     [PTR, ir.IntType(32), ir.VectorType(I1, vw), vt])
 
-    def nan_lanes(at: ir.Value, mask: ir.Value | None = None) -> ir.Value:
-        """The NaN lanes of the vector at ``at`` (``mask``: of the lanes it sets, nothing else read)."""
+    def nan_lanes(at: ir.Value, mask: ir.Value | None = None) -> ir.Value:  # (masked: nothing else read)
         v = (b.load(at, typ=vt, align=es) if mask is None
              else b.call(mload, [at, ir.IntType(32)(es), mask, ir.Constant(vt, None)]))
         return b.fcmp_unordered("uno", v, v)

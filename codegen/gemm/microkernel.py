@@ -252,7 +252,7 @@ class GemmEmitter:
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         fctx, cbase, bflat, jc, ncl, r0, r1 = fn.args
         block = f.gep(cbase, [f.add(f.mul(r0, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
-        scan = declare(self.m, gemmlib.nan_scan_symbol(s.dtype, s.mr, s.nr, s.target), I1,
+        scan = declare(self.m, gemmlib.prefix(s.dtype, s.mr, s.nr, s.target) + "_nanscan", I1,
                        [PTR, I64, I64, I64])
         with f.if_then(f.call(scan, [block, I64(ldc), f.sub(r1, r0), ncl])):
             f.call(repair, [fctx, cbase, bflat, jc, ncl, r0, r1])
