@@ -2,8 +2,8 @@
 
 Specialized only on the target, dtype, MR and NR; sizes, strides, layouts and cache blocks are read at run
 time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_<v>_driver(desc, lo, hi)``.
-The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
-address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
+The pieces (the core: ``driver``, ``micro``, ``tables``, ``nanscan``; one packing routine per side and mode,
+its address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
 optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of NC columns
 and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
