@@ -2,8 +2,8 @@
 
 Specialized only on the target, dtype, MR and NR; sizes, strides, layouts and cache blocks are read at run
 time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_<v>_driver(desc, lo, hi)``.
-The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
-address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
+The pieces (the core: ``driver``, ``micro``, ``tables``, ``nanscan``; one packing routine per side and mode,
+its address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
 optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of columns
 and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
@@ -65,7 +65,7 @@ def pack_symbol(dtype: str, mr: int, nr: int, side: str, mode: int, target: Targ
 
 def parse_symbol(symbol: str) -> tuple | None:
     """The piece that defines a library symbol: ``(dtype, mr, nr, tag, part)`` with ``part``
-    ``"core"`` (micro-kernel, tables, driver) or ``("A"|"B", mode)``; ``None`` if foreign."""
+    ``"core"`` (micro-kernel, tables, driver, NaN scan) or ``("A"|"B", mode)``; ``None`` if foreign."""
     parts = symbol.split("_")
     if len(parts) < 6 or parts[:2] != ["tensorad", "gemm"] or parts[2] not in ("f32", "f64"):
         return None
@@ -75,7 +75,7 @@ def parse_symbol(symbol: str) -> tuple | None:
         return None
     dtype = "float32" if parts[2] == "f32" else "float64"
     tag = parts[4]
-    if parts[5:] in (["driver"], ["tables"]):
+    if parts[5:] in (["driver"], ["tables"], ["nanscan"]):
         return dtype, mr, nr, tag, "core"
     if len(parts) == 7 and parts[5] in ("packA", "packB") and parts[6] in pl.MODES:
         return dtype, mr, nr, tag, (parts[5][-1], pl.MODES[parts[6]])
@@ -184,12 +184,64 @@ def piece_ir(dtype: str, mr: int, nr: int, part, target: Target) -> str:
         pl.emit_tables(m, p + "_tables", pl.emit_table(m, p + "_table"), pl.emit_runs(m, p + "_runs"))
         unroll = k_unroll(mr, 4 if dtype == "float32" else 8, target.fma)
         emit_driver(m, p + "_driver", t, mr, nr, unroll, *micros)
+        emit_nan_scan(m, p + "_nanscan", t, target.lanes(dtype), target.masked_memory)
     else:
         side, mode = part
         tables = declare(m, p + "_tables", VOID, [PTR, I64, I64, I64, I64, I64, PTR, I64])
         pl.emit_pack(m, pack_symbol(dtype, mr, nr, side, mode, target), t, mr if side == "A" else nr, mode,
                      tables, vw)
     return finish_ir(str(m))
+
+
+SCAN_VECTORS = 4  # the vectors the NaN scan tests a step (one branch for them all)
+
+
+def emit_nan_scan(m: ir.Module, name: str, t: ir.Type, vw: int, masked: bool) -> ir.Function:
+    """``scan(block, ldc, rows, cols) -> i1``: whether ``rows`` rows of ``cols`` elements, ``ldc`` apart,
+    hold a NaN (unordered tests, no fast-math flags): per row :data:`SCAN_VECTORS` ``vw``-lane vectors a
+    step, then single vectors, then the rest in one masked vector (``masked``: cheap masked loads) or one
+    by one, returning at the first NaN.  In the core, compiled once per machine for every product's fixer."""
+    es = 4 if isinstance(t, ir.FloatType) else 8
+    vt, bits = ir.VectorType(t, vw), ir.IntType(vw)
+    fn, b = pl.new_function(m, name, [PTR, I64, I64, I64], internal=False, attrs=("nounwind",), ret=I1)
+    block, ldc, rows, cols = fn.args
+    mload = declare(m, f"llvm.masked.load.v{vw}{'f32' if es == 4 else 'f64'}.p0", vt,
+                    [PTR, ir.IntType(32), ir.VectorType(I1, vw), vt])
+
+    def nan_lanes(at: ir.Value, mask: ir.Value | None = None) -> ir.Value:  # (masked: nothing else read)
+        v = (b.load(at, typ=vt, align=es) if mask is None
+             else b.call(mload, [at, ir.IntType(32)(es), mask, ir.Constant(vt, None)]))
+        return b.fcmp_unordered("uno", v, v)
+
+    def found_if(lanes: ir.Value) -> None:
+        with b.if_then(b.icmp_unsigned("!=", b.bitcast(lanes, bits), bits(0)), likely=False):
+            b.ret(I1(1))
+
+    step = SCAN_VECTORS * vw
+    many = b.mul(b.sdiv(cols, I64(step)), I64(step))
+    whole = b.mul(b.sdiv(cols, I64(vw)), I64(vw))
+    with loop(b, 0, rows, name="sm") as r:
+        row = b.gep(block, [b.mul(r, ldc)], inbounds=True, source_etype=t)
+        with loop(b, 0, many, step, name="sq") as j:
+            lanes = [nan_lanes(b.gep(row, [b.add(j, I64(q * vw))], inbounds=True, source_etype=t))
+                     for q in range(SCAN_VECTORS)]
+            while len(lanes) > 1:  # (a tree of ORs; an odd one out waits a level)
+                lanes = [b.or_(x, y) for x, y in zip(lanes[::2], lanes[1::2])] + lanes[len(lanes) & ~1:]
+            found_if(lanes[0])
+        with loop(b, many, whole, vw, name="sv") as j:
+            found_if(nan_lanes(b.gep(row, [j], inbounds=True, source_etype=t)))
+        if masked:
+            with b.if_then(b.icmp_signed("<", whole, cols)):
+                lane = ir.Constant(ir.VectorType(I64, vw), list(range(vw)))
+                mask = b.icmp_signed("<", lane, pl.splat(b, b.sub(cols, whole), vw))
+                found_if(nan_lanes(b.gep(row, [whole], inbounds=True, source_etype=t), mask))
+        else:
+            with loop(b, whole, cols, name="se") as j:
+                x = ld(b, row, j, t)
+                with b.if_then(b.fcmp_unordered("uno", x, x), likely=False):
+                    b.ret(I1(1))
+    b.ret(I1(0))
+    return fn
 
 
 # ---- the micro-kernel ------------------------------------------------------------------------

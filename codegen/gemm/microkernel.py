@@ -125,8 +125,8 @@ class GemmEmitter:
         template = ir.GlobalVariable(self.m, ir.ArrayType(I64, gd.DESC_LEN), f"{self.name}_desc")
         template.linkage = "private"
         template.global_constant = True
-        template.initializer = ir.Constant(ir.ArrayType(I64, gd.DESC_LEN),
-                                           [I64(fields.get(i, 0)) for i in range(gd.DESC_LEN)])
+        template.initializer = ir.FormattedConstant(ir.ArrayType(I64, gd.DESC_LEN), "[" + ", ".join(
+            f"i64 {int(fields.get(i, 0))}" for i in range(gd.DESC_LEN)) + "]")  # (a constant per field: 1 ms)
         desc = b.alloca(I64, size=I64(gd.DESC_LEN), name="desc")
         memcpy = declare(self.m, "llvm.memcpy.p0.p0.i64", ir.VoidType(), [PTR, PTR, I64, I1])
         b.call(memcpy, [desc, template, I64(gd.DESC_LEN * 8), I1(0)])
@@ -244,7 +244,7 @@ class GemmEmitter:
                ) -> tuple[ir.Function, ir.Value]:
         """``fix(ctx, cbase, bflat, jc, ncl, r0, r1)`` and its ``ctx`` (``sizes``, then the exact term's
         tensors): a complete block of C (batch point ``bflat``, columns ``[jc, jc + ncl)``, rows ``[r0,
-        r1)``) scanned for NaN (:func:`nan_scan`), repaired if it has one."""
+        r1)``) scanned for NaN (the library's :func:`.gemm.library.emit_nan_scan`), repaired if it has one."""
         s = self.s
         tensors, ctx = self._context(b, s.exact, ptr_of, sizes)
         fn, f = new_function(self.m, f"{self.name}_fix", _FIX_ARGS, attrs=("nounwind",))
@@ -252,7 +252,9 @@ class GemmEmitter:
         ldc = s.c_layout(strides_of(self.c_tensor))[0][s.m[-1]]
         fctx, cbase, bflat, jc, ncl, r0, r1 = fn.args
         block = f.gep(cbase, [f.add(f.mul(r0, I64(ldc)), jc)], inbounds=True, source_etype=self.t)
-        with f.if_then(f.call(nan_scan(self.m, self.t), [block, I64(ldc), f.sub(r1, r0), ncl])):
+        scan = declare(self.m, gemmlib.prefix(s.dtype, s.mr, s.nr, s.target) + "_nanscan", I1,
+                       [PTR, I64, I64, I64])
+        with f.if_then(f.call(scan, [block, I64(ldc), f.sub(r1, r0), ncl])):
             f.call(repair, [fctx, cbase, bflat, jc, ncl, r0, r1])
         f.ret_void()
         return fn, ctx
@@ -324,22 +326,3 @@ class GemmEmitter:
 def _slot(b: ir.IRBuilder, ctx: ir.Value, k: int) -> ir.Value:
     """Entry ``k`` of a fixer's ``ctx`` (:meth:`GemmEmitter._context`)."""
     return b.load(b.gep(ctx, [I64(k)], inbounds=True, source_etype=PTR), typ=PTR)
-
-
-def nan_scan(module: ir.Module, t: ir.Type) -> ir.Function:
-    """``scan(block, ldc, rows, cols) -> i1``: whether a block of C holds a NaN; one function per module
-    and element type (:meth:`GemmEmitter._fixer`'s), an OR of unordered tests without fast-math flags."""
-    name = f"tensorad_nan_scan_{t}"
-    if name in module.globals:
-        return module.globals[name]
-    fn, f = new_function(module, name, [PTR, I64, I64, I64], ret=I1)
-    block, ldc, rows, cols = fn.args
-    seen = entry_alloca(f, I1, "seen")
-    f.store(I1(0), seen)
-    with for_range(f, 0, rows, name="sm", vectorize=False) as m:
-        row = f.gep(block, [f.mul(m, ldc)], inbounds=True, source_etype=t)
-        with for_range(f, 0, cols, name="sj") as j:
-            v = f.load(f.gep(row, [j], inbounds=True, source_etype=t), typ=t)
-            f.store(f.or_(f.load(seen, typ=I1), f.fcmp_unordered("uno", v, v)), seen)
-    f.ret(f.load(seen, typ=I1))
-    return fn
