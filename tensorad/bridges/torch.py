@@ -101,8 +101,10 @@ class TorchFunction:
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
             outs = op.forward_op(list(tensors))
-        else:  # eager: the autograd.Function form, which torch.func transforms accept too
+        elif _transforms_active is None or _transforms_active():  # the form torch.func transforms accept
             outs = _Apply.apply(self.operator(mask), *tensors)
+        else:
+            outs = _ApplyEager.apply(self.operator(mask), *tensors)
         outs = outs[:len(self.function.outputs)]
         return outs[0] if self.function.single else tuple(outs)
 
@@ -151,11 +153,24 @@ class _Operator:
         the block)."""
         return sum(kind != "extra" for kind, _ in self.function.plan.sources)
 
-    def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        outs, block = self.function.forward_block(*[_array(a) for a in args])
+    def eager(self, forward: bool, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The forward or backward outside ``torch.compile``: the kernels run on the tensors' memory
+        directly where every tensor has a NumPy view (the registered operator's dispatch costs more
+        than a small program's kernels), else (a traced, fake or ``torch.func``-wrapped tensor, or
+        bfloat16) through the registered operator, which PyTorch's dispatcher routes."""
+        arrays = _numpy_views(args)
+        if arrays is None:
+            return (self.forward_op(args) if forward
+                    else torch.ops.tensorad.backward(self.key, args))
+        return self.run_forward(arrays) if forward else self.run_backward(arrays)
+
+    def run_forward(self, args: Sequence[Any]) -> list[torch.Tensor]:
+        """The forward on tensors or their NumPy views: the outputs, then the block, as tensors."""
+        outs, block = self.function.forward_block(*map(_array, args))
         return [_tensor(a) for a in outs] + ([] if block is None else [torch.from_numpy(block)])
 
-    def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    def run_backward(self, args: Sequence[Any]) -> list[torch.Tensor]:
+        """The backward on tensors or their NumPy views (the residuals, the block, the float heads)."""
         f = self.function
         nres = self.residual_arrays
         has_block = bool(f.plan.extras)
@@ -213,7 +228,7 @@ class _Operator:
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             arrays = f.residuals_of(list(args), list(outs), None).arrays
-            grads = torch.ops.tensorad.backward(self.key, [*arrays, *extras, *float_heads])
+            grads = self.eager(False, [*arrays, *extras, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
@@ -232,9 +247,23 @@ class _Operator:
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
 
 
-def _array(t: torch.Tensor) -> Any:
+def _numpy_views(tensors: Sequence[torch.Tensor]) -> list[np.ndarray] | None:
+    """Each tensor's memory as a NumPy array, or ``None`` where one has no NumPy view."""
+    views = []
+    for t in tensors:
+        try:
+            views.append(t.detach().numpy() if t.requires_grad else t.numpy())
+        except (TypeError, RuntimeError):
+            return None
+    return views
+
+
+def _array(t: torch.Tensor | np.ndarray) -> Any:
     """A tensor's memory as a NumPy array (``.numpy()``: the cheapest view of a CPU tensor), or the
-    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path)."""
+    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path);
+    an array as it is."""
+    if isinstance(t, np.ndarray):
+        return t
     t = t.detach()
     try:
         return t.numpy()
@@ -296,7 +325,7 @@ class _Apply(torch.autograd.Function):
 
     @staticmethod
     def forward(op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(op.forward_op(list(args)))
+        return tuple(op.eager(True, list(args)))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Sequence[torch.Tensor]) -> None:
@@ -306,6 +335,25 @@ class _Apply(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
         return (None, *ctx.operator.backward_formula(ctx, grads))
+
+
+class _ApplyEager(torch.autograd.Function):
+    """:class:`_Apply` in the ``forward(ctx, ...)`` form, for calls under no ``torch.func`` transform:
+    its ``apply`` does not bind the arguments to ``forward``'s signature, as the other form's does on every
+    call (``inspect.signature``: most of a small program's step)."""
+
+    @staticmethod
+    def forward(ctx: Any, op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outs = tuple(op.eager(True, list(args)))
+        op.setup_context(ctx, args, outs)
+        return outs
+
+    backward = _Apply.backward
+
+
+# whether a ``torch.func`` transform is active (PyTorch's own test in ``autograd.Function.apply``;
+# ``None`` where this PyTorch has none: every call takes the form transforms accept)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 
 
 def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:
