@@ -109,6 +109,10 @@ class TorchFunction:
         return outs[0] if self.function.single else tuple(outs)
 
     def _check(self, tensors: Sequence[Any]) -> None:
+        specs = self._in_specs
+        if len(tensors) == len(specs) and all(isinstance(t, torch.Tensor) and t.is_cpu and t.dtype == d
+                                              and t.shape == s for t, (s, d) in zip(tensors, specs)):
+            return  # (the usual case; else the first wrong tensor is named)
         names = [x.name for x in self.function.inputs]
         if len(tensors) != len(names):
             raise TypeError(f"{self.name} takes {len(names)} tensors ({', '.join(names)}), "
@@ -180,10 +184,14 @@ class _Operator:
                                        _array(args[nres]) if has_block else None)
         return [_tensor(g) for g in f.backward(residuals, *heads)]
 
-    def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
+    def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor],
+                      block_returned: bool = True) -> None:
+        """What the backward reads: ``output``, the outputs then the block (also returned by the call,
+        where ``block_returned``, as the registered operator returns it)."""
         n = len(self.function.outputs)
         ctx.operator = self  # the graph keeps the function alive until its backward is gone
-        ctx.mark_non_differentiable(*output[n:])
+        if block_returned:
+            ctx.mark_non_differentiable(*output[n:])
         # The saved values get no gradient (autograd would zero-fill a head for each on every backward).
         ctx.set_materialize_grads(False)
         # Only what a backward reads: a tensor changed in place later is an error only where read.
@@ -197,6 +205,27 @@ class _Operator:
         args, outs = saved[:k], saved[k:]
         n = len(self.function.outputs)
         return self._backward(args, outs[:n], outs[n:], list(grads[:n]))
+
+    def direct_backward(self, saved: Sequence[torch.Tensor | None],
+                        grads: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None] | None:
+        """The gradient of every input (``None`` outside ``wrt``) by the backward kernel on NumPy views of
+        what a direct forward (:class:`_ApplyEager`) saved and of the heads: its own block, read without
+        the checks of a block received from elsewhere; ``None`` where a head has no NumPy view."""
+        f = self.function
+        k, n = len(f.inputs), len(f.outputs)
+        heads = [None if g is None else g if g.is_contiguous() else g.contiguous() for g in grads[:n]]
+        arrays = f.residuals_of(saved[:k], saved[k:k + n], None).arrays
+        views = _numpy_views([*arrays, *saved[k + n:], *(h for h in heads if h is not None)])
+        if views is None:
+            return None
+        m = len(arrays)
+        block = views[m] if len(saved) > k + n else None
+        given = iter(views[m + (block is not None):])
+        heads = [None if h is None else next(given) for h in heads]
+        result: list[torch.Tensor | None] = [None] * k
+        for pos, g in zip(self._wrt_pos, f.backward(Residuals(f, views[:m], block), *heads)):
+            result[pos] = _tensor(g)
+        return result
 
     @cached_property
     def kept(self) -> tuple[list[bool], set[int]]:
@@ -340,15 +369,30 @@ class _Apply(torch.autograd.Function):
 class _ApplyEager(torch.autograd.Function):
     """:class:`_Apply` in the ``forward(ctx, ...)`` form, for calls under no ``torch.func`` transform:
     its ``apply`` does not bind the arguments to ``forward``'s signature, as the other form's does on every
-    call (``inspect.signature``: most of a small program's step)."""
+    call (``inspect.signature``: most of a small program's step), and the block of saved values is saved
+    for the backward without being an output."""
 
     @staticmethod
     def forward(ctx: Any, op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        outs = tuple(op.eager(True, list(args)))
-        op.setup_context(ctx, args, outs)
-        return outs
+        arrays = _numpy_views(args)
+        if arrays is None:  # (the registered operator: the block is one more output)
+            outs = op.forward_op(list(args))
+            op.setup_context(ctx, args, outs)
+            return tuple(outs)
+        outs, block = op.function.forward_block(*arrays)
+        tensors = [_tensor(a) for a in outs]
+        op.setup_context(ctx, args, tensors + ([] if block is None else [torch.from_numpy(block)]), False)
+        ctx.direct = True
+        return tuple(tensors)
 
-    backward = _Apply.backward
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
+        op = ctx.operator
+        if getattr(ctx, "direct", False) and op.function.wrt and not torch.is_grad_enabled():
+            result = op.direct_backward(ctx.saved_tensors, grads)
+            if result is not None:
+                return (None, *result)
+        return (None, *op.backward_formula(ctx, grads))
 
 
 # whether a ``torch.func`` transform is active (PyTorch's own test in ``autograd.Function.apply``;
