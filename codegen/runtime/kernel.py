@@ -57,6 +57,7 @@ _CALL_IR = f"""
 define void @tensorad_call(ptr %table, ptr %list, ptr %slots) {{
 entry:
   %n = load i64, ptr %slots
+  %first = getelementptr i64, ptr %slots, i64 1
   %pi = getelementptr i8, ptr %list, i64 {ITEMS_AT}
   %items = load ptr, ptr %pi
   %any = icmp sgt i64 %n, 0
@@ -64,13 +65,11 @@ entry:
 loop:
   %j = phi i64 [0, %entry], [%jn, %loop]
   %jn = add i64 %j, 1
-  %k = mul i64 %j, 3
-  %pe = getelementptr i64, ptr %slots, i64 %k
-  %ps = getelementptr i64, ptr %pe, i64 1
-  %s = load i64, ptr %ps
-  %pk = getelementptr i64, ptr %pe, i64 2
+  %pe = getelementptr [3 x i64], ptr %first, i64 %j
+  %s = load i64, ptr %pe
+  %pk = getelementptr i64, ptr %pe, i64 1
   %item = load i64, ptr %pk
-  %pf = getelementptr i64, ptr %pe, i64 3
+  %pf = getelementptr i64, ptr %pe, i64 2
   %off = load i64, ptr %pf
   %po = getelementptr ptr, ptr %items, i64 %item
   %o = load ptr, ptr %po
@@ -118,11 +117,8 @@ class Slots:
     def __init__(self, positions: Sequence[int], items: Sequence[int] | None = None,
                  offsets: Sequence[int] | None = None) -> None:
         n = len(positions)
-        triples = np.zeros((n, 3), np.int64)
-        triples[:, 0] = positions
-        triples[:, 1] = range(n) if items is None else items
-        triples[:, 2] = 0 if offsets is None else offsets
-        counted = np.concatenate([[n], triples.ravel()]).astype(np.int64)  # (its view ``entries`` keeps it)
+        triples = np.column_stack([positions, range(n) if items is None else items, offsets or [0] * n])
+        counted = np.array([n, *triples.ravel()], np.int64)  # (its view ``entries`` keeps it)
         self.entries, self.address = counted[1:].reshape(n, 3), data_address(counted)
 
 

@@ -11,9 +11,11 @@ Each function registers ``tensorad::forward(key, args)`` (the outputs, then one 
 values that are not outputs) and ``tensorad::backward(key, args)`` with ``torch.library.custom_op``, with
 fake implementations for ``torch.compile(fullgraph=True)`` and ``register_autograd`` for eager autograd,
 ``torch.func`` and AOTAutograd (:class:`tensorad.training.function.Function`'s forward/backward).  ``key``
-names the pair in a registry that holds the function weakly.  A backward under ``create_graph=True`` runs
-the gradient program as a tensorad function of its own, differentiable again.  Kernels use the CPU
-tensors' memory through DLPack (no copies).  Importing this module imports torch (not Dynamo);
+names the pair in a registry that holds the function weakly.  An eager call under no ``torch.func``
+transform runs the kernels on NumPy views of the tensors instead (their dispatch costs more than a small
+program's kernels), saving the block for its backward without returning it.  A backward under
+``create_graph=True`` runs the gradient program as a tensorad function of its own, differentiable again.
+Kernels use the CPU tensors' memory (no copies).  Importing this module imports torch (not Dynamo);
 ``import tensorad`` does not."""
 
 from __future__ import annotations
@@ -101,10 +103,10 @@ class TorchFunction:
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
             outs = op.forward_op(list(tensors))
-        elif _transforms_active is None or _transforms_active():  # the form torch.func transforms accept
-            outs = _Apply.apply(self.operator(mask), *tensors)
+        elif _transforms_active is None or _transforms_active() or (arrays := _numpy_views(tensors)) is None:
+            outs = _Apply.apply(self.operator(mask), *tensors)  # (the form torch.func transforms accept)
         else:
-            outs = _ApplyEager.apply(self.operator(mask), *tensors)
+            outs = _ApplyEager.apply(self.operator(mask), arrays, *tensors)
         outs = outs[:len(self.function.outputs)]
         return outs[0] if self.function.single else tuple(outs)
 
@@ -157,24 +159,11 @@ class _Operator:
         the block)."""
         return sum(kind != "extra" for kind, _ in self.function.plan.sources)
 
-    def eager(self, forward: bool, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The forward or backward outside ``torch.compile``: the kernels run on the tensors' memory
-        directly where every tensor has a NumPy view (the registered operator's dispatch costs more
-        than a small program's kernels), else (a traced, fake or ``torch.func``-wrapped tensor, or
-        bfloat16) through the registered operator, which PyTorch's dispatcher routes."""
-        arrays = _numpy_views(args)
-        if arrays is None:
-            return (self.forward_op(args) if forward
-                    else torch.ops.tensorad.backward(self.key, args))
-        return self.run_forward(arrays) if forward else self.run_backward(arrays)
-
-    def run_forward(self, args: Sequence[Any]) -> list[torch.Tensor]:
-        """The forward on tensors or their NumPy views: the outputs, then the block, as tensors."""
-        outs, block = self.function.forward_block(*map(_array, args))
+    def run_forward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        outs, block = self.function.forward_block(*[_array(a) for a in args])
         return [_tensor(a) for a in outs] + ([] if block is None else [torch.from_numpy(block)])
 
-    def run_backward(self, args: Sequence[Any]) -> list[torch.Tensor]:
-        """The backward on tensors or their NumPy views (the residuals, the block, the float heads)."""
+    def run_backward(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
         f = self.function
         nres = self.residual_arrays
         has_block = bool(f.plan.extras)
@@ -257,7 +246,7 @@ class _Operator:
             grads = list(grads) if isinstance(grads, tuple) else [grads]
         else:
             arrays = f.residuals_of(list(args), list(outs), None).arrays
-            grads = self.eager(False, [*arrays, *extras, *float_heads])
+            grads = torch.ops.tensorad.backward(self.key, [*arrays, *extras, *float_heads])
         for pos, g in zip(self._wrt_pos, grads):
             result[pos] = g
         return result
@@ -287,12 +276,9 @@ def _numpy_views(tensors: Sequence[torch.Tensor]) -> list[np.ndarray] | None:
     return views
 
 
-def _array(t: torch.Tensor | np.ndarray) -> Any:
+def _array(t: torch.Tensor) -> Any:
     """A tensor's memory as a NumPy array (``.numpy()``: the cheapest view of a CPU tensor), or the
-    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path);
-    an array as it is."""
-    if isinstance(t, np.ndarray):
-        return t
+    detached tensor where NumPy has no view of it (bfloat16, another device: for the kernel's DLPack path)."""
     t = t.detach()
     try:
         return t.numpy()
@@ -354,7 +340,7 @@ class _Apply(torch.autograd.Function):
 
     @staticmethod
     def forward(op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(op.eager(True, list(args)))
+        return tuple(op.forward_op(list(args)))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Sequence[torch.Tensor]) -> None:
@@ -373,26 +359,19 @@ class _ApplyEager(torch.autograd.Function):
     for the backward without being an output."""
 
     @staticmethod
-    def forward(ctx: Any, op: _Operator, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        arrays = _numpy_views(args)
-        if arrays is None:  # (the registered operator: the block is one more output)
-            outs = op.forward_op(list(args))
-            op.setup_context(ctx, args, outs)
-            return tuple(outs)
+    def forward(ctx: Any, op: _Operator, arrays: list[np.ndarray], *args: torch.Tensor) -> tuple:
+        """``arrays``: NumPy views of ``args``."""
         outs, block = op.function.forward_block(*arrays)
         tensors = [_tensor(a) for a in outs]
         op.setup_context(ctx, args, tensors + ([] if block is None else [torch.from_numpy(block)]), False)
-        ctx.direct = True
         return tuple(tensors)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
         op = ctx.operator
-        if getattr(ctx, "direct", False) and op.function.wrt and not torch.is_grad_enabled():
-            result = op.direct_backward(ctx.saved_tensors, grads)
-            if result is not None:
-                return (None, *result)
-        return (None, *op.backward_formula(ctx, grads))
+        direct = op.function.wrt and not torch.is_grad_enabled()
+        result = op.direct_backward(ctx.saved_tensors, grads) if direct else None
+        return (None, None, *(op.backward_formula(ctx, grads) if result is None else result))
 
 
 # whether a ``torch.func`` transform is active (PyTorch's own test in ``autograd.Function.apply``;
