@@ -27,12 +27,11 @@ class Layout:
         self.offsets = np.array(starts, np.uintp)
         self.nbytes = total
 
-    def new(self) -> tuple[np.ndarray, int]:
-        """An uninitialized block (bytes whose first starts on an ``align``-byte boundary) and its address."""
+    def new(self) -> np.ndarray:
+        """An uninitialized block (bytes whose first starts on an ``align``-byte boundary)."""
         raw = np.empty(self.nbytes + self.align, np.uint8)
-        address = data_address(raw)
-        skip = -address % self.align
-        return raw[skip:skip + self.nbytes], address + skip
+        skip = -data_address(raw) % self.align
+        return raw[skip:skip + self.nbytes]
 
     def view(self, block: np.ndarray, j: int) -> np.ndarray:
         """Array ``j`` of ``block``, sharing its memory."""
@@ -76,12 +75,9 @@ class BlockCall:
         check = kernel.check_input
         ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self.in_specs, known or self.unknown)]
         outs = new_outputs(self.out_specs, self.out_plan, kernel.num_threads, kernel.line)
-        if self.placed:
-            if block is None:
-                if self.layout is None:
-                    raise ValueError("this call reads values from a block: give the block")
-                block, _ = self.layout.new()
-            kernel.run(self.slots, [*ins, *outs, block])
-        else:
-            kernel.run(self.slots, ins + outs)
+        if self.placed and block is None:
+            if self.layout is None:
+                raise ValueError("this call reads values from a block: give the block")
+            block = self.layout.new()
+        kernel.run(self.slots, [*ins, *outs, block] if self.placed else ins + outs)
         return outs, block

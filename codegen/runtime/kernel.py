@@ -99,9 +99,8 @@ def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
     list the caller keeps alive and no other thread changes) plus ``offset`` bytes at that position of the
     address table at ``table``; then the code whose entry and threads are the two words before the table."""
     if OFFSETS is None or type(arrays) is not list:
-        entries = slots.entries.tolist()
-        at = (ctypes.c_void_p * (max((k for k, _, _ in entries), default=-1) + 1)).from_address(table)
-        for k, item, offset in entries:
+        at = (ctypes.c_void_p * (int(slots.entries[:, 0].max(initial=-1)) + 1)).from_address(table)
+        for k, item, offset in slots.entries.tolist():
             at[k] = data_address(arrays[item]) + offset
         slots, arrays = NO_SLOTS, []  # (every address in place: the code alone to call)
     (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
@@ -490,11 +489,10 @@ def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_na
     kernel writes, checked against ``specs`` (each output's name, shape and dtype), or a
     :class:`KernelArgumentError` naming the output and what is wrong: a mismatch, or memory shared with
     another output or an input (``ins``, named ``in_names``)."""
-    if type(out) is np.ndarray and len(specs) == 1:  # (the usual case, checked at a third of the
-        name, shape, dtype = specs[0]  # cost: C-contiguous arrays overlap where their byte ranges do)
-        if out.dtype == dtype and out.shape == shape and (flags := out.flags).c_contiguous and flags.aligned \
-                and flags.writeable and not any(np.may_share_memory(out, a) for a in ins):
-            return [out], [out]
+    if type(out) is np.ndarray and len(specs) == 1 and out.dtype == specs[0][2] and out.shape == specs[0][1] \
+            and (flags := out.flags).c_contiguous and flags.aligned and flags.writeable \
+            and not any(np.may_share_memory(out, a) for a in ins):  # (the usual case, in a third of the time)
+        return [out], [out]
     single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
     given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
     if given is None or len(given) != len(specs):
