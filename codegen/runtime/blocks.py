@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .kernel import Kernel, KernelArgumentError, Slots, data_address, empty_aligned
+from .kernel import Kernel, KernelArgumentError, Slots, data_address, new_outputs, output_plan
 
 
 class Layout:
@@ -27,12 +27,11 @@ class Layout:
         self.offsets = np.array(starts, np.uintp)
         self.nbytes = total
 
-    def new(self) -> tuple[np.ndarray, int]:
-        """An uninitialized block (bytes whose first starts on an ``align``-byte boundary) and its address."""
+    def new(self) -> np.ndarray:
+        """An uninitialized block (bytes whose first starts on an ``align``-byte boundary)."""
         raw = np.empty(self.nbytes + self.align, np.uint8)
-        address = data_address(raw)
-        skip = -address % self.align
-        return raw[skip:skip + self.nbytes], address + skip
+        skip = -data_address(raw) % self.align
+        return raw[skip:skip + self.nbytes]
 
     def view(self, block: np.ndarray, j: int) -> np.ndarray:
         """Array ``j`` of ``block``, sharing its memory."""
@@ -48,19 +47,22 @@ class BlockCall:
     """``kernel`` called with the arguments at the positions of ``placed`` (inputs, then outputs) in one
     block, each at its offset there: a block given to the call, or a new one of ``layout``.  Every other
     argument is an array, the inputs checked as :meth:`Kernel.check_input` does unless ``known``.  The
-    address table is one NumPy addition, whatever the number of arrays in the block (:meth:`Kernel.run`)."""
+    address table is filled in the kernel's call, whatever the number of arrays in the block
+    (:class:`.kernel.Slots`: the block is one more array of the call, read at each offset)."""
 
     def __init__(self, kernel: Kernel, placed: Mapping[int, int], layout: Layout | None = None) -> None:
         sig = kernel.signature
         nin = len(sig.inputs)
         self.kernel = kernel
         self.layout = layout
+        self.placed = bool(placed)
         self.in_specs = [spec for k, spec in enumerate(sig.inputs) if k not in placed]
         self.out_specs = [(s, d) for k, (_, s, d) in enumerate(sig.outputs, nin) if k not in placed]
-        self.slots = Slots([k for k in range(nin + len(sig.outputs)) if k not in placed])
+        given = [k for k in range(nin + len(sig.outputs)) if k not in placed]
+        self.slots = Slots([*given, *placed], [*range(len(given)), *[len(given)] * len(placed)],
+                           [0] * len(given) + list(placed.values()))
         self.unknown = [False] * len(self.in_specs)
-        self.template = np.zeros(nin + len(sig.outputs), np.uintp)
-        self.template[list(placed)] = list(placed.values())
+        self.out_plan = output_plan(self.out_specs, kernel.line)
 
     def __call__(self, arrays: Sequence, block: np.ndarray | None = None,
                  known: Sequence[bool] = ()) -> tuple[list[np.ndarray], np.ndarray | None]:
@@ -72,15 +74,10 @@ class BlockCall:
         kernel = self.kernel
         check = kernel.check_input
         ins = [a if k else check(a, spec) for a, spec, k in zip(arrays, self.in_specs, known or self.unknown)]
-        if kernel.num_threads == 1:
-            outs = [np.empty(s, d) for s, d in self.out_specs]
-        else:
-            outs = [empty_aligned(s, d, kernel.line) for s, d in self.out_specs]
-        if block is not None:
-            base = data_address(block)
-        elif self.layout is not None:
-            block, base = self.layout.new()
-        else:
-            base = 0
-        kernel.run(self.template, base, self.slots, ins + outs)
+        outs = new_outputs(self.out_specs, self.out_plan, kernel.num_threads, kernel.line)
+        if self.placed and block is None:
+            if self.layout is None:
+                raise ValueError("this call reads values from a block: give the block")
+            block = self.layout.new()
+        kernel.run(self.slots, [*ins, *outs, block] if self.placed else ins + outs)
         return outs, block

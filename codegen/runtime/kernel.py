@@ -46,16 +46,18 @@ def _object_offsets() -> tuple[int, int] | None:
 
 OFFSETS = _object_offsets()
 ARRAY_DATA_OFFSET = None if OFFSETS is None else OFFSETS[0]
-# ``tensorad_call(table, list, slots)``: for each of the ``slots[0]`` positions ``slots[1 + j]`` of an
-# address table, the data pointer of the list's item ``j`` (a NumPy array: its items at ``ITEMS_AT`` in the
-# list object, its data at ``DATA_AT`` in the array object); then ``main(table, threads)``, the two words
-# before the table.  A call's Python work does not grow with its arrays, and it takes three pointers (each
+# ``tensorad_call(table, list, slots)``: for each of the ``slots[0]`` entries ``(position, item, offset)``
+# after it, the data pointer of the list's item ``item`` (a NumPy array: its items at ``ITEMS_AT`` in the
+# list object, its data at ``DATA_AT`` in the array object) plus ``offset`` bytes at that position of an
+# address table; then ``main(table, threads)``, the two words before the table.  A call's Python work does
+# not grow with its arrays, nor with the arrays at offsets in one block, and it takes three pointers (each
 # argument of a ctypes call costs about a tenth of a microsecond).
 ITEMS_AT, DATA_AT = (OFFSETS or (0, 0))[::-1]
 _CALL_IR = f"""
 define void @tensorad_call(ptr %table, ptr %list, ptr %slots) {{
 entry:
   %n = load i64, ptr %slots
+  %first = getelementptr i64, ptr %slots, i64 1
   %pi = getelementptr i8, ptr %list, i64 {ITEMS_AT}
   %items = load ptr, ptr %pi
   %any = icmp sgt i64 %n, 0
@@ -63,14 +65,19 @@ entry:
 loop:
   %j = phi i64 [0, %entry], [%jn, %loop]
   %jn = add i64 %j, 1
-  %ps = getelementptr i64, ptr %slots, i64 %jn
-  %s = load i64, ptr %ps
-  %po = getelementptr ptr, ptr %items, i64 %j
+  %pe = getelementptr [3 x i64], ptr %first, i64 %j
+  %s = load i64, ptr %pe
+  %pk = getelementptr i64, ptr %pe, i64 1
+  %item = load i64, ptr %pk
+  %pf = getelementptr i64, ptr %pe, i64 2
+  %off = load i64, ptr %pf
+  %po = getelementptr ptr, ptr %items, i64 %item
   %o = load ptr, ptr %po
   %pd = getelementptr i8, ptr %o, i64 {DATA_AT}
   %d = load ptr, ptr %pd
+  %da = getelementptr i8, ptr %d, i64 %off
   %pt = getelementptr ptr, ptr %table, i64 %s
-  store ptr %d, ptr %pt
+  store ptr %da, ptr %pt
   %more = icmp slt i64 %jn, %n
   br i1 %more, label %loop, label %done
 done:
@@ -88,25 +95,30 @@ _CALL = Resident(_CALL_IR, "tensorad_call", ctypes.CFUNCTYPE(None, ctypes.c_void
 
 
 def put_addresses(table: int, slots: Slots, arrays: list[np.ndarray]) -> None:
-    """The data address of each of ``arrays`` (a list the caller keeps alive and no other thread
-    changes) at position ``slots[k]`` of the address table at ``table``; then the code whose entry and
-    threads are the two words before the table."""
+    """For each entry ``(position, item, offset)`` of ``slots``, the data address of ``arrays[item]`` (a
+    list the caller keeps alive and no other thread changes) plus ``offset`` bytes at that position of the
+    address table at ``table``; then the code whose entry and threads are the two words before the table."""
     if OFFSETS is None or type(arrays) is not list:
-        entries = (ctypes.c_void_p * (int(slots.positions.max(initial=-1)) + 1)).from_address(table)
-        for k, a in zip(slots.positions.tolist(), arrays):
-            entries[k] = data_address(a)
+        at = (ctypes.c_void_p * (int(slots.entries[:, 0].max(initial=-1)) + 1)).from_address(table)
+        for k, item, offset in slots.entries.tolist():
+            at[k] = data_address(arrays[item]) + offset
         slots, arrays = NO_SLOTS, []  # (every address in place: the code alone to call)
     (_CALL.main or _CALL.get().main)(table, id(arrays), slots.address)
 
 
 class Slots:
-    """Positions in an address table (:meth:`Kernel.run`): an int64 array after its length, its address."""
+    """Entries of an address table (:meth:`Kernel.run`): at ``positions[j]``, the data address of the call's
+    array ``items[j]`` (default ``j``) plus ``offsets[j]`` bytes (default 0) -- an array at an offset in
+    a block that is another array of the call.  Kept as int64 triples after their count, at ``address``."""
 
-    __slots__ = ("positions", "address")
+    __slots__ = ("entries", "address")
 
-    def __init__(self, positions: Sequence[int]) -> None:
-        counted = np.array([len(positions), *positions], np.int64)  # (its view ``positions`` keeps it)
-        self.positions, self.address = counted[1:], data_address(counted)
+    def __init__(self, positions: Sequence[int], items: Sequence[int] | None = None,
+                 offsets: Sequence[int] | None = None) -> None:
+        n = len(positions)
+        triples = np.column_stack([positions, range(n) if items is None else items, offsets or [0] * n])
+        counted = np.array([n, *triples.ravel()], np.int64)  # (its view ``entries`` keeps it)
+        self.entries, self.address = counted[1:].reshape(n, 3), data_address(counted)
 
 
 def data_address(a: np.ndarray) -> int:
@@ -143,10 +155,21 @@ def output_offsets(specs: Sequence[tuple[tuple[int, ...], np.dtype]], align: int
     return offsets, total
 
 
-def empty_aligned_all(specs: Sequence[tuple[tuple[int, ...], np.dtype]], offsets: Sequence, total: int,
-                      align: int) -> list[np.ndarray]:
-    """Uninitialized C-contiguous arrays of ``specs``, each starting on an ``align``-byte
-    boundary, laid out as :func:`output_offsets` says."""
+def output_plan(specs: Sequence[tuple[tuple[int, ...], np.dtype]], align: int) -> tuple[list, int] | None:
+    """How a call on several threads allocates outputs of ``specs`` (:func:`new_outputs`): ``None``
+    for outputs of :data:`PLAIN_OUTPUT_BYTES` in all, else their :func:`output_offsets`."""
+    plain = sum(d.itemsize * math.prod(s) for s, d in specs) <= PLAIN_OUTPUT_BYTES
+    return None if plain else output_offsets(specs, align)
+
+
+def new_outputs(specs: Sequence[tuple[tuple[int, ...], np.dtype]], plan: tuple[list, int] | None,
+                threads: int, align: int) -> list[np.ndarray]:
+    """Uninitialized C-contiguous arrays of ``specs``: ``np.empty``'s on one thread or where ``plan``
+    (:func:`output_plan`) is ``None``, else each starting on an ``align``-byte boundary, laid out as
+    ``plan`` says."""
+    if threads == 1 or plan is None:
+        return [np.empty(s, d) for s, d in specs]
+    offsets, total = plan
     block = np.empty(total + align, np.uint8)
     base = -data_address(block) % align
     return [empty_aligned(s, d, align) if off is None else np.ndarray(s, d, block, base + off)
@@ -213,7 +236,7 @@ class Workspace:
     the threads change): the code's entry and threads, then (at ``address``) room for the inputs and
     outputs, the temporaries' addresses moved up to a cache line, room for a checked kernel's record."""
 
-    __slots__ = ("temps", "table", "args", "address", "threads")
+    __slots__ = ("temps", "table", "address", "threads")
 
     def __init__(self, temps: list[np.ndarray]) -> None:
         self.temps = temps
@@ -224,7 +247,7 @@ class Workspace:
         self.table = np.empty(2 + n_args + len(self.temps) + record, np.uintp)
         self.table[:2] = main, threads
         self.table[2 + n_args:2 + n_args + len(self.temps)] = starts + (line - starts % line) % line
-        self.args, self.threads = self.table[2:2 + n_args], threads
+        self.threads = threads
         self.address = data_address(self.table) + 16
 
 
@@ -302,11 +325,10 @@ class Kernel:
         self._line = getattr(compiled.target, "line", None) or host_target().line
         self._temp_bytes = [d.itemsize * math.prod(s) + self._line for s, d in self._temps]
         self._out_specs = [(s, d) for _, s, d in self._outputs]
-        plain = sum(d.itemsize * math.prod(s) for s, d in self._out_specs) <= PLAIN_OUTPUT_BYTES
-        self._out_offsets = None if plain else output_offsets(self._out_specs, self._line)
+        self._out_plan = output_plan(self._out_specs, self._line)
         # a plain call's address table: every input and output an array of the call (:meth:`run`)
-        self._no_block = np.zeros(len(self._inputs) + len(self._outputs), np.uintp)
-        self._all_slots = Slots(range(len(self._no_block)))
+        self._n_args = len(self._inputs) + len(self._outputs)
+        self._all_slots = Slots(range(self._n_args))
         self.keep_workspace = True
         self._workspace: list[Workspace] = []  # temporaries of finished calls, for the next
 
@@ -360,12 +382,12 @@ class Kernel:
         """The alignment in bytes of the arrays a call allocates for several threads (a cache line)."""
         return self._line
 
-    def run(self, template: np.ndarray, base: int, slots: Slots, arrays: list[np.ndarray]) -> None:
-        """The code run on an address table: ``template + base`` for the inputs, then the outputs
-        (``template``: one entry each), the data address of ``arrays[k]`` at position ``slots[k]``
-        instead -- C-contiguous, aligned arrays of the signature's shapes and dtypes, unchecked, outputs
-        overlapping nothing, in a list the caller keeps alive and no other thread changes -- then the
-        temporaries (and a checked kernel's record).  Every call of a kernel runs here."""
+    def run(self, slots: Slots, arrays: list[np.ndarray]) -> None:
+        """The code run on an address table: for the inputs, then the outputs, the addresses ``slots``
+        says (one entry each) of ``arrays`` -- C-contiguous, aligned arrays of the signature's shapes and
+        dtypes (or blocks holding them), unchecked, outputs overlapping nothing, in a list the caller keeps
+        alive and no other thread changes -- then the temporaries (and a checked kernel's record).  Every
+        call of a kernel runs here."""
         if self._refuse is not None:
             raise RuntimeError(self._refuse)
         try:  # (one list operation: atomic, no lock)
@@ -374,10 +396,8 @@ class Kernel:
             work = Workspace([np.empty(n, np.uint8) for n in self._temp_bytes])
         checks = self._compiled.checks
         if work.threads != self._num_threads:
-            work.make_table(len(template), self._line, checks is not None, self._compiled.main_address,
+            work.make_table(self._n_args, self._line, checks is not None, self._compiled.main_address,
                             self._num_threads)
-        if slots is not self._all_slots:  # (a plain call sets every entry below)
-            np.add(template, base, out=work.args)
         record = None
         if checks is not None:
             record = checks.new_record(self._max_ndim)
@@ -433,11 +453,9 @@ class Kernel:
         ins = [check(a, spec) for a, spec in zip(arrays, self._inputs)]
         if out is not None:
             res, outs = given_outputs(out, self._outputs, ins, [n for n, _, _ in self._inputs])
-        elif self._num_threads == 1 or self._out_offsets is None:
-            res = outs = [np.empty(s, d) for s, d in self._out_specs]
         else:
-            res = outs = empty_aligned_all(self._out_specs, *self._out_offsets, self._line)
-        self.run(self._no_block, 0, self._all_slots, ins + outs)
+            res = outs = new_outputs(self._out_specs, self._out_plan, self._num_threads, self._line)
+        self.run(self._all_slots, ins + outs)
         return res[0] if len(res) == 1 else tuple(res)
 
     @staticmethod
@@ -471,6 +489,10 @@ def given_outputs(out: Any, specs: Sequence[tuple], ins: list[np.ndarray], in_na
     kernel writes, checked against ``specs`` (each output's name, shape and dtype), or a
     :class:`KernelArgumentError` naming the output and what is wrong: a mismatch, or memory shared with
     another output or an input (``ins``, named ``in_names``)."""
+    if type(out) is np.ndarray and len(specs) == 1 and out.dtype == specs[0][2] and out.shape == specs[0][1] \
+            and (flags := out.flags).c_contiguous and flags.aligned and flags.writeable \
+            and not any(np.may_share_memory(out, a) for a in ins):  # (the usual case, in a third of the time)
+        return [out], [out]
     single = isinstance(out, np.ndarray) or (hasattr(out, "__dlpack__") and not isinstance(out, tuple))
     given = [out] if single else list(out) if isinstance(out, (tuple, list)) else None
     if given is None or len(given) != len(specs):

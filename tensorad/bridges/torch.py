@@ -11,9 +11,11 @@ Each function registers ``tensorad::forward(key, args)`` (the outputs, then one 
 values that are not outputs) and ``tensorad::backward(key, args)`` with ``torch.library.custom_op``, with
 fake implementations for ``torch.compile(fullgraph=True)`` and ``register_autograd`` for eager autograd,
 ``torch.func`` and AOTAutograd (:class:`tensorad.training.function.Function`'s forward/backward).  ``key``
-names the pair in a registry that holds the function weakly.  A backward under ``create_graph=True`` runs
-the gradient program as a tensorad function of its own, differentiable again.  Kernels use the CPU
-tensors' memory through DLPack (no copies).  Importing this module imports torch (not Dynamo);
+names the pair in a registry that holds the function weakly.  An eager call under no ``torch.func``
+transform runs the kernels on NumPy views of the tensors instead (their dispatch costs more than a small
+program's kernels), saving the block for its backward without returning it.  A backward under
+``create_graph=True`` runs the gradient program as a tensorad function of its own, differentiable again.
+Kernels use the CPU tensors' memory (no copies).  Importing this module imports torch (not Dynamo);
 ``import tensorad`` does not."""
 
 from __future__ import annotations
@@ -101,12 +103,18 @@ class TorchFunction:
         if torch.compiler.is_compiling():  # the custom op and its registered autograd formula
             op = self._operators.get(mask, self._full)  # making a Function is not traceable
             outs = op.forward_op(list(tensors))
-        else:  # eager: the autograd.Function form, which torch.func transforms accept too
-            outs = _Apply.apply(self.operator(mask), *tensors)
+        elif _transforms_active is None or _transforms_active() or (arrays := _numpy_views(tensors)) is None:
+            outs = _Apply.apply(self.operator(mask), *tensors)  # (the form torch.func transforms accept)
+        else:
+            outs = _ApplyEager.apply(self.operator(mask), arrays, *tensors)
         outs = outs[:len(self.function.outputs)]
         return outs[0] if self.function.single else tuple(outs)
 
     def _check(self, tensors: Sequence[Any]) -> None:
+        specs = self._in_specs
+        if len(tensors) == len(specs) and all(isinstance(t, torch.Tensor) and t.is_cpu and t.dtype == d
+                                              and t.shape == s for t, (s, d) in zip(tensors, specs)):
+            return  # (the usual case; else the first wrong tensor is named)
         names = [x.name for x in self.function.inputs]
         if len(tensors) != len(names):
             raise TypeError(f"{self.name} takes {len(names)} tensors ({', '.join(names)}), "
@@ -165,10 +173,14 @@ class _Operator:
                                        _array(args[nres]) if has_block else None)
         return [_tensor(g) for g in f.backward(residuals, *heads)]
 
-    def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor]) -> None:
+    def setup_context(self, ctx: Any, args: Sequence[torch.Tensor], output: Sequence[torch.Tensor],
+                      block_returned: bool = True) -> None:
+        """What the backward reads: ``output``, the outputs then the block (also returned by the call,
+        where ``block_returned``, as the registered operator returns it)."""
         n = len(self.function.outputs)
         ctx.operator = self  # the graph keeps the function alive until its backward is gone
-        ctx.mark_non_differentiable(*output[n:])
+        if block_returned:
+            ctx.mark_non_differentiable(*output[n:])
         # The saved values get no gradient (autograd would zero-fill a head for each on every backward).
         ctx.set_materialize_grads(False)
         # Only what a backward reads: a tensor changed in place later is an error only where read.
@@ -182,6 +194,27 @@ class _Operator:
         args, outs = saved[:k], saved[k:]
         n = len(self.function.outputs)
         return self._backward(args, outs[:n], outs[n:], list(grads[:n]))
+
+    def direct_backward(self, saved: Sequence[torch.Tensor | None],
+                        grads: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None] | None:
+        """The gradient of every input (``None`` outside ``wrt``) by the backward kernel on NumPy views of
+        what a direct forward (:class:`_ApplyEager`) saved and of the heads: its own block, read without
+        the checks of a block received from elsewhere; ``None`` where a head has no NumPy view."""
+        f = self.function
+        k, n = len(f.inputs), len(f.outputs)
+        heads = [None if g is None else g if g.is_contiguous() else g.contiguous() for g in grads[:n]]
+        arrays = f.residuals_of(saved[:k], saved[k:k + n], None).arrays
+        views = _numpy_views([*arrays, *saved[k + n:], *(h for h in heads if h is not None)])
+        if views is None:
+            return None
+        m = len(arrays)
+        block = views[m] if len(saved) > k + n else None
+        given = iter(views[m + (block is not None):])
+        heads = [None if h is None else next(given) for h in heads]
+        result: list[torch.Tensor | None] = [None] * k
+        for pos, g in zip(self._wrt_pos, f.backward(Residuals(f, views[:m], block), *heads)):
+            result[pos] = _tensor(g)
+        return result
 
     @cached_property
     def kept(self) -> tuple[list[bool], set[int]]:
@@ -230,6 +263,17 @@ class _Operator:
         f = self.function
         heads = [h for h in f.heads if h is not None]
         return TorchFunction(list(f.grads), f.inputs + heads, policy=self.policy, **self.build_options)
+
+
+def _numpy_views(tensors: Sequence[torch.Tensor]) -> list[np.ndarray] | None:
+    """Each tensor's memory as a NumPy array, or ``None`` where one has no NumPy view."""
+    views = []
+    for t in tensors:
+        try:
+            views.append(t.detach().numpy() if t.requires_grad else t.numpy())
+        except (TypeError, RuntimeError):
+            return None
+    return views
 
 
 def _array(t: torch.Tensor) -> Any:
@@ -306,6 +350,33 @@ class _Apply(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
         return (None, *ctx.operator.backward_formula(ctx, grads))
+
+
+class _ApplyEager(torch.autograd.Function):
+    """:class:`_Apply` in the ``forward(ctx, ...)`` form, for calls under no ``torch.func`` transform:
+    its ``apply`` does not bind the arguments to ``forward``'s signature, as the other form's does on every
+    call (``inspect.signature``: most of a small program's step), and the block of saved values is saved
+    for the backward without being an output."""
+
+    @staticmethod
+    def forward(ctx: Any, op: _Operator, arrays: list[np.ndarray], *args: torch.Tensor) -> tuple:
+        """``arrays``: NumPy views of ``args``."""
+        outs, block = op.function.forward_block(*arrays)
+        tensors = [_tensor(a) for a in outs]
+        op.setup_context(ctx, args, tensors + ([] if block is None else [torch.from_numpy(block)]), False)
+        return tuple(tensors)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple:
+        op = ctx.operator
+        direct = op.function.wrt and not torch.is_grad_enabled()
+        result = op.direct_backward(ctx.saved_tensors, grads) if direct else None
+        return (None, None, *(op.backward_formula(ctx, grads) if result is None else result))
+
+
+# whether a ``torch.func`` transform is active (PyTorch's own test in ``autograd.Function.apply``;
+# ``None`` where this PyTorch has none: every call takes the form transforms accept)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 
 
 def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options: dict) -> TorchFunction:

@@ -298,7 +298,7 @@ class Residuals(Sequence):
                     and block.shape == (layout.nbytes,)):
                 raise ValueError(f"backward: the saved values' block must be {layout.nbytes} bytes")
             if data_address(block) % layout.align or not block.flags.c_contiguous:
-                moved, _ = layout.new()
+                moved = layout.new()
                 moved[...] = block
                 block = moved
         return cls(maker, arrays, block)

@@ -121,6 +121,27 @@ def test_overlap_sweep_agrees_with_numpy_on_random_layouts():
             assert j != len(ins) + k and np.shares_memory(outs[k], args[j])
 
 
+def test_one_out_array_cut_from_an_input_buffer_is_checked_exactly():
+    """One ``out=`` array (the path checked in one pass) from the same buffer as the inputs: refused
+    where its range meets an input's (by one element, or inside it), accepted where it starts right
+    after one, as ``np.shares_memory`` decides."""
+    A = ta.placeholder((4,), "float32", "A")
+    B = ta.placeholder((4,), "float32", "B")
+    kern = ta.build([ta.compute((4,), lambda i: A[i] + B[i], name="Y")], [A, B])
+    buf = np.arange(16, dtype=np.float32)
+    a, b = buf[:4], buf[8:12]
+    for start in range(13):
+        out = buf[start:start + 4]
+        if np.shares_memory(out, a) or np.shares_memory(out, b):
+            with pytest.raises(ValueError, match="out Y: overlaps input [AB]"):
+                kern(a, b, out=out)
+        else:
+            want = a + b
+            assert kern(a, b, out=out) is out
+            np.testing.assert_array_equal(out, want)
+            buf[:] = np.arange(16)
+
+
 def test_out_overlapping_another_output_names_both():
     A = ta.placeholder((4,), "float32", "A")
     P = ta.compute((4,), lambda i: A[i] + 1.0, name="P")
