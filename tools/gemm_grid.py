@@ -12,11 +12,11 @@ gradient), ``nt`` is ``A B^T`` (an input's gradient).  The grids: ``skinny``, ``
 128, 256} rows against square and long ``N x K``; ``models``, the products of a Transformer block's
 training step (``benchmarks/workloads.py``: 4 x 64 tokens, d = 128, MLP 512) in all three layouts;
 ``narrow``, one of ``M``, ``N`` or ``K`` in {8, 32, 64} (few rows, few columns, a short sum) with the
-other two in 256..4096.  At several threads the default CPU clock sums the threads' time; ``--clock
-busiest`` takes the CPU time of the busiest thread (each thread's CPU clock, with OpenMP's threads told
-to sleep rather than spin while they wait): how the threads share the work, which ``--clock wall`` hides
-on a loaded machine under the time the threads wait for a core.  It is only a direction there: a thread
-kept off its core leaves its share to the others.
+other two in 256..4096; or shapes of one's own, ``MxNxK[:layout],...``.  At several threads the default
+CPU clock sums the threads' time; ``--clock busiest`` takes the CPU time of the busiest thread (each
+thread's CPU clock, with OpenMP's threads told to sleep rather than spin while they wait): how the threads
+share the work, which ``--clock wall`` hides on a loaded machine under the time the threads wait for a
+core.  It is only a direction there: a thread kept off its core leaves its share to the others.
 
 The process is pinned to ``--threads`` CPUs before NumPy, PyTorch and JAX load (``benchmarks.threads``);
 for a target narrower than the host, the peers are held to its instruction set (the process restarts
@@ -61,6 +61,9 @@ def shapes(grid: str) -> list[tuple[int, int, int, str]]:
     if grid == "quick":
         return [(m, n, k, "nn") for m, n, k in SKINNY] + [(m, n, k, "nn") for m in (1, 8, 96)
                                                           for n, k in ((128, 128), (1024, 4096))]
+    if "x" in grid:  # (shapes of one's own: ``MxNxK[:layout],...``)
+        return [tuple(int(d) for d in cell.split(":")[0].split("x")) + ((cell.split(":") + ["nn"])[1],)
+                for cell in grid.split(",")]
     raise SystemExit(f"unknown grid {grid!r}")
 
 

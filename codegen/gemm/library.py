@@ -5,7 +5,7 @@ time from a descriptor (:mod:`.gemm.descriptor`).  Kernels call ``tensorad_gemm_
 The pieces (the core: ``driver``, ``micro``, ``tables``; one packing routine per side and mode, its
 address stored in the descriptor) are built on first use or linked from the disk cache, keyed by the
 piece, the target, LLVM and :mod:`.gemm.version`; their vector code is SSA already (only :func:`light`'s
-optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of NC columns
+optimizer).  The driver is BLIS-style (:mod:`.gemm.microkernel`): per batch point, block of columns
 and part of the rows (the parallel loop, ``gemmdesc.H_PARTS``), per KC block B packed into NR-wide panels,
 per MC block A into MR-high panels, a micro-kernel per tile, then the kernel's fixer (``gemmdesc.H_FIX``).
 A side B contiguous along its columns is read in place, the row tiles asking for the next panel's rows into
@@ -17,6 +17,7 @@ row tiles run shorter micro-kernels (:func:`heights`); edge tiles go through a s
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Callable, Iterable
 
 import llvmlite.ir as ir
@@ -403,6 +404,17 @@ def update_c(b: ir.IRBuilder, t: ir.Type, vw: int, res: list, cp: ir.Value, ldc:
 
 # ---- the driver ------------------------------------------------------------------------------
 
+def column_span(jb, blocks, n, nr, ar: tuple | None = None) -> tuple:
+    """``(first column, columns)`` of column block ``jb`` of ``blocks`` over ``n`` columns: its share of the
+    ``ceil(n / nr)`` panels of B, shared out as evenly as whole panels go (the blocks differ by a panel at
+    most, none wider than :func:`.gemm.contraction.column_block`'s ``NC``), so that the parallel loop's
+    blocks take as long.  In Python's integers, or ``ar``'s ``(add, sub, mul, div, min)`` (the driver's)."""
+    add, sub, mul, div, least = ar or (operator.add, operator.sub, operator.mul, operator.floordiv, min)
+    panels = div(add(n, nr - 1), nr)
+    first = mul(div(mul(jb, panels), blocks), nr)
+    return first, sub(least(n, mul(div(mul(add(jb, 1), panels), blocks), nr)), first)
+
+
 def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: int, micro: list,
                 micro_strided: list, micro_packing: list) -> ir.Function:
     """``driver(desc, lo, hi)``: the blocked product for parallel-loop iterations ``[lo, hi)``.  With B read
@@ -554,8 +566,9 @@ def emit_driver(m: ir.Module, name: str, t: ir.Type, mr: int, nr: int, unroll: i
                 b.store(b.sdiv(r, ext), rem)
                 b.store(b.add(b.load(coff), b.mul(digit, ld(b, desc, b.add(I64(gd.H_CCOEF), ax)))), coff)
             cbase = b.gep(C, [b.load(coff)], inbounds=True, source_etype=t)
-            jc = b.mul(jb, nc)
-            ncl = smin(b, nc, b.sub(N, jc))
+            jc, ncl = column_span(jb, b.sdiv(njc, parts), N, nr, tuple(
+                lambda x, y, f=f: f(*(v if isinstance(v, ir.Value) else I64(v) for v in (x, y)))
+                for f in (b.add, b.sub, b.mul, b.sdiv, lambda x, y: smin(b, x, y))))
             with loop(b, 0, K, kc, name="kc", vectorize=False) as k0:
                 kcl = smin(b, kc, b.sub(K, k0))
                 first = b.and_(b.icmp_signed("==", k0, I64(0)), b.not_(acc))

@@ -8,11 +8,13 @@ the ``2 x 2`` residue classes is a stride-1 convolution, a matrix product, over 
     dX[n, c, y, x]   = P_{y % 2, x % 2}[n, c, y // 2, x // 2]
 
 The second line is a copy (:mod:`.loops.stripmine`).  Each element sums the same terms in the same order:
-exact.  Used only when every piece is a matrix product (:func:`decompose`'s test)."""
+exact.  Used only when every piece is a matrix product (:func:`decompose`'s test); the classes that read the
+head past its edges read one zero-padded copy of it (:func:`shared_padding`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import product
 from math import lcm
 
@@ -23,6 +25,7 @@ from tensorad.poly.affine import IndexSpace
 from tensorad.poly.domain import pw_aff_range
 from tensorad.poly.linear import var_coefficients
 
+from ..gemm.padding import MAX_GROWTH, Padding, plan_padding
 from ..loops.stripmine import simplify_index
 from ..passes.strided_sums import unstride
 
@@ -168,3 +171,30 @@ def _gather(op: ComputeOp, dtype: str, split: list[Expr], moduli: dict[Expr, int
         return value
 
     return ComputeOp(op.name, op.tag, out_axes, (pick(0, ()),))
+
+
+def shared_padding(specs: list, limit: int) -> tuple[ComputeOp, dict[int, object]] | None:
+    """``(copy, {k: spec})``: one zero-padded copy (:mod:`..gemm.padding`) of the tensor that two classes'
+    products or more read guarded by its bounds, padded as the widest needs, and those products reading it
+    (each side the copy's read over its whole box: the same terms); ``None`` past ``limit`` elements."""
+    found: dict = {}  # tensor -> [(class, side name, padding)]
+    for k, s in enumerate(specs):
+        for name, side, axes in (("a", s.a, s.batch + s.m + s.k), ("b", s.b, s.batch + s.n + s.k)):
+            pad = plan_padding(side, axes)
+            if pad is not None and pad.value is None and (any(pad.lows) or any(pad.highs)):
+                found.setdefault(pad.read.arg, []).append((k, name, pad))
+    t, uses = max(found.items(), key=lambda kv: len(kv[1]), default=(None, []))
+    if len({k for k, _, _ in uses}) < 2:
+        return None
+    pads = [p for _, _, p in uses]
+    union = Padding(pads[0].read, tuple(map(max, *(p.lows for p in pads))),
+                    tuple(map(max, *(p.highs for p in pads))))
+    if union.size > min(limit, MAX_GROWTH * t.size):
+        return None
+    copy, _ = union.copy()
+    out: dict[int, object] = {}
+    for k, name, pad in uses:
+        idx = tuple(i + const(lo, i.dtype) if lo else i for i, lo in zip(pad.read.src, union.lows))
+        side = {name: Expr(Op.READ, pad.read.dtype, idx, Tensor(copy, 0))}
+        out[k] = replace(out.get(k, specs[k]), **side, **({"band": None} if name == "a" else {}))
+    return copy, out

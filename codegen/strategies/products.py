@@ -15,8 +15,8 @@ from ..loops.domain import where_density
 from ..loops.stripmine import plan_split
 from .cost import contraction_cycles, loop_cycles, padded_cycles, vector_lanes
 from .gathered_rows import gather_rows
-from .parity import decompose, residue_moduli
-from .registry import Candidate, Plan, PlanContext, PointwiseNest, ProductCall, pieces_then
+from .parity import decompose, residue_moduli, shared_padding
+from .registry import Candidate, Open, Plan, PlanContext, PointwiseNest, ProductCall, pieces_then
 from .term_split import shared_factor, split_terms
 
 # variants offered to tune=True: (MR, NR in vectors, KC) around the register tile's default
@@ -186,6 +186,17 @@ class Parity(_Pieces):
             return []
         found = decompose(op, bodies[0], lambda piece: default_spec(piece, piece.body, ctx), ctx.memo)
         return [] if found is None else [Candidate(self, op, bodies, found)]
+
+    def lower(self, cand, ctx):
+        pieces, specs, gather = cand.data
+        shared = shared_padding(specs, ctx.largest)
+        if shared is None:
+            return pieces_then(pieces, gather, cand.op)
+        copy, padded = shared  # (the classes reading one copy are products of it)
+        steps = [ProductCall(p, p.body, padded[k]) if k in padded else Open(p, p.body)
+                 for k, p in enumerate(pieces)]
+        return Plan([PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)), *steps,
+                     Open(gather, gather.body)], alias={gather: cand.op})
 
 
 class TermSplit(_Pieces):

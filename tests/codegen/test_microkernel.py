@@ -158,6 +158,26 @@ def test_column_blocks_with_a_partial_last_panel_at_any_thread_count(target, bat
         np.testing.assert_allclose(kern(a, b), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("nr", [8, 16, 24, 32, 48])
+@pytest.mark.parametrize("batches", [1, 3])
+def test_column_blocks_share_out_the_panels_evenly(nr, batches):
+    """The driver's column blocks (the parallel loop's work) cover the columns once, in order, none wider
+    than ``NC``, and differ by one panel at most: 1000 columns of 48-wide panels are 5 + 5 + 5 + 6 panels,
+    not 6 + 6 + 6 + 3 (two threads then share 11 : 10, not 12 : 9)."""
+    from tensorad.codegen.gemm.contraction import column_block
+    from tensorad.codegen.gemm.library import column_span
+
+    for n in list(range(1, 200)) + [250, 512, 1000, 1001, 2049, 4096, 4097, 10000]:
+        nc = column_block(n, batches, nr)
+        blocks = -(-n // nc)
+        spans = [column_span(jb, blocks, n, nr) for jb in range(blocks)]
+        assert [s[0] for s in spans] == [0] + [s[0] + s[1] for s in spans[:-1]], (n, spans)
+        assert sum(s[1] for s in spans) == n and all(0 < s[1] <= nc for s in spans), (n, nc, spans)
+        assert all(s[0] % nr == 0 for s in spans)
+        panels = [-(-s[1] // nr) for s in spans]
+        assert max(panels) - min(panels) <= 1, (n, nc, spans)
+
+
 def test_side_a_that_reads_no_batch_axis_is_packed_once_per_call():
     # every column block (and batch point) reads the same A: the library packs it once per
     # call instead of once per block; correct with partial row, depth and column blocks
