@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import reduce
 from itertools import permutations
 from typing import Any
 
@@ -221,12 +222,7 @@ def _vars(e: Expr) -> set[Expr]:
 
 
 def _product(fs: list[Expr], dtype: str) -> Expr:
-    if not fs:
-        return const(1, dtype)
-    out = fs[0]
-    for f in fs[1:]:
-        out = Expr(Op.MUL, dtype, (out, f))
-    return out
+    return reduce(lambda out, f: Expr(Op.MUL, dtype, (out, f)), fs[1:], fs[0]) if fs else const(1, dtype)
 
 
 def _peel_masks(src: Expr) -> tuple[Expr, list[Expr]]:
@@ -291,18 +287,22 @@ def match_contraction(op: ComputeOp, bodies: tuple[Expr, ...], tile: tuple | Non
     if any(n.op is Op.DATA_INDEX and n.arg.mode == "raise" for n in walk(red)):
         return None
     target = target or host_target()
-    spec = _match(op, tuple(op.axes), red, (), target)
+    form = (tuple(op.axes), red, ())
+    spec = _match(op, *form, target)
     for axis, parts in ([] if spec is not None else digit_splits(op, red)):
         value = parts[0] * const(parts[1].extent, axis.dtype) + parts[1]
         split = simplify_expr(substitute(red, {axis: value}))
         if split.op is not Op.REDUCE or len(split.src) != 2:
             continue
-        axes = tuple(x for a in op.axes for x in (parts if a is axis else (a,)))
-        index = tuple(value if a is axis else a for a in op.axes)
-        spec = _match(op, axes, split, index, target)
+        form = (tuple(x for a in op.axes for x in (parts if a is axis else (a,))), split,
+                tuple(value if a is axis else a for a in op.axes))
+        spec = _match(op, *form, target)
         if spec is not None:
             break
-    return None if spec is None else _with_tiles(spec, tile, target)
+    tiled = spec and _with_tiles(spec, tile, target)
+    moved = spec and _match(op, *form, target, shared_to_b=True)
+    other = moved and _with_tiles(moved, tile, target)
+    return other if other and pack_work(other) < pack_work(tiled) else tiled
 
 
 def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]]]:
@@ -321,10 +321,12 @@ def digit_splits(op: ComputeOp, red: Expr) -> list[tuple[Expr, tuple[Expr, Expr]
             for a, d in found]
 
 
-def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, target: Target
-           ) -> Contraction | None:
+def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, target: Target,
+           shared_to_b: bool = False) -> Contraction | None:
     """The untiled :class:`Contraction` of the sum ``red`` over output ``axes`` (C's index in
-    them: ``c_index``, empty when they are ``op``'s own), or ``None``."""
+    them: ``c_index``, empty when they are ``op``'s own), or ``None``.  Factors that read no row and no
+    column (``0.125`` in ``sum_s (G[l, s] * 0.125) * K[s, d]``) are side A's, or side B's with
+    ``shared_to_b`` (``None`` where there are none), which computes K x N values, not M x K."""
     cond, src = red.src
     src, masks = _peel_masks(src)
     factors = chain(src, Op.MUL)  # (a factor select(c, 1, 0) stays one: its zero times an inf is NaN)
@@ -346,6 +348,10 @@ def _match(op: ComputeOp, axes: tuple[Expr, ...], red: Expr, c_index: tuple, tar
         m = row_axes(tuple(axes[:-length]), m_cands, math.prod(a.extent for a in n_axes),
                      math.prod(a.extent for a in red.arg.axes), a_vars, red.dtype, target)
         batch = tuple(ax for ax in axes[:-length] if ax not in m)
+        shared = [i for i in fa if shared_to_b and not fvars[i] & set(m)]
+        if shared_to_b and not 0 < len(shared) < len(fa):
+            return None
+        fa, fb = [i for i in fa if i not in shared], fb + shared
         ga, gb = [], []
         for c, vs in cvars:
             (gb if vs & set(n_axes) else ga).append(c)
