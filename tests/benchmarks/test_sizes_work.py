@@ -1,9 +1,9 @@
 """The layers of ``benchmarks.sizes`` and its Transformer block, written once over a symbolic batch ``n``,
 lower at each size to the work of the program written at that size, forward and backward: the
 optimizer's choices made over the size (its cases included) are those it makes at the size.  The
-kernels ``ta.build`` makes of the layers once over ``n`` run at each count the static program's work
-(``kernel.work_at``), on a pinned target whose cost model chooses alike on every CPU, and give PyTorch
-float64's results at sizes 1, 7, 64, 1000 and 4096."""
+kernels ``ta.build`` makes of the layers once over ``n`` (the block's over ``n`` and its length) run at
+each count the static program's work (``kernel.work_at``), on a pinned target whose cost model chooses
+alike on every CPU, and the layers' give PyTorch float64's results at sizes 1, 7, 64, 1000 and 4096."""
 
 import pytest
 
@@ -47,8 +47,10 @@ STAGED_GAP = {("batch_norm", "forward"): 3, ("log_softmax_nll", "forward"): 1}
 # from 2 rows up to one block, the block fuses the scaling of a sum that is an output of the program too
 # (beta's gradient, read by the mean's), which the static program stores and reads again: 3 fewer
 BLOCK_GAP = {("batch_norm", "backward"): -3}
-GAP = ("a known gap, strict so that a fix shows: at 7 rows the generic kernel's block of 8 stacks Wq, Wk and "
-       "Wv, which the static program stacks only from 8 rows")
+# from 2 rows up to 7, the Transformer block's generic kernel runs its block of 8 rows, which stacks Wq, Wk
+# and Wv into one product, where the static program stacks them only from 8 rows: a known gap, pinned so
+# that a fix shows
+STACKED_GAP = 192
 
 
 def _chosen(lowered) -> dict[str, str]:
@@ -83,15 +85,15 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
 
 
 @pytest.mark.slow  # (a build of the block over n and L: about 8 CPU-s forward, 25 backward)
-@pytest.mark.xfail(strict=True, reason=GAP)
 @pytest.mark.parametrize("label", ["forward", "backward"])
 def test_transformer_block_over_n_runs_the_static_programs_work_at_7_and_64_rows(label):
     """The ``models`` suite's Transformer block, written once over a symbolic batch ``n`` and length
-    ``L``, built once, runs at its length and 7 or 64 rows the work of the static program of that batch."""
+    ``L``, built once, runs at its length and 7 or 64 rows the work of the static program of that batch
+    (at 7, :data:`STACKED_GAP` more)."""
     w = BY_NAME["transformer_block"]
     tokens = next(iter(w.input_shapes(True).values()))[1]
     outputs, inputs = programs(ta, w, ta.size_var("n"), ta.size_var("L"), tiny=True)[label == "backward"]
     kernel = ta.build(outputs, inputs, target=TARGET).at(L=tokens)
-    for size in (7, 64):
+    for size, gap in ((7, STACKED_GAP), (64, 0)):
         static = ta.lower(*programs(ta, w, size, tokens, tiny=True)[label == "backward"], target=TARGET)
-        assert kernel.work_at(size) == static.work, f"n={size}"
+        assert kernel.work_at(size) == static.work + gap, f"n={size}"

@@ -29,6 +29,7 @@ TARGET = "llvm -mcpu=skylake-avx512"
 HOLDOUT = {w.name: w for w in W.holdout_workloads()}
 
 
+@pytest.mark.slow  # (the work bar: make test; make test-fast checks the values)
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
 def test_holdout_gradient_is_within_a_quarter_of_the_hand_written_work(name):
     wl = HOLDOUT[name]

@@ -490,6 +490,7 @@ HOLDOUT = {f.__name__: f for f in (
     temporal_shift, local_response_norm)}
 
 
+@pytest.mark.slow  # (the work bar: make test; make test-fast checks the values)
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
 def test_holdout_operator_gradient_is_within_the_bar_and_the_cheap_gradient_bound(name):
     op = HOLDOUT[name]()

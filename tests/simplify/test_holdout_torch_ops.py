@@ -333,6 +333,7 @@ def _feed(op: Op, rng) -> dict:
     return feed | {t: rng.uniform(0.5, 1.5, t.shape) for t in op.positive}
 
 
+@pytest.mark.slow  # (the work bar: make test; make test-fast checks the values)
 @pytest.mark.parametrize("name", sorted(HOLDOUT))
 def test_torch_op_gradient_is_within_the_bar_and_the_cheap_gradient_bound(name):
     op = HOLDOUT[name]()
