@@ -155,9 +155,8 @@ class SharedPack:
 @dataclass(frozen=True)
 class RowCount:
     """The rows of a generic kernel's block (:mod:`..passes.row_bound`) as the first axis of a product's
-    group ``group`` (:data:`.descriptor.BATCH`, ``OUTER``: its rows ``m``, ``KGROUP``: its sum, or
-    ``COLUMNS``: its columns ``n``): the product runs the first ``count`` of them, an index expression
-    read when the kernel runs."""
+    group ``group`` (:data:`.descriptor.BATCH`, ``OUTER``: ``m``, ``KGROUP``: its sum, ``COLUMNS``: ``n``):
+    the product runs the first ``count`` of them, an index expression read when the kernel runs."""
 
     group: int
     count: Expr

@@ -67,19 +67,13 @@ def row_points(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value:
 
 def row_blocks(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value | None:
     """The blocks of the parallel range that a product whose batch or columns are a generic kernel's rows
-    runs: its batch points times its column blocks, of those below the count (``None``: another product's,
-    all)."""
+    runs, those below the count (``None``: another product's, all)."""
     if s.rows is None or s.rows.group not in (gd.BATCH, gd.COLUMNS):
         return None
     points = row_points(b, s, ptr_of, strides_of)
-    if s.rows.group == gd.COLUMNS:
-        return b.mul(column_blocks(b, s, points), I64(s.batches))
-    return b.mul(points, I64(s.blocks // s.batches))
-
-
-def column_blocks(b: ir.IRBuilder, s: Contraction, columns: ir.Value) -> ir.Value:
-    """The blocks of ``NC`` columns that ``columns`` (read when the kernel runs) take."""
-    return b.sdiv(b.add(columns, I64(s.nc - 1)), I64(s.nc))
+    if s.rows.group == gd.BATCH:
+        return b.mul(points, I64(s.blocks // s.batches))
+    return b.mul(b.sdiv(b.add(points, I64(s.nc - 1)), I64(s.nc)), I64(s.batches))
 
 
 class GemmEmitter:
@@ -147,13 +141,11 @@ class GemmEmitter:
         sizes = [I64(s.K)]
         if s.rows is not None:
             points = row_points(b, s, ptr_of, strides_of)
-            if s.rows.group == gd.BATCH:
-                hi = smin(b, hi, b.mul(points, I64(fields[gd.H_NJC])))
-            elif s.rows.group == gd.COLUMNS:  # (the driver reads N and the column blocks per batch point)
-                njc = column_blocks(b, s, points)
+            if s.rows.group == gd.COLUMNS:  # (the driver reads N and the column blocks per batch point)
                 put(gd.H_N, points)
-                put(gd.H_NJC, njc)
-                hi = smin(b, hi, b.mul(njc, I64(s.batches)))
+                put(gd.H_NJC, b.sdiv(b.add(points, I64(s.nc - 1)), I64(s.nc)))
+            if s.rows.group in (gd.BATCH, gd.COLUMNS):
+                hi = smin(b, hi, row_blocks(b, s, ptr_of, strides_of))
             else:
                 if s.rows.group == gd.KGROUP:
                     sizes[0] = points
