@@ -156,15 +156,15 @@ class SharedPack:
 @dataclass(frozen=True)
 class RowCount:
     """The rows of a generic kernel's block (:mod:`..passes.row_bound`) as the first axis of a product's
-    group ``group`` (:data:`.descriptor.BATCH`, ``OUTER``: its rows ``m``, or ``KGROUP``: its sum): the
-    product runs the first ``count`` of them, an index expression read when the kernel runs."""
+    group ``group`` (:data:`.descriptor.BATCH`, ``OUTER``: ``m``, ``KGROUP``: its sum, ``COLUMNS``: ``n``):
+    the product runs the first ``count`` of them, an index expression read when the kernel runs."""
 
     group: int
     count: Expr
 
     def extent(self, spec: Contraction) -> int:
         """The points of the group per row of the block: the extent of its axes after the first."""
-        return math.prod(a.extent for a in (spec.batch, spec.m, spec.k)[self.group][1:])
+        return math.prod(a.extent for a in (spec.batch, spec.m, spec.k, spec.n)[self.group][1:])
 
 
 @dataclass(frozen=True)

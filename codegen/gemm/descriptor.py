@@ -22,6 +22,7 @@ MAXCHK = 4  # range-checked indices per side
 AX_LEN = 2 + MAXCHK  # extent, address coefficient, checked-index coefficients
 GROUP_LEN = 1 + MAXAX * AX_LEN  # number of axes, then the axes
 BATCH, OUTER, KGROUP = 0, 1, 2
+COLUMNS = 3  # (not a side's group: a product's columns, as :class:`.contraction.RowCount` names them)
 
 # fields of a side
 S_BASE, S_FN, S_CTX, S_MODE, S_CONST, S_NCHK = range(6)

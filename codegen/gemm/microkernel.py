@@ -66,11 +66,14 @@ def row_points(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value:
 
 
 def row_blocks(b: ir.IRBuilder, s: Contraction, ptr_of, strides_of) -> ir.Value | None:
-    """The blocks of the parallel range that a product whose batch is a generic kernel's rows runs:
-    its batch points below the count times its column blocks (``None``: another product's, all)."""
-    if s.rows is None or s.rows.group != gd.BATCH:
+    """The blocks of the parallel range that a product whose batch or columns are a generic kernel's rows
+    runs, those below the count (``None``: another product's, all)."""
+    if s.rows is None or s.rows.group not in (gd.BATCH, gd.COLUMNS):
         return None
-    return b.mul(row_points(b, s, ptr_of, strides_of), I64(s.blocks // s.batches))
+    points = row_points(b, s, ptr_of, strides_of)
+    if s.rows.group == gd.BATCH:
+        return b.mul(points, I64(s.blocks // s.batches))
+    return b.mul(b.sdiv(b.add(points, I64(s.nc - 1)), I64(s.nc)), I64(s.batches))
 
 
 class GemmEmitter:
@@ -138,8 +141,11 @@ class GemmEmitter:
         sizes = [I64(s.K)]
         if s.rows is not None:
             points = row_points(b, s, ptr_of, strides_of)
-            if s.rows.group == gd.BATCH:
-                hi = smin(b, hi, b.mul(points, I64(fields[gd.H_NJC])))
+            if s.rows.group == gd.COLUMNS:  # (the driver reads N and the column blocks per batch point)
+                put(gd.H_N, points)
+                put(gd.H_NJC, b.sdiv(b.add(points, I64(s.nc - 1)), I64(s.nc)))
+            if s.rows.group in (gd.BATCH, gd.COLUMNS):
+                hi = smin(b, hi, row_blocks(b, s, ptr_of, strides_of))
             else:
                 if s.rows.group == gd.KGROUP:
                     sizes[0] = points

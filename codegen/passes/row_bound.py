@@ -12,7 +12,7 @@ buffer along its rows; its upper bound becomes ``min(hi, count - first)`` (times
 any other index of loop variables, the body of the innermost loop it reads runs where the row is below the
 count, the count read from the program's last input (``int64[2]``, which the row driver writes before each
 call) and clipped to the block's rows; row 0, which every call runs, may be indexed by the constant.  A matrix
-product whose rows, batch or sum has the rows as its first axis runs those of them below the count
+product whose rows, columns, batch or sum has the rows as its first axis runs those of them below the count
 (:class:`~..gemm.contraction.RowCount`; its ``C`` is then a row buffer, but for a sum); rows among a stacked
 product's batch axes (after the stack's) are made its first batch axis. A sum over the rows (``sums``) may
 read the count as the factor of a term (``H[j] * n``, a term that reads no row counted over the rows).  Where
@@ -34,8 +34,8 @@ from tensorad.ir.expr import Expr, Op, binary, compare, const, data_index, logic
 from tensorad.ir.rewrite import fold, walk
 from tensorad.ir.tensor import Tensor
 
-from ..gemm.contraction import Contraction, RowCount, column_block, computes, pack_work, packed_elements
-from ..gemm.descriptor import BATCH, KGROUP, MAXBATCH, OUTER
+from ..gemm.contraction import Contraction, RowCount, column_block, computes, packed_elements
+from ..gemm.descriptor import BATCH, KGROUP, OUTER
 from ..loops.work import count_work
 from ..program import Assign, Buffer, Fill, If, Loop, Nest, Program, Store, nest_exprs, stmt_exprs, walk_stmts
 
@@ -381,8 +381,7 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     if not found:
         return
     axis, first = found.popitem()[1] if len(found) == 1 else (None, 0)  # (one axis, one first row)
-    batched = axis is not None and _batched(s, axis) is not None
-    firsts = [axis if batched else None, *(group[0] if group else None for group in (s.m, s.k))]
+    firsts = [axis if axis in s.batch else None, *(group[0] if group else None for group in (s.m, s.k, s.n))]
     if axis is None or axis not in firsts:
         raise RowBoundError(f"nest {nest.name}: a matrix product reaches the rows other than as the first "
                             f"axis of its batch, rows, columns or sum")
@@ -393,12 +392,6 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     rows.products[id(nest)] = (group, first, axis)
 
 
-def _batched(s: Contraction, axis: Expr) -> Contraction | None:
-    """``s`` with ``axis`` its first batch axis: a batch axis, or the first of several columns (``C[i, r, t]
-    = sum_k A[i, k] B[k, r, t]``, a product per row ``r``) where side A's packing computes no more."""
-    n = s.n[1:] if s.n and axis is s.n[0] and len(s.n) > 1 and len(s.batch) < MAXBATCH else s.n
-    got = replace(s, batch=(axis, *(a for a in s.batch if a is not axis)), n=n)
-    return got if axis in s.batch or n is not s.n and pack_work(got) <= pack_work(s) else None
 
 
 def _product_exprs(s: Contraction) -> list[Expr]:
@@ -419,7 +412,7 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
             spec = replace(spec, row_parts=1, nc=column_block(spec.N, spec.batches, spec.nr))
         spec = replace(spec, rows=RowCount(group, count))
         if group == BATCH:  # (the rows first among the batch axes: the points below the count lead)
-            spec = _batched(spec, axis)
+            spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=(0, spec.blocks, 1)))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
 
