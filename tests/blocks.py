@@ -8,6 +8,8 @@ Parameters ``p``: ``g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, c1, W2, Wout``.
 
 ``tanh_chain``: a long elementwise chain (tests of long programs and of nest fusion);
 ``tanh_chain_gradient``: the gradient of its ``Y[0] + Y[9]``, in NumPy.
+``dense_tanh_chain_gradient``: the loss and weight gradient of ``depth`` layers ``h <- tanh(h W^T)`` summed,
+in float64 NumPy (the chain of the call-cost tests).
 
 ``assert_gradient_is_torchs``: a built and an evaluated gradient against PyTorch's at several draws;
 ``assert_hvp_is_torchs``: a Hessian-vector product against PyTorch's second derivatives.
@@ -85,6 +87,22 @@ def tanh_chain_gradient(x, n: int):
     out = np.zeros_like(y)
     out[[0, 9]] = d[[0, 9]]
     return out
+
+
+def dense_tanh_chain_gradient(depth: int, x, w):
+    """``(sum(h), d sum(h) / dW)`` in float64 NumPy, where ``h <- tanh(h W^T)`` ``depth`` times from ``x``."""
+    import numpy as np
+
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    hs = [x]
+    for _ in range(depth):
+        hs.append(np.tanh(hs[-1] @ w.T))
+    g, gw = np.ones_like(hs[-1]), np.zeros_like(w)
+    for k in range(depth, 0, -1):
+        gz = g * (1 - hs[k] ** 2)
+        gw += gz.T @ hs[k - 1]
+        g = gz @ w
+    return hs[-1].sum(), gw
 
 
 def chain_step(P, k: int, centre_every: int | None = None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from blocks import dense_tanh_chain_gradient
 
 import tensorad as ta
 from tensorad.ir.tensor import Tensor
@@ -154,19 +155,6 @@ def test_a_call_allocates_and_calls_as_much_at_any_depth(threads):
     assert held24 <= held3 + 2, counts
 
 
-def _chain_grad(depth: int, x: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
-    """The chain's loss and its gradient by ``W`` in float64 NumPy: h <- tanh(h W^T), loss = sum(h)."""
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    hs = [x]
-    for _ in range(depth):
-        hs.append(np.tanh(hs[-1] @ w.T))
-    g, gw = np.ones_like(hs[-1]), np.zeros_like(w)
-    for k in range(depth, 0, -1):
-        gz = g * (1 - hs[k] ** 2)
-        gw += gz.T @ hs[k - 1]
-        g = gz @ w
-    return hs[-1].sum(), gw
-
 
 def test_what_a_call_returns_never_changes_with_the_next_call():
     """Each forward writes new outputs and a new block: outputs and residuals kept from one call keep
@@ -186,7 +174,7 @@ def test_what_a_call_returns_never_changes_with_the_next_call():
     np.testing.assert_array_equal(y1, y1_copy)
     assert not any(np.shares_memory(a, b) for a in (y1, *res1[2:]) for b in (y2, *res2[2:], g2))
     for xv, y, g in ((x, y1, g1), (x2, y2, g2)):
-        loss, gw = _chain_grad(4, xv, w)
+        loss, gw = dense_tanh_chain_gradient(4, xv, w)
         np.testing.assert_allclose(y, loss, rtol=1e-5)
         np.testing.assert_allclose(g, gw, rtol=1e-4, atol=1e-5)
     assert not np.shares_memory(f.backward(res1, 1.0)[0], g1)
@@ -238,7 +226,7 @@ def test_concurrent_calls_each_get_an_address_table():
     w = w * 6  # (unit gain: no denormals)
     rng = np.random.default_rng(4)
     xs = [rng.random((4, 8), np.float32) for _ in range(4)]
-    want = [_chain_grad(5, x, w) for x in xs]
+    want = [dense_tanh_chain_gradient(5, x, w) for x in xs]
     f.backward(f.forward(xs[0], w)[1], 1.0)
     bad = []
 
@@ -277,7 +265,7 @@ def test_the_portable_call_path_reads_the_block_at_its_offsets(monkeypatch):
     for a, b in zip(residuals2, residuals):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_allclose(got, _chain_grad(5, x, w)[1], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, dense_tanh_chain_gradient(5, x, w)[1], rtol=1e-4, atol=1e-5)
 
 
 def test_a_block_call_without_its_block_is_an_error():

@@ -17,6 +17,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from blocks import dense_tanh_chain_gradient
 
 import tensorad as ta
 
@@ -37,19 +38,6 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
     w = torch.from_numpy((rng.random((8, 8), np.float32) - 0.5) * 1.2).requires_grad_()
     return x, w
 
-
-def _chain_grad(depth: int, x: torch.Tensor, w: torch.Tensor) -> tuple[float, np.ndarray]:
-    """The loss and its gradient by ``W`` in float64 NumPy: h <- tanh(h W^T), loss = sum(h)."""
-    x, w = x.numpy().astype(np.float64), w.detach().numpy().astype(np.float64)
-    hs = [x]
-    for _ in range(depth):
-        hs.append(np.tanh(hs[-1] @ w.T))
-    g, gw = np.ones_like(hs[-1]), np.zeros_like(w)
-    for k in range(depth, 0, -1):
-        gz = g * (1 - hs[k] ** 2)
-        gw += gz.T @ hs[k - 1]
-        g = gz @ w
-    return hs[-1].sum(), gw
 
 
 def _step_calls(fn, x: torch.Tensor, w: torch.Tensor) -> tuple[Counter, float, np.ndarray]:
@@ -78,7 +66,7 @@ def test_an_eager_step_runs_the_kernels_without_the_operator_dispatch():
         calls, loss, grad = _step_calls(fn, x, w)
         dispatch = {f: n for f, n in calls.items() if "torch/_library" in f or f.endswith("/inspect.py")}
         assert not dispatch, dispatch
-        want_loss, want_grad = _chain_grad(depth, x, w)
+        want_loss, want_grad = dense_tanh_chain_gradient(depth, x.numpy(), w.detach().numpy())
         np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
         np.testing.assert_allclose(grad, want_grad, rtol=1e-4, atol=1e-5)
 
@@ -114,7 +102,8 @@ def test_torch_func_takes_the_registered_operator_and_agrees():
         sys.setprofile(None)
     assert calls["dispatch"] > 0
     np.testing.assert_array_equal(got.numpy(), eager)
-    np.testing.assert_allclose(eager, _chain_grad(4, x, w)[1], rtol=1e-4, atol=1e-5)
+    want = dense_tanh_chain_gradient(4, x.numpy(), w.detach().numpy())[1]
+    np.testing.assert_allclose(eager, want, rtol=1e-4, atol=1e-5)
 
 
 def test_an_eager_graph_keeps_autograd_rules():
@@ -123,7 +112,7 @@ def test_an_eager_graph_keeps_autograd_rules():
     the forward is an error at the backward, not a wrong gradient."""
     fn = _chain(3)
     x, w = _data()
-    want = _chain_grad(3, x, w)[1]
+    want = dense_tanh_chain_gradient(3, x.numpy(), w.detach().numpy())[1]
     loss = fn(x, w)
     loss.backward(retain_graph=True)
     loss.backward()
