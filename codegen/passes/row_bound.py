@@ -392,8 +392,6 @@ def _scan_product(nest: Nest, buffers: dict, rows: _Rows) -> None:
     rows.products[id(nest)] = (group, first, axis)
 
 
-
-
 def _product_exprs(s: Contraction) -> list[Expr]:
     """The expressions a product reads: its sides, its exact term, its epilogue."""
     exprs = [s.a, s.b, *([s.exact] if s.exact is not None else [])]
