@@ -375,3 +375,38 @@ def test_sum_of_exponentials_over_rows_counts_the_given_rows():
     for size in (3, 7, 37):
         x = rand(size, 3)
         np.testing.assert_allclose(kernel(x), np.exp(x.astype("float64")).sum(0), rtol=1e-5)
+
+
+def _max_pool3s2_grad(n):
+    """The gradient of a 3x3 max pool of stride 2 padded by 1 over ``n`` images, and its inputs."""
+    X = ta.placeholder((n, 3, 9, 9), name="X")
+    Y = ta.topi.nn.pool(X, [3, 3], [2, 2], [1, 1, 1, 1], "max")
+    H = ta.placeholder(Y.shape, name="H")
+    return ta.JacobianRecursive(ta.topi.sum(Y * H), [X])[0], [X, H]
+
+
+def _nests(lowered):
+    return [(s.name, s.note, s.parallel, s.work) for s in lowered.program.steps
+            if getattr(s, "work", 0)]
+
+
+def test_padded_max_pool_gradient_blocks_keep_the_static_plan():
+    """Each block of the generic padded max pool gradient lowers to the static program of its rows (the
+    same nests, notes, parallel loops and work, its loops over rows taking the count), its work at a
+    count of rows is the static program's, and it scatters each window's gradient to the window's
+    largest element, as a NumPy loop over the windows does."""
+    dX, ins = _max_pool3s2_grad(ta.size_var("n"))
+    kernel = ta.build(dX, ins)
+    assert kernel.generic and kernel.why == "" and all(kernel.bounded)
+    for rows, part in kernel.parts:
+        assert _nests(part.lowered) == _nests(ta.lower(*_max_pool3s2_grad(rows)))
+    for size in (1, 7, 9, 300):
+        assert kernel.work_at(size) == ta.lower(*_max_pool3s2_grad(size)).work
+    x, h = rand(9, 3, 9, 9), rand(9, 3, 5, 5)
+    padded = np.pad(x.astype("float64"), [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-np.inf)
+    want = np.zeros_like(padded)
+    for b, c, i, j in np.ndindex(*h.shape):
+        window = padded[b, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3]
+        r, s = np.unravel_index(np.argmax(window), (3, 3))
+        want[b, c, 2 * i + r, 2 * j + s] += h[b, c, i, j]
+    np.testing.assert_allclose(kernel(x, h), want[:, :, 1:-1, 1:-1], rtol=1e-5, atol=1e-6)
