@@ -95,8 +95,8 @@ class Options:
       them; a label not offered is ignored); ``variants=True`` offers every variant, as ``tune`` does.
     * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a block's
       rows, run at any count up to that extent (:mod:`.passes.row_bound`, :mod:`.runtime.rows`);
-      ``row_sums``: positions among the outputs of the sums over those rows; ``hidden_sums``: those of
-      them that a one-block kernel stores for its own reads only (no output of the program).
+      ``row_sums``: positions among the outputs of the sums over those rows, ``hidden_sums`` of those no
+      output of the program (a one-block kernel's, for its own reads).
     * ``winograd``: 3x3 sums by Winograd's transforms (:mod:`.passes.winograd`): ``None`` where the cost model
       finds they pay, ``0`` never, ``2`` or ``4`` with that output tile wherever the structure matches."""
 

@@ -21,9 +21,8 @@ from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candidate | None:
     """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads that only
     ``op`` reads, at its own index, of its shape, one output and not a program output (but, where
-    ``kept``, a block's sum over its rows that only the block reads, ``PlanContext.hidden_sums``, then
-    stored too), and that
-    ``fits(r, chosen)``; else ``None``."""
+    ``kept``, a block's sum over its rows that only it reads, ``PlanContext.hidden_sums``, then stored
+    too), and that ``fits(r, chosen)``; else ``None``."""
     if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
         return None
     body = bodies[0]
@@ -44,10 +43,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candida
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
     reduction is read only by it, at its point, is not an output, and is one plain nest over its box
-    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows that the
-    block stores only for its own reads, stored too by plain loops, decided and priced as in the static
-    program, where it is no output (a sum that is the program's output too, a bias's gradient, is not
-    fused there, nor here)."""
+    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows that only it
+    reads, stored too by plain loops, decided and priced as in the static program, where it is no output."""
 
     name = "epilogue"
 
