@@ -216,7 +216,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
             if n.op is Op.READ and n.arg.op in readers and op not in readers[n.arg.op]:
                 readers[n.arg.op].append(op)
     ctx = PlanContext(opts=opts, target=target, outputs=frozenset(outputs),
-                      row_sums=frozenset(outputs[k] for k in opts.row_sums),
+                      hidden_sums=frozenset(outputs[k] for k in opts.hidden_sums),
                       largest=max(t.size for t in inputs + outputs), readers=readers, bodies=bodies,
                       position={op: k for k, op in enumerate(ops)}, registry=REGISTRY,
                       forced=MICROKERNEL_FIRST if opts.microkernel is True else (),

@@ -448,7 +448,7 @@ def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor],
     images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
     ins = [t for t in [*inputs, count] if t in reads]
     kinds = {**{new.get(t, t): k for t, k in kinds.items()}, count: RowKind.WHOLE}
-    parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, whole_blocks=False)
+    parts, bounded, _ = row_parts(images, ins, size, kinds, (rows,), part, len(dict.fromkeys(outputs)))
     if not parts:  # (lowering, which ``tune=True`` runs first, refuses the count of rows)
         return None
     key = dict(zip(outputs, named))
@@ -604,21 +604,23 @@ class StagedKernel(RowsCall):
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],
-              make: Part, whole_blocks: bool = True) -> tuple[list[tuple[int, Any]], list[bool], str]:
+              make: Part, shown: int | None = None) -> tuple[list[tuple[int, Any]], list[bool], str]:
     """The parts of a generic kernel over ``size`` (:class:`RowsKernel`), each made by ``make(outputs,
     inputs, options)`` at a block of ``blocks`` rows, its last input the count of rows: ``(parts,
     bounded, why)``.  A part runs any count of rows up to its block (``bounded``) where lowering with
     the ``rows`` options takes it (the count is then also each sum's count of a term that reads no
     row); else, the first refusal said in ``why``, it runs whole blocks only, and is left out below the
-    largest bounded part (whose short block runs what is left); without ``whole_blocks``, it is left out."""
+    largest bounded part (whose short block runs what is left); with ``shown`` (a one-block kernel's
+    outputs a call sees, the sums after them read by the block only), it is left out."""
     kinds_of = [kinds[t] for t in listed(outputs)]
     outputs = [_counted(t, size) if kind is RowKind.SUM else t for t, kind in zip(listed(outputs), kinds_of)]
     roots, ins = outputs + listed(inputs), listed(inputs)
     carried = [kinds[t] is RowKind.ROWS for t in ins] + [k is RowKind.ROWS for k in kinds_of]
     count = placeholder((2,), "int64", name="rows")  # (and whether the block is its part's first of a call)
     at = {size.name: count(0)}
-    rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on),
-                 "row_sums": tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)}
+    sums = tuple(k for k, kind in enumerate(kinds_of) if kind is RowKind.SUM)
+    rows_opts = {"rows": tuple(k + (k >= len(ins)) for k, on in enumerate(carried) if on), "row_sums": sums,
+                 "hidden_sums": () if shown is None else tuple(k for k in sums if k >= shown)}
     made: list[tuple[int, Any, str]] = []
     for rows in blocks:
         new = bind_all(roots, {size.name: rows}, at)
@@ -629,7 +631,7 @@ def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind
     top = next((rows for rows, _, refused in made if not refused), 0)
     parts, bounded, whole = [], [], []
     for rows, part, refused in made:
-        if refused and rows > top and whole_blocks:
+        if refused and rows > top and shown is None:
             new = bind_all(roots, {size.name: rows})
             part = make(_like(outputs, new), [*_like(ins, new), count], {})
             whole.append((rows, refused))

@@ -21,8 +21,8 @@ from .registry import Candidate, EpilogueStep, Plan, ProductCall, ReductionNest
 def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candidate | None:
     """``strategy``'s candidate fusing elementwise ``op`` into the first reduction it reads that only
     ``op`` reads, at its own index, of its shape, one output and not a program output (but, where
-    ``kept``, a sum over a block's rows, ``PlanContext.row_sums``, then stored too), and that
-    ``fits(r, chosen)``; else ``None``."""
+    ``kept``, a block's sum over its rows that only it reads, ``PlanContext.hidden_sums``, then stored
+    too), and that ``fits(r, chosen)``; else ``None``."""
     if not ctx.opts.fuse or op.is_reduction or op.num_outputs != 1:
         return None
     body = bodies[0]
@@ -31,7 +31,7 @@ def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candida
         chosen = ctx.chosen.get(r)
         t = Tensor(r, 0)
         if chosen is None or ctx.readers.get(r) != [op] or not r.is_reduction or r.num_outputs != 1 \
-                or (t in ctx.outputs and not (kept and t in ctx.row_sums)) or op.shape != r.shape:
+                or (t in ctx.outputs and not (kept and t in ctx.hidden_sums)) or op.shape != r.shape:
             continue
         if any(n.op is Op.READ and n.arg == t and n.src != op.axes for n in walk(body)):
             continue
@@ -43,8 +43,8 @@ def _epilogue_of(strategy, op, bodies, ctx, fits, kept: bool = False) -> Candida
 class EpilogueFusion:
     """An elementwise consumer stored by the reduction it reads (:mod:`.strategies.epilogue`): the
     reduction is read only by it, at its point, is not an output, and is one plain nest over its box
-    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows, an output,
-    stored too by plain loops, decided and priced as in the static program, where it is no output."""
+    (the nest of its own choice: plain, in strips or collapsed); a block's sum over its rows that only it
+    reads, stored too by plain loops, decided and priced as in the static program, where it is no output."""
 
     name = "epilogue"
 

@@ -146,7 +146,7 @@ class PlanContext:
     bodies: dict  # op -> its bodies as lowered
     position: dict[ComputeOp, int]  # the program's ops in order
     registry: tuple = ()
-    row_sums: frozenset[Tensor] = frozenset()  # the outputs that are sums over a block's rows
+    hidden_sums: frozenset[Tensor] = frozenset()  # a one-block kernel's sums over its rows, no program output
     forced: tuple = ()  # strategy classes chosen whatever they cost, the first offered first
     tuning: bool = False  # strategies offer all their variants (tile choices)
     choices: dict[str, str] = field(default_factory=dict)  # point -> candidate label
