@@ -49,7 +49,11 @@ def imax(b, x, y):
 loop = partial(for_range, vectorize=False)
 
 
-K_BLOCK = 32  # rows of a block packed panel by panel by the COPY path for checks every panel shares
+K_BLOCK = 32  # rows of a run-wise block (windows, padding, edge panels) of the COPY path
+# rows of a block the COPY path packs panel by panel when every panel is whole and its rows contiguous: a
+# panel row is a piece of a source line, and the next panel reads the rest of that line, so a block's lines
+# stay in L1 between panels even where the rows lie 4 KiB apart (one L1 set: at most 12 ways on x86)
+PANEL_ROWS = 8
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
 
 
@@ -630,11 +634,10 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
                 v = b.load(b.gep(at, [I64(c)], inbounds=True, source_etype=t), typ=vt, align=es)
             b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-    # checked indices the same at every outer position and every panel whole: each ``k``'s test once, a
-    # byte per ``k``; then ``K_BLOCK`` rows at a time panel by panel, the source rows in L1
-    shared = b.and_(b.icmp_signed(">", nchk, I64(0)),
-                    b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
-                           _uniform_checks(b, ochk, olen, nchk, I64(0), olen)))
+    # checked indices (if any) the same at every outer position and every panel whole: each ``k``'s test
+    # once, a byte per ``k``; then ``PANEL_ROWS`` rows at a time panel by panel, the source lines in L1
+    shared = b.and_(b.icmp_signed("==", b.srem(olen, I64(width)), I64(0)),
+                    _uniform_checks(b, ochk, olen, nchk, I64(0), olen))
     contiguous = entry_alloca(b, I1, "rows")
     b.store(shared, contiguous)
     with b.if_then(shared):
@@ -648,8 +651,8 @@ def _copy_mode(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen, 
             with loop(b, 0, klen, name="ak") as kk:
                 ok = _checks_pass(b, side, ochk, kchk, olen, klen, nchk, I64(0), kk)
                 st(b, oks, kk, b.zext(ok, I8), I8)
-            with loop(b, 0, klen, K_BLOCK, name="kb") as k0:
-                k1 = smin(b, b.add(k0, I64(K_BLOCK)), klen)
+            with loop(b, 0, klen, PANEL_ROWS, name="kb") as k0:
+                k1 = smin(b, b.add(k0, I64(PANEL_ROWS)), klen)
                 with loop(b, 0, npanel, name="sp") as p:
                     with loop(b, k0, k1, name="sk") as kk:
                         with b.if_else(b.icmp_unsigned("!=", ld(b, oks, kk, I8), I8(0))) as (inside, outside):
