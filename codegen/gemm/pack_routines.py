@@ -50,10 +50,7 @@ loop = partial(for_range, vectorize=False)
 
 
 K_BLOCK = 32  # rows of a run-wise block (windows, padding, edge panels) of the COPY path
-# rows of a block the COPY path packs panel by panel when every panel is whole and its rows contiguous: a
-# panel row is a piece of a source line, and the next panel reads the rest of that line, so a block's lines
-# stay in L1 between panels even where the rows lie 4 KiB apart (one L1 set: at most 12 ways on x86)
-PANEL_ROWS = 8
+PANEL_ROWS = 8  # rows of a block of whole panels: its lines stay in L1 across the panels, 4 KiB apart too
 SLACK = 64  # elements a panel buffer has past its end: a spilling copy's last vector (any target)
 
 
