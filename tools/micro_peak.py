@@ -18,6 +18,7 @@ import argparse
 import ctypes
 import statistics
 import time
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -33,7 +34,7 @@ from tensorad.codegen.target import Target, new_target_machine, parse_target
 KEEP: list = []  # the execution engines of this run (their code is called until the end)
 
 
-def jit(text: str, target: Target, name: str, argtypes: list) -> ctypes._CFuncPtr:
+def jit(text: str, target: Target, name: str, argtypes: list) -> Callable:
     """``name`` of the IR ``text``, compiled for ``target`` into an engine of its own."""
     mod = llvm.parse_assembly(text)
     ee = llvm.create_mcjit_compiler(mod, new_target_machine(target.triple, target.cpu, target.features))
@@ -95,7 +96,7 @@ exit:
             jit(text, target, "fma", [None, c.c_int64, c.c_void_p, scalar]), chains * vw * 2)
 
 
-def micro_bench(target: Target, dtype: str, mr: int, nr: int, tag: str) -> ctypes._CFuncPtr:
+def micro_bench(target: Target, dtype: str, mr: int, nr: int, tag: str) -> Callable:
     """``bench(A, B, C, ldc, tiles, kc, reps)``: ``reps`` times, the micro-kernel on each of ``tiles``
     ``MR``-row panels of A (``kc`` long, one after another) with the panel of B, adding to C."""
     m = ir.Module(name=tag)
