@@ -127,6 +127,24 @@ def aligned(n: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+def tile_run(target: Target, dtype: str, mr: int, nr: int, kc: int, count: int, rng: np.random.Generator,
+             seconds: float = 0.02) -> tuple[Callable[[], None], int]:
+    """``(call, flops)``: the micro-kernel of an ``MR x NR`` tile on ``count`` packed panels of A, ``kc``
+    long, with one panel of B, repeated to take about ``seconds``; checked first against NumPy's float64
+    product (an ``AssertionError`` where it differs)."""
+    a, b = aligned(count * mr * kc, dtype, rng), aligned(kc * nr, dtype, rng)
+    c = aligned(count * mr * nr, dtype, rng)
+    c[:] = 0
+    bench = micro_bench(target, dtype, mr, nr, f"{mr}x{nr}")
+    bench(a.ctypes.data, b.ctypes.data, c.ctypes.data, nr, count, kc, 1)
+    want = np.einsum("tkm,kn->tmn", a[:count * mr * kc].reshape(count, kc, mr).astype(np.float64),
+                     b[:kc * nr].reshape(kc, nr).astype(np.float64)).reshape(-1)
+    np.testing.assert_allclose(c[:count * mr * nr], want, rtol=1e-4, atol=1e-3)
+    flops = 2 * count * mr * nr * kc
+    reps = max(1, int(seconds * 50e9 / flops))
+    return (lambda: bench(a.ctypes.data, b.ctypes.data, c.ctypes.data, nr, count, kc, reps)), flops * reps
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default="llvm")
@@ -144,21 +162,7 @@ def main() -> None:
     for mr, nr in tiles:
         kc, mc = cache_blocks(target, dtype, mr, nr)
         kc = args.kc or kc
-        count = mc // mr
-        a, b = aligned(count * mr * kc, dtype, rng), aligned(kc * nr, dtype, rng)
-        c = aligned(count * mr * nr, dtype, rng)
-        c[:] = 0
-        bench = micro_bench(target, dtype, mr, nr, f"{mr}x{nr}")
-        bench(a.ctypes.data, b.ctypes.data, c.ctypes.data, nr, count, kc, 1)
-        want = np.einsum("tkm,kn->tmn", a[:count * mr * kc].reshape(count, kc, mr).astype(np.float64),
-                         b[:kc * nr].reshape(kc, nr).astype(np.float64)).reshape(-1)
-        np.testing.assert_allclose(c[:count * mr * nr], want, rtol=1e-4, atol=1e-3)
-        flops = 2 * count * mr * nr * kc
-        reps = max(1, int(2e-2 * 50e9 / flops))
-        runs[f"{mr}x{nr} (KC={kc}, MC={count * mr})"] = (
-            lambda f=bench, x=(a, b, c), n=nr, k=kc, t=count, r=reps: f(x[0].ctypes.data, x[1].ctypes.data,
-                                                                           x[2].ctypes.data, n, t, k, r),
-            flops * reps)
+        runs[f"{mr}x{nr} (KC={kc}, MC={mc // mr * mr})"] = tile_run(target, dtype, mr, nr, kc, mc // mr, rng)
     steps = 2_000_000
     out = np.zeros(64, dtype)
     runs["clock"] = (lambda: chain(steps * 4, 12345, 6789), 4 * 4 * steps)  # (adds; GHz below)
