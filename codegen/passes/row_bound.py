@@ -46,10 +46,52 @@ class RowBoundError(ValueError):
     """A loop program whose rows do not all take a runtime count (the message says where)."""
 
 
-def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = ()) -> Program:
+def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[int] | None = None) -> Program:
+    """``program`` with the epilogues of its finished sums as bookkeeping, as a fused epilogue is: of each
+    input at a position of ``finished`` (a sum over a generic kernel's rows that an earlier stage finished,
+    its last block added), the stores that alone read it, each at its own index into a buffer of its shape
+    (an elementwise tensor of the sum, as a batch norm's ``1 / sqrt(var + eps)`` or a mean's scaling), where
+    they run once a call: in a nest of ``once`` (ids; ``None``: every nest, a kernel run once a call).
+    The static program computes the same tensor as the epilogue of the sum's nest (``counted=False``)."""
+    nests = [s for s in program.steps if isinstance(s, Nest)]
+    readers: dict[Tensor, list] = {program.inputs[k].tensor: [] for k in finished}
+    for nest, st in ((nest, st) for nest in nests for st in walk_stmts(nest.body)):
+        for t in {n.arg for e in stmt_exprs(st) for n in walk(e) if n.op is Op.READ and n.arg in readers}:
+            readers[t].append((st, nest))
+    marked: set[int] = set()
+    for t, reads in readers.items():
+        buffers = {id(st.buffer) for st, _ in reads if isinstance(st, Store)}
+        if reads and len(buffers) == 1 and all(
+                isinstance(st, Store) and st.counted and st.buffer.shape == tuple(t.shape)
+                and nest.attrs.gemm is None and (once is None or id(nest) in once)
+                and all(len(n.src) == len(st.index) and all(a is b for a, b in zip(n.src, st.index))
+                        for n in walk(st.value) if n.op is Op.READ and n.arg is t)
+                and not any(n.op is Op.READ and n.arg is t for e in st.index for n in walk(e))
+                for st, nest in reads):
+            marked |= {id(st) for st, _ in reads}
+    if not marked:
+        return program
+
+    def mark(stmts: tuple) -> tuple:
+        return tuple(replace(s, body=mark(s.body)) if isinstance(s, Loop) else
+                     replace(s, then=mark(s.then), orelse=mark(s.orelse)) if isinstance(s, If) else
+                     replace(s, counted=False) if id(s) in marked else s for s in stmts)
+    steps = []
+    for s in program.steps:
+        if isinstance(s, Nest) and any(id(st) in marked for st in walk_stmts(s.body)):
+            body = mark(s.body)
+            s = replace(_nest(s, body, s.attrs), work=count_work(body),
+                        note=f"{s.note}; epilogue of a finished sum" if s.note else "epilogue of a finished sum")
+        steps.append(s)
+    return replace(program, steps=steps)
+
+
+def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = (),
+               finished: tuple[int, ...] = ()) -> Program:
     """``program`` with its loops over rows bounded by a runtime count (see the module docstring): its last
     input, ``int64[2]``.  ``sums``: the positions among the outputs of sums over the rows, each of which
-    must add its terms under a loop over rows, or count them by the count."""
+    must add its terms under a loop over rows, or count them by the count; ``finished``: of the inputs,
+    sums an earlier stage finished, whose epilogues its first block runs (:func:`finished_epilogues`)."""
     args = program.inputs + program.outputs
     extent = args[carriers[0]].shape[0]
     count = program.inputs[-1] if program.inputs else None
@@ -92,6 +134,10 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     bound = data_index(count.tensor(0), extent + 1, "clip")
     row_work = sum(_row_work(s, rows) for s in steps if isinstance(s, Nest))
     once = _once(steps, program, rows, summed)
+    if finished:
+        marked = finished_epilogues(replace(program, steps=steps), finished, once).steps
+        once = {id(m) for s, m in zip(steps, marked) if id(s) in once}
+        steps = marked
     once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
     first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
     steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),),
