@@ -251,7 +251,8 @@ class SymbolicLowered:
             return False
         if size is None:
             options = {k: v for k, v in self.options.items() if k != "name"}
-            return not isinstance(staged(outputs, inputs, lambda o, i, **opts: lower(o, i, **options, **opts)), str)
+            stages = staged(outputs, inputs, lambda o, i, **opts: lower(o, i, **options, **opts))
+            return not isinstance(stages, str)
         return True
 
     @property
@@ -358,8 +359,8 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[..., Any]
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
-    stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs, **options)`` and run in turn
-    (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
+    stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs, **options)`` and
+    run in turn (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
     :func:`row_parts` giving a build to price and make, :func:`~tensorad.codegen.prepare`), the counts of
     rows of a case up to :data:`BLOCK` run the whole program as one block (:func:`_one_blocks`), a case of
     their own, and one row its static program (whose passes fuse over the row's other axes, as a block's

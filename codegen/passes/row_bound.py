@@ -55,9 +55,10 @@ def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[in
     The static program computes the same tensor as the epilogue of the sum's nest (``counted=False``)."""
     nests = [s for s in program.steps if isinstance(s, Nest)]
     readers: dict[Tensor, list] = {program.inputs[k].tensor: [] for k in finished}
-    for nest, st in ((nest, st) for nest in nests for st in walk_stmts(nest.body)):
-        for t in {n.arg for e in stmt_exprs(st) for n in walk(e) if n.op is Op.READ and n.arg in readers}:
-            readers[t].append((st, nest))
+    for nest in nests:
+        for st in walk_stmts(nest.body):
+            for t in {n.arg for e in stmt_exprs(st) for n in walk(e) if n.op is Op.READ and n.arg in readers}:
+                readers[t].append((st, nest))
     marked: set[int] = set()
     for t, reads in readers.items():
         buffers = {id(st.buffer) for st, _ in reads if isinstance(st, Store)}
@@ -80,8 +81,8 @@ def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[in
     for s in program.steps:
         if isinstance(s, Nest) and any(id(st) in marked for st in walk_stmts(s.body)):
             body = mark(s.body)
-            s = replace(_nest(s, body, s.attrs), work=count_work(body),
-                        note=f"{s.note}; epilogue of a finished sum" if s.note else "epilogue of a finished sum")
+            note = "; ".join(x for x in (s.note, "epilogue of a finished sum") if x)
+            s = replace(_nest(s, body, s.attrs), work=count_work(body), note=note)
         steps.append(s)
     return replace(program, steps=steps)
 
