@@ -489,7 +489,8 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
             max((stage[p] + (kinds[p] is RowKind.SUM) for p in op_reads(t.op)), default=0)
     cuts = {p: placeholder(p.shape, p.dtype, name=p.name) for t in stage if not t.is_placeholder
             for p in op_reads(t.op) if kinds[p] is RowKind.SUM and stage[p] < stage[t]}
-    key, cut = {**dict(zip(outputs, named)), **{c: p for p, c in cuts.items()}}, set(cuts.values())
+    key = {**dict(zip(outputs, named)), **{c: p for p, c in cuts.items()}}
+    cut = {c for p, c in cuts.items() if p not in outputs}  # (a program output is no epilogue's, as static)
     made = []
     for k in range(max(stage[t] for t in outputs) + 1):
         outs = list(dict.fromkeys([t for t in outputs if stage[t] == k] + [p for p in cuts if stage[p] == k]))
