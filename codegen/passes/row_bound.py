@@ -48,43 +48,34 @@ class RowBoundError(ValueError):
 
 def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[int] | None = None) -> Program:
     """``program`` with the epilogues of its finished sums as bookkeeping, as a fused epilogue is: of each
-    input at a position of ``finished`` (a sum over a generic kernel's rows that an earlier stage finished,
-    its last block added), the stores that alone read it, each at its own index into a buffer of its shape
-    (an elementwise tensor of the sum, as a batch norm's ``1 / sqrt(var + eps)`` or a mean's scaling), where
-    they run once a call: in a nest of ``once`` (ids; ``None``: every nest, a kernel run once a call).
-    The static program computes the same tensor as the epilogue of the sum's nest (``counted=False``)."""
-    nests = [s for s in program.steps if isinstance(s, Nest)]
+    input at a position of ``finished`` (a sum over a generic kernel's rows that an earlier stage finished),
+    the stores that alone read it, each at its own index into a buffer of its shape (an elementwise tensor
+    of the sum, as batch norm's ``1 / sqrt(var + eps)``), where they run once a call: in a nest of ``once``
+    (ids; ``None``: any nest).  The static program computes it as the epilogue of the sum's nest."""
     readers: dict[Tensor, list] = {program.inputs[k].tensor: [] for k in finished}
-    for nest in nests:
+    for nest in (s for s in program.steps if isinstance(s, Nest)):
         for st in walk_stmts(nest.body):
             for t in {n.arg for e in stmt_exprs(st) for n in walk(e) if n.op is Op.READ and n.arg in readers}:
                 readers[t].append((st, nest))
-    marked: set[int] = set()
-    for t, reads in readers.items():
-        buffers = {id(st.buffer) for st, _ in reads if isinstance(st, Store)}
-        if reads and len(buffers) == 1 and all(
-                isinstance(st, Store) and st.counted and st.buffer.shape == tuple(t.shape)
-                and nest.attrs.gemm is None and (once is None or id(nest) in once)
-                and all(len(n.src) == len(st.index) and all(a is b for a, b in zip(n.src, st.index))
-                        for n in walk(st.value) if n.op is Op.READ and n.arg is t)
-                and not any(n.op is Op.READ and n.arg is t for e in st.index for n in walk(e))
-                for st, nest in reads):
-            marked |= {id(st) for st, _ in reads}
-    if not marked:
-        return program
+
+    def own(st, t: Tensor) -> bool:  # (a store of t's shape that reads t at its own index only)
+        return st.buffer.shape == tuple(t.shape) and not any(n.arg is t for e in st.index for n in walk(e)) \
+            and all(n.arg is not t or all(a is b for a, b in zip(n.src, st.index, strict=True))
+                    for n in walk(st.value) if n.op is Op.READ)
+    marked = {id(st) for t, reads in readers.items()
+              if len({id(getattr(st, "buffer", st)) for st, _ in reads}) == 1
+              and all(isinstance(st, Store) and st.counted and nest.attrs.gemm is None and own(st, t)
+                      and (once is None or id(nest) in once) for st, nest in reads) for st, _ in reads}
 
     def mark(stmts: tuple) -> tuple:
         return tuple(replace(s, body=mark(s.body)) if isinstance(s, Loop) else
                      replace(s, then=mark(s.then), orelse=mark(s.orelse)) if isinstance(s, If) else
                      replace(s, counted=False) if id(s) in marked else s for s in stmts)
-    steps = []
-    for s in program.steps:
-        if isinstance(s, Nest) and any(id(st) in marked for st in walk_stmts(s.body)):
-            body = mark(s.body)
-            note = "; ".join(x for x in (s.note, "epilogue of a finished sum") if x)
-            s = replace(_nest(s, body, s.attrs), work=count_work(body), note=note)
-        steps.append(s)
-    return replace(program, steps=steps)
+    return replace(program, steps=[
+        replace(s, body=mark(s.body), work=count_work(mark(s.body)),
+                note="; ".join(x for x in (s.note, "epilogue of a finished sum") if x))
+        if isinstance(s, Nest) and any(id(st) in marked for st in walk_stmts(s.body)) else s
+        for s in program.steps])
 
 
 def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = (),
