@@ -50,8 +50,8 @@ def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[in
     """``program`` with the epilogues of its finished sums as bookkeeping, as a fused epilogue is: of each
     input at a position of ``finished`` (a sum over a generic kernel's rows that an earlier stage finished),
     the stores that alone read it, each at its own index into a buffer of its shape (an elementwise tensor
-    of the sum, as batch norm's ``1 / sqrt(var + eps)``), where they run once a call: in a nest of ``once``
-    (ids; ``None``: any nest).  The static program computes it as the epilogue of the sum's nest."""
+    of the sum, as batch norm's ``1 / sqrt(var + eps)``), where they run once: in a nest of ``once`` (ids,
+    a part's first block; ``None``: any nest).  The static program computes it as the sum's epilogue."""
     readers: dict[Tensor, list] = {program.inputs[k].tensor: [] for k in finished}
     for nest in (s for s in program.steps if isinstance(s, Nest)):
         for st in walk_stmts(nest.body):
