@@ -42,7 +42,7 @@ from .passes.chains import contract_sums, split_scans
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints, zero_terms_into_domain
-from .passes.row_bound import bound_rows
+from .passes.row_bound import bound_rows, finished_epilogues
 from .passes.shared_packing import share_packed_sides
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
@@ -181,7 +181,9 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     opts = full.for_lowering()
     with trace.stage("lower", name), kept_walks():
         program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
-        program = bound_rows(program, opts.rows, opts.row_sums) if opts.rows else program
+        finished = opts.finished_sums if opts.fuse else ()  # (epilogues fuse as the static program's do)
+        program = bound_rows(program, opts.rows, opts.row_sums, finished) if opts.rows else \
+            finished_epilogues(program, finished) if finished else program
         result = LoweredFunc(share_packed_sides(program), *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"

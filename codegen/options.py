@@ -96,7 +96,9 @@ class Options:
     * ``rows``: positions among the inputs, then the outputs, of the arrays whose leading axis is a block's
       rows, run at any count up to that extent (:mod:`.passes.row_bound`, :mod:`.runtime.rows`);
       ``row_sums``: positions among the outputs of the sums over those rows, ``hidden_sums`` of those no
-      output of the program (a one-block kernel's, for its own reads).
+      output of the program (a one-block kernel's, for its own reads); ``finished_sums``: positions among
+      the inputs of sums over rows an earlier stage finished, whose epilogues are bookkeeping
+      (:func:`.passes.row_bound.finished_epilogues`).
     * ``winograd``: 3x3 sums by Winograd's transforms (:mod:`.passes.winograd`): ``None`` where the cost model
       finds they pay, ``0`` never, ``2`` or ``4`` with that output tile wherever the structure matches."""
 
@@ -119,6 +121,7 @@ class Options:
     rows: tuple = ()
     row_sums: tuple = ()
     hidden_sums: tuple = ()
+    finished_sums: tuple = ()
     winograd: int | None = None
 
     @classmethod
@@ -162,7 +165,7 @@ class Options:
             kw["vector_width"] = vw
         if "choices" in kw:
             kw["choices"] = choices(kw["choices"])
-        for k in ("rows", "row_sums", "hidden_sums"):
+        for k in ("rows", "row_sums", "hidden_sums", "finished_sums"):
             if k in kw:
                 kw[k] = tuple(integer(k, x, 0, what="argument positions") for x in kw[k])
         wino = kw.get("winograd")
@@ -179,4 +182,5 @@ class Options:
                        self.inline, self.materialize, fastmath=self.fastmath, fuse=self.fuse,
                        parallel_min_work=self.parallel_min_work, target=self.target,
                        choices=self.choices, variants=self.variants, rows=self.rows,
-                       row_sums=self.row_sums, hidden_sums=self.hidden_sums, winograd=self.winograd)
+                       row_sums=self.row_sums, hidden_sums=self.hidden_sums, finished_sums=self.finished_sums,
+                       winograd=self.winograd)

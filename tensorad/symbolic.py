@@ -236,7 +236,7 @@ class SymbolicLowered:
         if others:
             return others
         if size is None:
-            stages = staged(outputs, inputs, lambda o, i: lower(o, i, **options))
+            stages = staged(outputs, inputs, lambda o, i, **opts: lower(o, i, **options, **opts))
             return stages or why if isinstance(stages, str) else \
                 "; ".join(w for _, _, case in stages[1] for k, _, _ in case if (w := getattr(k, "why", "")))
         return row_parts(outputs, inputs, size, kinds, blocks,
@@ -251,7 +251,8 @@ class SymbolicLowered:
             return False
         if size is None:
             options = {k: v for k, v in self.options.items() if k != "name"}
-            return not isinstance(staged(outputs, inputs, lambda o, i: lower(o, i, **options)), str)
+            stages = staged(outputs, inputs, lambda o, i, **opts: lower(o, i, **options, **opts))
+            return not isinstance(stages, str)
         return True
 
     @property
@@ -342,7 +343,7 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
         return SizedCallable(lambda new: build(_like(outputs, new), _like(inputs, new), **options),
                              roots, ins, "ta.build", why=others, free=free)
     if size is None:
-        stages = staged(listed(outputs), ins, lambda o, i: build(o, i, **options),
+        stages = staged(listed(outputs), ins, lambda o, i, **opts: build(o, i, **{**options, **opts}),
                         lambda o, i, opts: _prepare(o, i, **{**options, **opts}))
         return SizedCallable(make, roots, ins, "ta.build", why=stages or why) if isinstance(stages, str) \
             else StagedKernel(*stages, ins, listed(outputs))
@@ -353,13 +354,13 @@ def build(outputs: Any, inputs: Any = (), *args: Any, **options: Any) -> Any:
                       [t.name for t in ins], bounded, why)
 
 
-def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[[list, list], Any],
+def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[..., Any],
            part: Part | None = None) -> tuple[Expr, list[tuple[int, int | None, list]], Tensor] | str:
     """A program of rows over one size ``n`` that reads sums over the rows after they are made, or ``n``
     as a float value (``row_plan(..., staged=True)``), as ``(n, cases, count)``: for each case of ``n``'s
     values that its derivatives are optimized for (:class:`CasesCall`; one case without), ``(lo, hi,
-    stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs)`` and run in turn
-    (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
+    stages)``, each stage ``(kernel, inputs, outputs)`` made by ``make(outputs, inputs, **options)`` and
+    run in turn (:func:`_stages`); a case of one value is its static program.  With ``part`` (``make`` of
     :func:`row_parts` giving a build to price and make, :func:`~tensorad.codegen.prepare`), the counts of
     rows of a case up to :data:`BLOCK` run the whole program as one block (:func:`_one_blocks`), a case of
     their own, and one row its static program (whose passes fuse over the row's other axes, as a block's
@@ -473,10 +474,12 @@ def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:
 
 
 def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-            make: Callable[[list, list], Any]) -> list[tuple[Any, list, list]] | str:
+            make: Callable[..., Any]) -> list[tuple[Any, list, list]] | str:
     """The stages of a program of rows over ``size`` (``outputs``, known to the caller as ``named``):
     a tensor that reads a sum over the rows is of a later stage than the sum, which its own stage
-    outputs and the later one reads as an input; ``size`` in bodies reads ``count``."""
+    outputs and the later one reads as an input, a finished sum (option ``finished_sums``: an elementwise
+    tensor of it alone, its epilogue, runs once after its last block, as the static program's fused
+    epilogue runs); ``size`` in bodies reads ``count``."""
     _, kinds, why = row_plan(outputs, inputs, staged=True)
     if why:
         return why
@@ -487,6 +490,7 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
     cuts = {p: placeholder(p.shape, p.dtype, name=p.name) for t in stage if not t.is_placeholder
             for p in op_reads(t.op) if kinds[p] is RowKind.SUM and stage[p] < stage[t]}
     key = {**dict(zip(outputs, named)), **{c: p for p, c in cuts.items()}}
+    cut = {c for p, c in cuts.items() if p not in outputs}  # (a program output is no epilogue's, as static)
     made = []
     for k in range(max(stage[t] for t in outputs) + 1):
         outs = list(dict.fromkeys([t for t in outputs if stage[t] == k] + [p for p in cuts if stage[p] == k]))
@@ -496,7 +500,8 @@ def _stages(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], si
                            {size.name: count(0)})
         images, reads = [new[t] for t in outs], set(tensor_graph([new[t] for t in outs]))
         ins = [t for t in [*inputs, *cuts.values(), count] if t in reads]
-        kernel = make(images, ins)
+        finished = tuple(k for k, t in enumerate(ins) if t in cut)  # (sums the stages before finished)
+        kernel = make(images, ins, **{"finished_sums": finished} if finished else {})
         if not getattr(kernel, "generic", True):
             return f"stage {k} of a sum over {size.name} rows read after it is made: {kernel.why}"
         if isinstance(kernel, RowsKernel) and ins[-1] is count:  # (the count its own)

@@ -46,10 +46,44 @@ class RowBoundError(ValueError):
     """A loop program whose rows do not all take a runtime count (the message says where)."""
 
 
-def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = ()) -> Program:
+def finished_epilogues(program: Program, finished: tuple[int, ...], once: set[int] | None = None) -> Program:
+    """``program`` with the epilogues of its finished sums as bookkeeping, as a fused epilogue is: of each
+    input at a position of ``finished`` (a sum over a generic kernel's rows that an earlier stage finished),
+    the stores that alone read it, each at its own index into a buffer of its shape (an elementwise tensor
+    of the sum, as batch norm's ``1 / sqrt(var + eps)``), where they run once: in a nest of ``once`` (ids,
+    a part's first block; ``None``: any nest).  The static program computes it as the sum's epilogue."""
+    readers: dict[Tensor, list] = {program.inputs[k].tensor: [] for k in finished}
+    for nest in (s for s in program.steps if isinstance(s, Nest)):
+        for st in walk_stmts(nest.body):
+            for t in {n.arg for e in stmt_exprs(st) for n in walk(e) if n.op is Op.READ and n.arg in readers}:
+                readers[t].append((st, nest))
+
+    def own(st, t: Tensor) -> bool:  # (a store of t's shape that reads t at its own index only)
+        return st.buffer.shape == tuple(t.shape) and not any(n.arg is t for e in st.index for n in walk(e)) \
+            and all(n.arg is not t or all(a is b for a, b in zip(n.src, st.index, strict=True))
+                    for n in walk(st.value) if n.op is Op.READ)
+    marked = {id(st) for t, reads in readers.items()
+              if len({id(getattr(st, "buffer", st)) for st, _ in reads}) == 1
+              and all(isinstance(st, Store) and st.counted and nest.attrs.gemm is None and own(st, t)
+                      and (once is None or id(nest) in once) for st, nest in reads) for st, _ in reads}
+
+    def mark(stmts: tuple) -> tuple:
+        return tuple(replace(s, body=mark(s.body)) if isinstance(s, Loop) else
+                     replace(s, then=mark(s.then), orelse=mark(s.orelse)) if isinstance(s, If) else
+                     replace(s, counted=False) if id(s) in marked else s for s in stmts)
+    return replace(program, steps=[
+        replace(s, body=mark(s.body), work=count_work(mark(s.body)),
+                note="; ".join(x for x in (s.note, "epilogue of a finished sum") if x))
+        if isinstance(s, Nest) and any(id(st) in marked for st in walk_stmts(s.body)) else s
+        for s in program.steps])
+
+
+def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...] = (),
+               finished: tuple[int, ...] = ()) -> Program:
     """``program`` with its loops over rows bounded by a runtime count (see the module docstring): its last
     input, ``int64[2]``.  ``sums``: the positions among the outputs of sums over the rows, each of which
-    must add its terms under a loop over rows, or count them by the count."""
+    must add its terms under a loop over rows, or count them by the count; ``finished``: of the inputs,
+    sums an earlier stage finished, whose epilogues its first block runs (:func:`finished_epilogues`)."""
     args = program.inputs + program.outputs
     extent = args[carriers[0]].shape[0]
     count = program.inputs[-1] if program.inputs else None
@@ -92,6 +126,10 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
     bound = data_index(count.tensor(0), extent + 1, "clip")
     row_work = sum(_row_work(s, rows) for s in steps if isinstance(s, Nest))
     once = _once(steps, program, rows, summed)
+    if finished:
+        marked = finished_epilogues(replace(program, steps=steps), finished, once).steps
+        once = {id(m) for s, m in zip(steps, marked) if id(s) in once}
+        steps = marked
     once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
     first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
     steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),),

@@ -169,7 +169,8 @@ def test_unknown_option_to_build(simple):
 def test_option_of_another_library(simple):
     A, Y = simple
     with pytest.raises(TypeError, match=r"unknown option 'device'; expected one of "
-                                        r"checked, choices, fastmath, fuse, hidden_sums, inline"):
+                                        r"checked, choices, fastmath, finished_sums, fuse, hidden_sums, "
+                                        r"inline"):
         ta.build([Y], [A], device="cpu")
 
 
