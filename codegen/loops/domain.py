@@ -180,7 +180,9 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
-                     epilogue=None) -> OpDomain:
+                     epilogue=None, memo: dict | None = None) -> OpDomain:
+    """``memo``: one ``lower`` call's, keeps whether the reduced region covers the output box (an isl
+    inclusion that can take seconds over a domain of many pieces, asked again where the op is lowered)."""
     red = bodies[0]
     cond, *sources = red.src
     comb = red.arg.combiner
@@ -193,7 +195,13 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     outer_space = IndexSpace(outer)
     obox = outer_space.box()
     fills = []
-    if not obox.is_subset(proj):
+    key = ("covers", outer, raxes, cond)
+    covers = memo.get(key) if memo is not None else None
+    if covers is None:
+        covers = obox.is_subset(proj)
+        if memo is not None:
+            memo[key] = covers
+    if not covers:
         fills = [Fill(buf, comb.identity[b.arg.value_index]) for b, buf in zip(bodies, buffers)
                  if buf is not None]
     else:
@@ -248,6 +256,6 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
 
 
 def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None], epilogue=None,
-              split: AxisSplit | None = None) -> OpDomain:
-    return reduction_domain(op, bodies, buffers, epilogue) if op.is_reduction else \
+              split: AxisSplit | None = None, memo: dict | None = None) -> OpDomain:
+    return reduction_domain(op, bodies, buffers, epilogue, memo) if op.is_reduction else \
         elementwise_domain(op, bodies, buffers, split)
