@@ -103,8 +103,7 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
     """Each statement over its division-free hull, its exact domain tested inside; a domain without
     divisions in which isl still dropped points of a stride is scanned over its bounding box instead.
     ``boxes``: every statement over its bounding box (a hull can keep a stride of its own)."""
-    out = []
-    made: dict[tuple, tuple[isl.Set, Expr] | None] = {}  # (statements over one domain: its hull once)
+    out, made = [], {}  # (statements over one domain: its hull and test once)
     for s in stmts:
         key = (s.domain.to_str(), tuple(s.vars))
         if key not in made:
@@ -119,8 +118,7 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
 
 
 def _guarded_hull(domain: isl.Set, variables: Sequence[Expr], boxes: bool) -> tuple[isl.Set, Expr] | None:
-    """:func:`guarded_hulls`' loop domain for ``domain`` and the exact test inside it (``None``: ``domain``
-    itself, free of divisions and strides)."""
+    """:func:`guarded_hulls`' loop domain for ``domain`` and the exact test inside (``None``: ``domain``)."""
     hull = _box(domain) if boxes else domain.remove_divs()
     if hull.is_equal(domain):
         hull = _box(domain)

@@ -181,8 +181,7 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
                      epilogue=None, memo: dict | None = None) -> OpDomain:
-    """``memo``: one ``lower`` call's, keeps whether the reduced region covers the output box (an isl
-    inclusion that can take seconds over a domain of many pieces, asked again where the op is lowered)."""
+    """``memo``: one ``lower`` call's: whether the region covers the output box (isl: seconds at worst)."""
     red = bodies[0]
     cond, *sources = red.src
     comb = red.arg.combiner
@@ -195,13 +194,10 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     outer_space = IndexSpace(outer)
     obox = outer_space.box()
     fills = []
-    key = ("covers", outer, raxes, cond)
-    covers = memo.get(key) if memo is not None else None
-    if covers is None:
-        covers = obox.is_subset(proj)
-        if memo is not None:
-            memo[key] = covers
-    if not covers:
+    memo, key = {} if memo is None else memo, ("covers", outer, raxes, cond)
+    if key not in memo:
+        memo[key] = obox.is_subset(proj)
+    if not memo[key]:
         fills = [Fill(buf, comb.identity[b.arg.value_index]) for b, buf in zip(bodies, buffers)
                  if buf is not None]
     else:
