@@ -231,7 +231,7 @@ def _lower_program(outputs: list[Tensor], inputs: list[Tensor], name: str, opts:
     groups = [h for g in groups for h in
               ([Group([u], 0, [()]) for u in g.units] if any(isinstance(u.plan, alone) for u in g.units)
                else [g])]
-    memo = _LoweringMemo()
+    memo = _LoweringMemo(ctx.memo)
     while True:  # a group that cannot be fused exactly is lowered member by member
         program, failed = _lower_groups(name, groups, tensors, inputs, outputs, materialized, bodies, opts,
                                         alias, memo)
@@ -336,13 +336,14 @@ def _reads_in_bounds(op: ComputeOp, bodies: tuple) -> bool:
 class _LoweringMemo:
     """What one ``lower`` call keeps between its attempts (an unfusable group is split and the program
     lowered again): the tensors each unit reads, the buffers, and the steps of every group whose buffers
-    did not change."""
+    did not change; ``isl``: the planner's memo (:attr:`.strategies.registry.PlanContext.memo`), which
+    also keeps isl's ASTs and the answers planning and lowering both ask isl."""
 
-    def __init__(self) -> None:
+    def __init__(self, isl: dict) -> None:
         self.reads: dict[Unit, frozenset] = {}
         self.buffers: dict[Tensor, Buffer] = {}
         self.steps: dict[tuple, list | None] = {}
-        self.scans: dict = {}  # isl's ASTs by schedule map (:func:`.loops.isl_ast.build_loops`)
+        self.scans = isl  # isl's ASTs by schedule map (:func:`.loops.isl_ast.build_loops`), and more
         self.shared = SharedLowering()  # groups lowered once per name-free key (:mod:`.loops.shared_nests`)
 
     def unit_reads(self, u: Unit) -> frozenset:
@@ -470,7 +471,7 @@ def _lower_op(step: Step, bodies: dict, outs: list[Buffer | None], opts: Options
     ``batch_range = (axis, lo, hi)``: only those batch points, see :mod:`.gemm.padding`)."""
     op = step.op
     gemm, batch_range = (step.gemm, step.batch_range) if isinstance(step, ProductCall) else (None, None)
-    dom = op_domain(op, bodies[op], outs, epilogue, split)
+    dom = op_domain(op, bodies[op], outs, epilogue, split, scans)
     stmts, attrs = schedule_nest(op, dom, outs, opts, plan=step)
     if batch_range is not None:
         stmts = restrict_batch(stmts, *batch_range)

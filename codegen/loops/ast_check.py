@@ -103,17 +103,27 @@ def guarded_hulls(stmts: Sequence[PolyStmt], boxes: bool = False) -> list[PolySt
     """Each statement over its division-free hull, its exact domain tested inside; a domain without
     divisions in which isl still dropped points of a stride is scanned over its bounding box instead.
     ``boxes``: every statement over its bounding box (a hull can keep a stride of its own)."""
-    out = []
+    out, made = [], {}  # (statements over one domain: its hull and test once)
     for s in stmts:
-        hull = _box(s.domain) if boxes else s.domain.remove_divs()
-        if hull.is_equal(s.domain):
-            hull = _box(s.domain)
-            if hull.is_equal(s.domain):
-                out.append(s)
-                continue
-        domain = s.domain.reset_tuple_id()
-        inside = budgeted(domain.get_ctx(), partial(domain.gist, hull.reset_tuple_id()))  # (or unsimplified)
-        cond = simplify_expr(set_to_cond(domain if inside is None else inside, list(s.vars)))
+        key = (s.domain.to_str(), tuple(s.vars))
+        if key not in made:
+            made[key] = _guarded_hull(s.domain, s.vars, boxes)
+        if made[key] is None:
+            out.append(s)
+            continue
+        hull, cond = made[key]
         out.append(PolyStmt(s.name, s.vars, hull, (If(cond, tuple(s.body), (), affine=True),),
                             s.schedule))
     return out
+
+
+def _guarded_hull(domain: isl.Set, variables: Sequence[Expr], boxes: bool) -> tuple[isl.Set, Expr] | None:
+    """:func:`guarded_hulls`' loop domain for ``domain`` and the exact test inside (``None``: ``domain``)."""
+    hull = _box(domain) if boxes else domain.remove_divs()
+    if hull.is_equal(domain):
+        hull = _box(domain)
+        if hull.is_equal(domain):
+            return None
+    domain = domain.reset_tuple_id()
+    inside = budgeted(domain.get_ctx(), partial(domain.gist, hull.reset_tuple_id()))  # (or unsimplified)
+    return hull, simplify_expr(set_to_cond(domain if inside is None else inside, list(variables)))

@@ -180,7 +180,8 @@ def covers_box(op: ComputeOp, bodies: tuple[Expr, ...]) -> bool:
 
 
 def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer],
-                     epilogue=None) -> OpDomain:
+                     epilogue=None, memo: dict | None = None) -> OpDomain:
+    """``memo``: one ``lower`` call's: whether the region covers the output box (isl: seconds at worst)."""
     red = bodies[0]
     cond, *sources = red.src
     comb = red.arg.combiner
@@ -193,7 +194,10 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
     outer_space = IndexSpace(outer)
     obox = outer_space.box()
     fills = []
-    if not obox.is_subset(proj):
+    memo, key = {} if memo is None else memo, ("covers", outer, raxes, cond)
+    if key not in memo:
+        memo[key] = obox.is_subset(proj)
+    if not memo[key]:
         fills = [Fill(buf, comb.identity[b.arg.value_index]) for b, buf in zip(bodies, buffers)
                  if buf is not None]
     else:
@@ -248,6 +252,6 @@ def reduction_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buff
 
 
 def op_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None], epilogue=None,
-              split: AxisSplit | None = None) -> OpDomain:
-    return reduction_domain(op, bodies, buffers, epilogue) if op.is_reduction else \
+              split: AxisSplit | None = None, memo: dict | None = None) -> OpDomain:
+    return reduction_domain(op, bodies, buffers, epilogue, memo) if op.is_reduction else \
         elementwise_domain(op, bodies, buffers, split)

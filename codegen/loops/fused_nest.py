@@ -177,7 +177,7 @@ def lower_group(group: Group, bodies: dict, outs_of, scalar: set[ComputeOp], opt
         e = u.plan.epilogue if isinstance(u.plan, EpilogueStep) else None
         epi = None if e is None else replace(e, body=_scalarized(e.body, acc_of))
         split = unit_split(u, own, tuple(tau), target)  # (short rows off the prefix: one loop)
-        dom = op_domain(sched_op, own, outs + kept_outs(u.plan, outs_of), epi, split)
+        dom = op_domain(sched_op, own, outs + kept_outs(u.plan, outs_of), epi, split, scans)
         member, _ = schedule_nest(sched_op, dom, outs, opts, allow_buffer=u.op not in scalar,
                                   fuse_outer=False)
         members.append((u, tau, member, own, split))

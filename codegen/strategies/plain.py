@@ -134,7 +134,7 @@ class Scan:
             return []
         key = ("scan", op, bodies)
         if key not in ctx.memo:
-            info = reduction_domain(op, bodies, [None] * len(bodies)).reduction
+            info = reduction_domain(op, bodies, [None] * len(bodies), memo=ctx.memo).reduction
             spec = find_scan(info, ordered=not ctx.opts.fastmath)
             ctx.memo[key] = spec if spec is not None and info.acc.dtype == bodies[0].dtype else None
         spec = ctx.memo[key]

@@ -157,7 +157,8 @@ class PlanContext:
     #: :mod:`.tune` leaves alone the points too small for a measurement to tell apart)
     estimates: dict[str, float] = field(default_factory=dict)
     #: what several strategies compute for one op, computed once per call (the matrix-product
-    #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies)
+    #: match of an op is asked by the micro-kernel, padded, split-K and parity strategies); the
+    #: call's lowering keeps its isl answers here too (:class:`.lower._LoweringMemo`)
     memo: dict = field(default_factory=dict)
 
     def candidates(self, op: ComputeOp, bodies: tuple[Expr, ...]) -> list[Candidate]:

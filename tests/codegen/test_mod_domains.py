@@ -127,3 +127,50 @@ def test_check_detects_dropped_iterations_and_rebuild_is_exact():
     assert count_work(build_loops(stmts)) == 20
     if exact:  # a future isl may scan it right; then the check must agree with the count
         assert count_work(conv.node(node)) == 20
+
+
+def test_statements_over_one_domain_share_its_guarded_hull(monkeypatch):
+    """Statements over the same domain (a reduction's initialization and its store, over the
+    projection of a sum's domain) get its division-free hull and exact test computed once, each
+    statement its own body guarded by them: what each gets alone."""
+    from tensorad.codegen.loops import ast_check
+    from tensorad.codegen.program import Buffer
+
+    a, i = var("a", 0, 10), var("i", 0, 4)
+    space = IndexSpace([a, i])
+    dom = space.box().intersect(space.cond(i % 2 == a // 5))
+    H = ta.placeholder((10, 4), F64, name="H")
+    buf = Buffer("H", (10, 4), F64, "output", H)
+    stmts = [PolyStmt(n, (a, i), dom, (Store(buf, (a, i), ta.const(v, F64)),), (a, i, k))
+             for k, (n, v) in enumerate([("I", 0.0), ("W", 1.0)])]
+    alone = [guarded_hulls([s])[0] for s in stmts]
+    made = []
+    original = ast_check._guarded_hull
+    monkeypatch.setattr(ast_check, "_guarded_hull", lambda *args: made.append(args) or original(*args))
+    both = guarded_hulls(stmts)
+    assert len(made) == 1
+    for got, want, s in zip(both, alone, stmts):
+        assert got.domain.is_equal(want.domain) and got.body[0].cond is want.body[0].cond
+        assert got.body[0].then == s.body
+
+
+def test_a_reductions_coverage_is_asked_of_isl_once_per_memo(monkeypatch):
+    """Planning and lowering both build a reduction's domain; with the call's memo, isl's inclusion
+    test of the output box in the reduced region (seconds over a domain of many pieces) runs once,
+    and the domains agree with those built without the memo."""
+    from tensorad.codegen.loops import domain
+
+    X = ta.placeholder((15,), F64, name="X")
+    k = ta.reduce_axis((0, 7), name="k")
+    Y = ta.compute((9,), lambda j: ta.sum(X[j + k], axis=k, where=(j + k) % 3 == 0), name="Y")
+    body = Y.op.body
+    plain = [domain.reduction_domain(Y.op, body, [None]) for _ in range(2)]
+    asked = []
+    subset = isl.Set.is_subset
+    monkeypatch.setattr(isl.Set, "is_subset", lambda s, t: asked.append(1) or subset(s, t))
+    memo: dict = {}
+    kept = [domain.reduction_domain(Y.op, body, [None], memo=memo) for _ in range(2)]
+    assert len(asked) == 1
+    for a, b in zip(plain, kept):
+        assert [s.domain.is_equal(t.domain) for s, t in zip(a.stmts, b.stmts)] == [True] * len(a.stmts)
+        assert bool(a.fills) == bool(b.fills)
