@@ -5,14 +5,15 @@ k)`` (``W`` the panel width), zero-padding the last panel, from tables of the si
 two groups (``ooff[o]``, ``koff[k]``) and ``run[i]``, the length of the unit-stride stretch at ``i``.
 Modes: ``TRANSPOSE`` (contiguous along ``k``: register transposes of ``bs`` rows, an overlapping or masked
 last block, each row asking for the line of the row one panel on into L2); ``COPY`` (contiguous along
-the outer axes: run-wise copies, a range-checked index ``x0 + step*i`` as zeros, a copy, zeros, checks of
-``k`` alone tested once per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads);
-``GATHER`` (element by element through the tables)."""
+the outer axes: run-wise copies; range-checked indices as lane masks of masked loads where each vector
+lies in at most two runs, else ``x0 + step*i`` as zeros, a copy, zeros; checks of ``k`` alone tested once
+per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads); ``GATHER`` (element by
+element through the tables)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
+from functools import partial, reduce
 
 import llvmlite.ir as ir
 
@@ -740,10 +741,8 @@ def _checked_rows(b, side, ochk, kchk, olen, klen, nchk, first, width: int, vl: 
                       for d in range(n)]
                 masks = []
                 for vec in zip(*outer):  # (0 <= x < size: one unsigned comparison)
-                    inb = [b.icmp_unsigned("<", b.add(x, k), size) for x, k, size in zip(vec, ks, sizes)]
-                    while len(inb) > 1:
-                        inb = [b.and_(inb[0], inb[1])] + inb[2:]
-                    masks.append(inb[0])
+                    masks.append(reduce(b.and_, [b.icmp_unsigned("<", b.add(x, k), size)
+                                                 for x, k, size in zip(vec, ks, sizes)]))
                 copies(kk, masks)
 
 def _vector_pieces(b, ooff, orun, first, olen, width: int, vl: int) -> tuple:
