@@ -5,14 +5,15 @@ k)`` (``W`` the panel width), zero-padding the last panel, from tables of the si
 two groups (``ooff[o]``, ``koff[k]``) and ``run[i]``, the length of the unit-stride stretch at ``i``.
 Modes: ``TRANSPOSE`` (contiguous along ``k``: register transposes of ``bs`` rows, an overlapping or masked
 last block, each row asking for the line of the row one panel on into L2); ``COPY`` (contiguous along
-the outer axes: run-wise copies, a range-checked index ``x0 + step*i`` as zeros, a copy, zeros, checks of
-``k`` alone tested once per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads);
-``GATHER`` (element by element through the tables)."""
+the outer axes: run-wise copies; range-checked indices as lane masks of masked loads where each vector
+lies in at most two runs, else ``x0 + step*i`` as zeros, a copy, zeros; checks of ``k`` alone tested once
+per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads); ``GATHER`` (element by
+element through the tables)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
+from functools import partial, reduce
 
 import llvmlite.ir as ir
 
@@ -670,21 +671,23 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
         # the common case: a whole, unchecked panel whose row's vectors each lie in one run (straight vector
         # copies from each one's run) or across two (a convolution's windows: runs as long as the images'
         # rows; masked loads of each run's lanes)
-        pieces = _vector_pieces(b, t, src, ooff, orun, first, olen, width, vl)
+        pieces = _vector_pieces(b, ooff, orun, first, olen, width, vl)
         whole = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[0])
         two_runs = b.and_(b.icmp_signed("==", valid, I64(width)), pieces[1])
 
         def row_copies(kk):
             kof = ld(b, koff, kk)
             for c, (start, _, _) in zip(range(0, width, vl), pieces[2]):
-                v = b.load(b.gep(start, [kof], inbounds=True, source_etype=t), typ=vt, align=es)
+                v = b.load(b.gep(src, [b.add(start, kof)], inbounds=True, source_etype=t), typ=vt, align=es)
                 b.store(v, slot(pdst, kk, I64(c)), align=es)
 
-        def split_copies(kk):
+        def split_copies(kk, lanes_in=None):  # (``lanes_in``: per vector, its lanes in range)
             kof = ld(b, koff, kk)
-            for c, (start, later, head) in zip(range(0, width, vl), pieces[2]):
-                a = _masked_load(b, t, b.gep(start, [kof], source_etype=t), head)
-                z = _masked_load(b, t, b.gep(later, [kof], source_etype=t), b.not_(head))
+            for i, (c, (start, later, head)) in enumerate(zip(range(0, width, vl), pieces[2])):
+                ok = lanes_in[i] if lanes_in else ir.Constant(head.type, [1] * vl)
+                a = _masked_load(b, t, b.gep(src, [b.add(start, kof)], source_etype=t), b.and_(head, ok))
+                z = _masked_load(b, t, b.gep(src, [b.add(later, kof)], source_etype=t),
+                                 b.and_(b.not_(head), ok))
                 b.store(b.select(head, a, z), slot(pdst, kk, I64(c)), align=es)
 
         with b.if_else(b.and_(two_runs, b.icmp_signed("==", nchk, I64(0)))) as (fast, checked):
@@ -710,16 +713,45 @@ def _copy_panels(b, t, side, width, src, dst, ooff, orun, ochk, koff, kchk, olen
                                     for c in range(0, width, vl):
                                         b.store(vzero, slot(pdst, kk, I64(c)), align=es)
                     with general:
-                        _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen, nchk,
-                                   first, valid, pdst, slot, zero, vw)
+                        with b.if_else(two_runs) as (lanewise, runwise):
+                            with lanewise:
+                                _checked_rows(b, side, ochk, kchk, olen, klen, nchk, first, width, vl,
+                                              split_copies)
+                            with runwise:
+                                _copy_runs(b, t, side, width, src, ooff, orun, ochk, koff, kchk, olen, klen,
+                                           nchk, first, valid, pdst, slot, zero, vw)
 
-def _vector_pieces(b, t, src, ooff, orun, first, olen, width: int, vl: int) -> tuple:
+
+def _checked_rows(b, side, ochk, kchk, olen, klen, nchk, first, width: int, vl: int, copies) -> None:
+    """The rows of a whole panel whose vectors each lie in at most two runs, its checked indices in range
+    on some lanes only (a convolution's windows over an unpadded image): each vector's lanes in range as a
+    mask, from the indices' outer parts (loaded once per panel) and their ``k`` parts (one per row and
+    index), ``copies(kk, masks)`` loading those lanes alone (the rest zeros), no branch per row.  One loop
+    per count of checked indices, each unrolled over them."""
+    i32 = ir.IntType(32)
+    for n in range(1, gd.MAXCHK + 1):
+        with b.if_then(b.icmp_signed("==", nchk, I64(n))):
+            sizes = [splat(b, b.trunc(ld(b, side, gd.S_CHKSIZE + d), i32), vl) for d in range(n)]
+            outer = [[b.trunc(b.load(b.gep(ochk, [b.add(b.mul(I64(d), olen), b.add(first, I64(c)))],
+                                            inbounds=True, source_etype=I64), typ=ir.VectorType(I64, vl),
+                                     align=8), ir.VectorType(i32, vl)) for c in range(0, width, vl)]
+                     for d in range(n)]
+            with loop(b, 0, klen, name=f"mk{n}") as kk:
+                ks = [splat(b, b.trunc(ld(b, kchk, b.add(b.mul(I64(d), klen), kk)), i32), vl)
+                      for d in range(n)]
+                masks = []
+                for vec in zip(*outer):  # (0 <= x < size: one unsigned comparison)
+                    masks.append(reduce(b.and_, [b.icmp_unsigned("<", b.add(x, k), size)
+                                                 for x, k, size in zip(vec, ks, sizes)]))
+                copies(kk, masks)
+
+def _vector_pieces(b, ooff, orun, first, olen, width: int, vl: int) -> tuple:
     """``(one run, two runs, [(start, later, head)])`` of the ``vl``-lane vectors of the panel row at
-    ``first``: whether each lies in one run, whether each lies in at most two; each one's source at
+    ``first``: whether each lies in one run, whether each lies in at most two; each one's source offset
     ``start``, the lanes ``head`` from it, the others from the next run, at ``later`` (its start less
     the lanes before it).  On an edge panel the tables are read within ``olen``."""
     last = b.sub(olen, I64(1))
-    lanes = ir.Constant(ir.VectorType(I64, vl), list(range(vl)))
+    lanes = ir.Constant(ir.VectorType(ir.IntType(32), vl), list(range(vl)))  # (a mask register's lanes)
     one, two, out = I1(1), I1(1), []
     for c in range(0, width, vl):
         o = smin(b, b.add(first, I64(c)), last)
@@ -729,8 +761,8 @@ def _vector_pieces(b, t, src, ooff, orun, first, olen, width: int, vl: int) -> t
         two = b.and_(two, b.or_(b.icmp_signed("==", here, I64(vl)),
                                 b.icmp_signed(">=", ld(b, orun, nxt), b.sub(I64(vl), here))))
         later = b.sub(ld(b, ooff, nxt), here)
-        out.append((b.gep(src, [ld(b, ooff, o)], inbounds=True, source_etype=t),
-                    b.gep(src, [later], source_etype=t), b.icmp_signed("<", lanes, splat(b, here, vl))))
+        head = b.icmp_signed("<", lanes, splat(b, b.trunc(here, lanes.type.element), vl))
+        out.append((ld(b, ooff, o), later, head))
     return one, two, out
 
 
