@@ -74,6 +74,15 @@ class LoweredFunc:
         self.row_work, self.once_work = program.row_work, program.once_work  # (:mod:`.passes.row_bound`)
 
     @cached_property
+    def plan(self) -> tuple:
+        """What lowering decided, free of extents: each step's name (a nest's, a fill's buffer's) in order,
+        the temporaries', the tensors inlined, and the strategy chosen at each point offered several; two
+        lowerings of one program at other sizes that share it made the same choices."""
+        steps = tuple(s.name if isinstance(s, Nest) else s.buffer.name for s in self.program.steps)
+        return steps, tuple(b.name for b in self.program.temps), tuple(self.program.inlined), \
+            tuple((point, chosen) for point, _, chosen in self.offered)
+
+    @cached_property
     def text(self) -> str:
         """The loop program as text, printed when first asked for (a build does not need it)."""
         return program_text(self.program)

@@ -151,7 +151,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, NestAttrs]:
     """The statements to scan and the nest's attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
-    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone; ``plan``: the strategy's loop
+    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone, as a block of rows does (the
+    ``rows`` option: :mod:`..passes.row_bound` bounds its loops over rows by a count); ``plan``: the strategy's loop
     order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
     stmts = dom.stmts
     info = dom.reduction
@@ -187,7 +188,7 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     else:
         note = ""
     if op.axes:
-        if fuse_outer:
+        if fuse_outer and not opts.rows:  # (a block's loops over rows keep their own: a count bounds them)
             stmts = fuse_short_outer(stmts)
         return stmts, NestAttrs(note, 0)
     return stmts, NestAttrs(note)
