@@ -152,8 +152,8 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
                   ) -> tuple[list, NestAttrs]:
     """The statements to scan and the nest's attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
     fused nest reads them); ``fuse_outer=False`` leaves outer loops alone, as a block of rows does (the
-    ``rows`` option: :mod:`..passes.row_bound` bounds its loops over rows by a count); ``plan``: the strategy's loop
-    order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
+    ``rows`` option: :mod:`..passes.row_bound` bounds its loops over rows by a count); ``plan``: the
+    strategy's loop order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
     stmts = dom.stmts
     info = dom.reduction
     if info is None or not allow_buffer or outputs[0] is None or isinstance(plan, ScanNest):
