@@ -203,7 +203,7 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
 
     memo: dict = {}
     bodies = tuple(rename(_folded(b, folds) if static else b, mapping, read, memo) for b in op.body)
-    if op.provenance.role is not Role.USER:  # (the optimizer's sums, as it makes them at static sizes)
+    if op.provenance.role in (Role.ADJOINT, Role.SPLIT, Role.MERGED):  # (as the optimizer makes them)
         bodies = tuple(_one_point(b, set(mapping.values())) for b in bodies)
     counts = {n for n in inner.values() if isinstance(n, Expr) and not is_size(n)}
     if counts:
