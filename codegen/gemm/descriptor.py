@@ -95,9 +95,9 @@ def panel_lanes(lanes: int, nr: int) -> int:
 
 
 def block_size(width: int, vw: int) -> int:
-    """Rows per register transpose for panels of ``width`` with ``vw``-lane vectors: the
-    largest of ``vw``, ``vw/2``, ``vw/4`` (at least 4) dividing ``width`` (0: no transposes)."""
-    return next((n for n in (vw, vw // 2, vw // 4) if n >= 4 and width % n == 0), 0)
+    """Rows per register transpose for panels of ``width`` with ``vw``-lane vectors: the largest of ``vw``,
+    ``vw/2``, ``vw/4`` (at least 4) dividing ``width``, else 2 for an even width (6 rows); 0: none."""
+    return next((n for n in (vw, vw // 2, vw // 4) if n >= 4 and width % n == 0), 2 * (width % 2 == 0))
 
 
 @dataclass
