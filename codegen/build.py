@@ -110,6 +110,20 @@ class Prepared:
             diskcache.put(key, struct.pack("<d", cycles))
         return cycles
 
+    @cached_property
+    def plan(self) -> str:
+        """What lowering decided, free of extents (:attr:`.lower.LoweredFunc.plan`, as JSON), read from the
+        disk cache, or lowered and stored there: two builds of one program at other sizes that give the
+        same made the same choices."""
+        key = digest(f"plan\n{self.key_text}")
+        with diskcache.disabled(not self.cache):
+            stored = diskcache.get(key)
+            if stored is not None:
+                return stored.decode()
+            plan = json.dumps(self.lowering().plan)
+            diskcache.put(key, plan.encode())
+        return plan
+
     def kernel(self) -> Kernel:
         """The kernel: linked in the process, loaded from disk, or compiled from the lowering."""
         key, key_text, name, opts, tgt, gomp = self.key, self.key_text, self.name, self.opts, self.target, \

@@ -32,7 +32,7 @@ from .loops.fills import place_fills
 from .loops.fused_nest import lower_group
 from .loops.isl_ast import build_loops
 from .loops.nest_groups import Group, Unit, make_unit, order_siblings, plan_groups
-from .loops.schedule import mark_parallel, restrict_batch, schedule_nest, work_weight
+from .loops.schedule import ROWS_APART, mark_parallel, restrict_batch, schedule_nest, work_weight
 from .loops.shared_nests import SharedLowering, marked
 from .loops.strip_groups import lower_strips
 from .loops.work import count_work
@@ -42,7 +42,7 @@ from .passes.chains import contract_sums, split_scans
 from .passes.choice_factoring import factor_choices
 from .passes.copy_elision import elide_copies
 from .passes.footprint import shrink_to_footprints, zero_terms_into_domain
-from .passes.row_bound import bound_rows, finished_epilogues
+from .passes.row_bound import RowBoundError, bound_rows, finished_epilogues
 from .passes.shared_packing import share_packed_sides
 from .passes.shared_scatters import share_scatter_sums
 from .passes.shared_windows import share_windowed_operands
@@ -72,6 +72,15 @@ class LoweredFunc:
         self.estimates = dict(estimates or {})
         self.work = sum(s.work for s in program.steps if isinstance(s, Nest))
         self.row_work, self.once_work = program.row_work, program.once_work  # (:mod:`.passes.row_bound`)
+
+    @cached_property
+    def plan(self) -> tuple:
+        """What lowering decided, free of extents: each step's name (a nest's, a fill's buffer's) in order,
+        the temporaries', the tensors inlined, and the strategy chosen at each point offered several; two
+        lowerings of one program at other sizes that share it made the same choices."""
+        steps = tuple(s.name if isinstance(s, Nest) else s.buffer.name for s in self.program.steps)
+        return steps, tuple(b.name for b in self.program.temps), tuple(self.program.inlined), \
+            tuple((point, chosen) for point, _, chosen in self.offered)
 
     @cached_property
     def text(self) -> str:
@@ -182,8 +191,16 @@ def lower(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor 
     with trace.stage("lower", name), kept_walks():
         program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
         finished = opts.finished_sums if opts.fuse else ()  # (epilogues fuse as the static program's do)
-        program = bound_rows(program, opts.rows, opts.row_sums, finished) if opts.rows else \
-            finished_epilogues(program, finished) if finished else program
+        try:
+            program = bound_rows(program, opts.rows, opts.row_sums, finished) if opts.rows else \
+                finished_epilogues(program, finished) if finished else program
+        except RowBoundError:  # (loops over rows fused with another axis: lowered again, kept apart)
+            apart = ROWS_APART.set(True)
+            try:
+                program, *rest = _lower_program(_copies_of_inputs(outputs, inputs), inputs, name, opts)
+            finally:
+                ROWS_APART.reset(apart)
+            program = bound_rows(program, opts.rows, opts.row_sums, finished)
         result = LoweredFunc(share_packed_sides(program), *rest)
     if trace.dumping():
         stem = f"{name}-{trace.short_hash(result.text)}"

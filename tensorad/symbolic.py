@@ -387,13 +387,14 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[..., Any]
         if isinstance(stages, str):
             return stages
         # (one stage: its generic kernel runs a call of up to BLOCK rows as one block already)
+        one_row = max(lo, 1) == 1 and size.arg.multiple_of == 1  # (the static program, passes fused)
         ones = [] if part is None else [(BLOCK, stages[0])] if len(stages) == 1 else \
-            _one_blocks(images, outputs, inputs, size, count, part)
+            _one_blocks(images, outputs, inputs, size, count, part, max(lo, 1 + one_row))
         if not ones or max(lo, 1) > (ones[-1][0] if hi is None else min(ones[-1][0], hi)):
             cases.append((lo, hi, stages))
             continue
         single = []
-        if max(lo, 1) == 1 and size.arg.multiple_of == 1:  # (one row: the static program, passes fused)
+        if one_row:
             new = bind_all(outputs + inputs, {size.name: 1})
             single = [(1, 1, [(make(_like(outputs, new), _like(inputs, new)), inputs, outputs)])]
         blocks, start = [], max(lo, 1 + len(single))
@@ -406,12 +407,15 @@ def staged(outputs: list[Tensor], inputs: list[Tensor], make: Callable[..., Any]
 
 
 def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,
-                part: Part) -> list:
+                part: Part, first: int) -> list:
     """The one-block kernels (:func:`_one_block`) at the rows of :data:`ONE_BLOCKS`, fewest first: the
     least and the most, and each between whose code the cost model prices per row below
-    :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16).  Each
-    is lowered at most once, to price and to compile it, and not at all where the disk cache holds its
-    estimate and code."""
+    :data:`BLOCK_GAIN` of the next larger kept one's (a tensor inlined at 64 rows, stored at 16); each
+    runs the counts of rows above the one before it (the first from ``first``), and where lowering at
+    fewer of them decides otherwise (its build's ``plan``: products stacked from 8 rows), a block of the
+    rows below the least count that decides as the block does runs those (:func:`_decided_alike`).
+    Each is lowered at most once, to price, compare and compile it, and not at all where the disk cache
+    holds its estimate, its plan and its code."""
     kept: list = []  # (rows, estimated cycles per row, the block), most rows first
     for most in reversed(ONE_BLOCKS):
         one = _one_block(outputs, named, inputs, size, count, part, most)
@@ -422,8 +426,44 @@ def _one_blocks(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor]
         except RowBoundError:  # (lowering refuses the count of rows)
             continue
         if not kept or most == ONE_BLOCKS[0] or cost < BLOCK_GAIN * kept[-1][1]:
-            kept.append((one[0], cost, one[2]))
-    return [(rows, block()) for rows, _, block in reversed(kept)]
+            kept.append((one[0], cost, one))
+    made: list = []
+    for _, _, one in reversed(kept):
+        made += _decided_alike(one, lambda most: _one_block(outputs, named, inputs, size, count, part, most),
+                               made[-1][0] + 1 if made else first)
+    return [(rows, block()) for rows, _, block in made]
+
+
+def _decided_alike(one: tuple, at: Callable[[int], Any], first: int) -> list:
+    """Block ``one`` (``(rows, prepared, block)``: :func:`_one_block`) for the counts of rows from
+    ``first`` up to its rows, as blocks, fewest rows first, each of whose counts lowering at that count
+    decides as the block does: where it decides otherwise at ``first``, the least count that decides as
+    the block does is found by halving (the decisions of fewer rows taken to hold up to a count), and
+    the block of the rows below it (``at(rows)``, made alike) runs the counts below."""
+    upper: list = []  # (the blocks of more rows, fewest first)
+    while True:
+        rows, prepared, _ = one
+        low = at(first) if first < rows else None
+        if low is None or low[0] >= rows:
+            return [one, *upper]
+        try:
+            plan = prepared.plan
+            if low[1].plan == plan:
+                return [one, *upper]
+            below, alike = low, rows  # (``below`` decides otherwise, ``alike`` as the block)
+            while True:
+                mid = at((below[0] + alike) // 2)
+                if mid is None or not below[0] < mid[0] < alike:
+                    break
+                if mid[1].plan == plan:
+                    alike = mid[0]
+                else:
+                    below = mid
+        except RowBoundError:  # (lowering refuses the count of rows)
+            return [one, *upper]
+        upper.insert(0, one)
+        under = at(alike - 1)
+        one = under if under is not None and below[0] <= under[0] < alike else below
 
 
 def _one_block(outputs: list[Tensor], named: list[Tensor], inputs: list[Tensor], size: Expr, count: Tensor,

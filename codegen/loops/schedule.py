@@ -10,6 +10,7 @@ reduction axes.  The outermost output axis (or strip) is the parallel loop."""
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import replace
 
 from tensorad.ir.dtype import bits
@@ -151,8 +152,9 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
                   fuse_outer: bool = True, plan: Step | None = None, strips_share: int = 1
                   ) -> tuple[list, NestAttrs]:
     """The statements to scan and the nest's attributes.  ``allow_buffer=False`` keeps scalar accumulators (a
-    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone; ``plan``: the strategy's loop
-    order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing the L1."""
+    fused nest reads them); ``fuse_outer=False`` leaves outer loops alone, as :data:`ROWS_APART` does;
+    ``plan``: the strategy's loop order (else :func:`prefer_buffer_form`); ``strips_share``: strips sharing
+    the L1."""
     stmts = dom.stmts
     info = dom.reduction
     if info is None or not allow_buffer or outputs[0] is None or isinstance(plan, ScanNest):
@@ -187,13 +189,16 @@ def schedule_nest(op: ComputeOp, dom: OpDomain, outputs: list, opts: Options, al
     else:
         note = ""
     if op.axes:
-        if fuse_outer:
+        if fuse_outer and not ROWS_APART.get():
             stmts = fuse_short_outer(stmts)
         return stmts, NestAttrs(note, 0)
     return stmts, NestAttrs(note)
 
 
 FUSE_BELOW = 8
+# set while lowering lowers a block of rows again whose fused loops the row count cannot bound
+# (:mod:`..passes.row_bound`): each nest's outer loops stay apart
+ROWS_APART: ContextVar[bool] = ContextVar("rows_apart", default=False)
 
 
 def fuse_short_outer(stmts: list[PolyStmt]) -> list[PolyStmt]:

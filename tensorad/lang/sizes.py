@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, Op, SizeInfo, conjuncts, const, data_index, fresh_uid, is_size, var
-from ..ir.rewrite import fold, rename, rewrite, tensor_graph, walk
+from ..ir.expr import TRUE, Expr, Op, SizeInfo, choice, conjuncts, const, data_index, fresh_uid, is_size, var
+from ..ir.rewrite import fold, rename, rewrite, substitute, tensor_graph, walk
 from ..ir.tensor import ComputeOp, PlaceholderOp, Role, Tensor
 
 _INT_OPS = {Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul,
@@ -203,6 +203,8 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
 
     memo: dict = {}
     bodies = tuple(rename(_folded(b, folds) if static else b, mapping, read, memo) for b in op.body)
+    if op.provenance.role in (Role.ADJOINT, Role.SPLIT, Role.MERGED):  # (as the optimizer makes them)
+        bodies = tuple(_one_point(b, set(mapping.values())) for b in bodies)
     counts = {n for n in inner.values() if isinstance(n, Expr) and not is_size(n)}
     if counts:
         bodies = tuple(_widened(b, counts) for b in bodies)
@@ -210,6 +212,18 @@ def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Te
         bodies = tuple(rewrite(b, {Op.DATA_INDEX: gather}) for b in bodies)
     provenance = replace(op.provenance, source=new.get(op.provenance.source, op.provenance.source))
     return ComputeOp(op.name, op.tag, tuple(mapping.get(a, a) for a in op.axes), bodies, op.attrs, provenance)
+
+
+def _one_point(body: Expr, bound: set[Expr]) -> Expr:
+    """A sum of one term over axes that binding leaves one point each (one of them sized): its term at
+    that point where its condition holds, else zero, as the optimizer makes a derivative's sum over one
+    point at static sizes; any other body as it is."""
+    if body.op is not Op.REDUCE or body.arg.combiner.kind != "sum" or len(body.src) != 2 \
+            or any(a.hi != a.lo + 1 for a in body.arg.axes) or not any(a in bound for a in body.arg.axes):
+        return body
+    at = {a: const(a.lo, a.dtype) for a in body.arg.axes}
+    cond, term = (substitute(e, at) for e in body.src)
+    return term if cond is TRUE else choice(Op.IF_THEN_ELSE, cond, term, const(0, term.dtype))
 
 
 def _widened(body: Expr, counts: set[Expr]) -> Expr:

@@ -249,10 +249,9 @@ def affine_part(c: Expr, keep: Sequence[Expr]) -> Expr:
     over ``[0, extent)``) projected out by isl, a comparison of data taken as possibly true.  ``True`` where
     ``c`` has no gather index, reads a size, or isl stops past :data:`QUERY_OPERATIONS`."""
     nodes = list(walk(c))
-    if all(n.op is not Op.DATA_INDEX for n in nodes) or any(
-            n.op is Op.VAR and (is_size(n) or type(n.lo) is not int or type(n.hi) is not int) for n in nodes):
+    if all(n.op is not Op.DATA_INDEX for n in nodes):
         return TRUE
-    others = [n for n in dict.fromkeys(nodes) if n.op is Op.VAR and n not in keep]
+    others = [n for n in dict.fromkeys(nodes) if n.op is Op.VAR and n not in keep and not is_size(n)]
     space = IndexSpace([*keep, *others], [n for n in nodes if n.op is Op.DATA_INDEX])
     made = budgeted(CTX, lambda: space.box().intersect(space.cond(c, exact=False)).project_out(
         _SET, len(keep), len(space.vars) - len(keep)).gist(IndexSpace(keep).box()))
