@@ -126,14 +126,14 @@ def padded_plan(op: ComputeOp, bodies: tuple, pieces: list) -> Plan:
     product."""
     steps: list = []
     alias = {}
-    first_copy = None
+    first_chunk = None
     for copies, spec, batch_range in pieces:
         for copy in copies:
             steps.append(PointwiseNest(copy, copy.body, plan_split(tuple(copy.axes), copy.body)))
-            if batch_range is not None:  # the chunks' copies share one buffer
-                first_copy = first_copy or copy
-                if copy is not first_copy:
-                    alias[copy] = first_copy
+        if batch_range is not None:  # the chunks' copies (each piece's last) share the first one's buffer
+            first_chunk = first_chunk or copies[-1]
+            if copies[-1] is not first_chunk:
+                alias[copies[-1]] = first_chunk
         steps.append(ProductCall(op, bodies, spec, batch_range))
     return Plan(steps, alias)
 
