@@ -425,12 +425,11 @@ def _lower_groups(name: str, groups: list[Group], tensors, inputs, outputs, mate
                     buffers[t] = memo.buffer(namer.tensor(t), t, "temp")
                     temps.append(buffers[t])
     for op, target in alias.items():  # (reads of a chunk's padded copy name the shared buffer)
-        for v in range(op.num_outputs):
-            mine, its = Tensor(op, v), Tensor(target, v)
+        for mine, its in ((Tensor(op, v), Tensor(target, v)) for v in range(op.num_outputs)):
             if mine.shape[1:] != its.shape[1:] or mine.shape[:1] > its.shape[:1] or mine.dtype != its.dtype:
                 raise AssertionError(f"{mine.name} {mine.shape} cannot share {its.name}'s buffer {its.shape}")
-            if Tensor(target, v) in buffers:
-                buffers.setdefault(Tensor(op, v), buffers[Tensor(target, v)])
+            if its in buffers:
+                buffers.setdefault(mine, buffers[its])
     inlined = [namer.tensor(t) for t in tensors
                if isinstance(t.op, ComputeOp) and t not in input_set and t.op not in materialized]
 

@@ -703,10 +703,9 @@ def check_tile(tile: tuple, c: Contraction, vw: int, default: tuple[int, int, in
 def pad_contraction(c: Contraction, limit: int) -> list[tuple[list, Contraction, tuple | None]]:
     """``c`` as pieces ``(copies, spec, range)``: each range-guarded side reads a zero-padded copy
     (:mod:`.gemm.padding`) made by ``copies`` before the piece, per chunk of the first batch axis past
-    ``limit`` elements (``range = (axis, lo, hi)``, the chunk's copy last in ``copies``), else per chunk of
-    the first ``k`` axis, each piece after the first adding to C (:attr:`Contraction.accumulate`); and each
-    computed side that packing would compute more than once per point reads a copy computed once; without
-    copies, ``([], c, None)``."""
+    ``limit`` elements (``range = (axis, lo, hi)``; the chunk's copy last), else per chunk of the first ``k``
+    axis, each piece after the first adding to C (:attr:`Contraction.accumulate`); and each computed side
+    that packing would compute more than once per point reads a copy computed once; else ``([], c, None)``."""
     from .padding import computed_copy, plan_padding
 
     if c.flops // 2 < MICROKERNEL_MIN:  # too small for a copy (and more nests) to pay
