@@ -64,6 +64,7 @@ def test_strided_convolution_gradient_chunks(python_child):
 @pytest.mark.slow
 def test_strided_convolution_gradient_chunks_neighbours(python_child):
     cases = [(2, 32, 3, 128, 2, 1, "float64", HASWELL, 2), (2, 64, 3, 64, 2, 1, "float32", HASWELL, 1),
-             (2, 32, 1, 128, 2, 1, "float32", "llvm", 2), (2, 32, 5, 64, 3, 2, "float64", "llvm", 1),
+             (2, 32, 1, 128, 2, 1, "float32", "llvm", 2), (2, 32, 4, 128, 3, 1, "float64", "llvm", 1),
+             (2, 32, 5, 64, 2, 1, "float32", "llvm", 2), (2, 32, 7, 128, 3, 2, "float32", HASWELL, 2),
              (2, 16, 7, 16, 3, 0, "float32", "llvm", 1), (4, 32, 4, 32, 2, 2, "float32", HASWELL, 2)]
     _run(python_child, cases, 300)
