@@ -128,7 +128,7 @@ def scaled(ta, w: Workload, n: int, cap: int) -> Workload:
     return w
 
 
-def _over_rows(kernel, length, value: int):
+def over_rows(kernel, length, value: int):
     """``kernel``, or, where its rows are independent along ``n`` only, its generic kernel over ``n`` at
     the sequence length ``value``."""
     if kernel.generic or length is None or not kernel.why.startswith("rows are independent along n"):
@@ -216,7 +216,7 @@ def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int]
     except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
         print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
         return
-    generics = [_over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
+    generics = [over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
     rows = {label: f"{w.name:<18}{label:<10}" for label in ("forward", "backward", "vs torch")}
     for n in sizes:
         if n not in at or not all(k.generic for k in generics):

@@ -3,12 +3,13 @@ lower at each size to the work of the program written at that size, forward and 
 optimizer's choices made over the size (its cases included) are those it makes at the size.  The
 kernels ``ta.build`` makes of the layers once over ``n`` (the block's over ``n`` and its length) run at
 each count the static program's work (``kernel.work_at``), on a pinned target whose cost model chooses
-alike on every CPU, and the layers' give PyTorch float64's results at sizes 1, 7, 64, 1000 and 4096."""
+alike on every CPU, and give PyTorch float64's results at sizes 1, 7, 64, 1000 and 4096 (attention and
+the block written over ``n`` and a sequence length ``L`` too, at their length)."""
 
 import pytest
 
 import tensorad as ta
-from benchmarks.sizes import SOFTMAX, against_pytorch, programs
+from benchmarks.sizes import SOFTMAX, against_pytorch, over_rows, programs
 from benchmarks.workloads import BY_NAME
 from benchmarks.workloads import LAYERS as SUITE
 from fuzz.cheap import pinned
@@ -80,12 +81,29 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
             assert _chosen(static).get(op) == _chosen(part.lowered).get(op) == runs[k], f"{op} at n={size}"
 
 
+@pytest.mark.slow  # (with PyTorch's import and references: about 8 CPU-s both)
+@pytest.mark.parametrize("label", ["forward", "backward"])
+def test_attention_over_a_batch_and_a_length_gives_pytorchs_results_at_each_size(label):
+    """The layers suite's attention, written once over a symbolic batch ``n`` and length ``L`` and built
+    once, is at its length a generic kernel over ``n`` whose results are PyTorch float64's at each size of
+    the bar, forward and backward."""
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    w, length = BY_NAME["attention"], ta.size_var("L")
+    tokens = next(iter(w.input_shapes(True).values()))[1]
+    outputs, inputs = programs(ta, w, ta.size_var("n"), length, tiny=True)[label == "backward"]
+    kernel = over_rows(ta.build(outputs, inputs, target=TARGET), length, tokens)
+    assert kernel.generic
+    for size in BAR:
+        verdict = against_pytorch(w, kernel, label == "backward", size, tiny=True)
+        assert verdict["ok"], f"n={size}: {verdict['detail']}"
+
+
 @pytest.mark.slow  # (a build of the block over n and L: about 8 CPU-s forward, 25 backward)
 @pytest.mark.parametrize("label", ["forward", "backward"])
-def test_transformer_block_over_n_runs_the_static_programs_work_at_7_and_64_rows(label):
+def test_transformer_block_over_n_gives_pytorchs_results_and_the_static_programs_work(label):
     """The ``models`` suite's Transformer block, written once over a symbolic batch ``n`` and length
-    ``L``, built once, runs at its length and 7 or 64 rows the work of the static program of that batch
-    (at 7, :data:`STACKED_GAP` more)."""
+    ``L``, built once, gives at its length PyTorch float64's results at each size of the bar, and runs at
+    7 or 64 rows the work of the static program of that batch (at 7, :data:`STACKED_GAP` more)."""
     w = BY_NAME["transformer_block"]
     tokens = next(iter(w.input_shapes(True).values()))[1]
     outputs, inputs = programs(ta, w, ta.size_var("n"), ta.size_var("L"), tiny=True)[label == "backward"]
@@ -93,3 +111,7 @@ def test_transformer_block_over_n_runs_the_static_programs_work_at_7_and_64_rows
     for size, gap in ((7, STACKED_GAP), (64, 0)):
         static = ta.lower(*programs(ta, w, size, tokens, tiny=True)[label == "backward"], target=TARGET)
         assert kernel.work_at(size) == static.work + gap, f"n={size}"
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    for size in BAR:
+        verdict = against_pytorch(w, kernel, label == "backward", size, tiny=True)
+        assert verdict["ok"], f"n={size}: {verdict['detail']}"
