@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import replace
-from typing import Any
 
 import llvmlite.ir as ir
 
@@ -744,45 +743,31 @@ class ModuleEmitter:
                         self.fill(b, ptr, step)
                 continue
             nest_fn, omp, k = by_step[id(step)]
-            with self._first_block(b, step, ptrs):
-                region = self._call(b, args, nthreads, step, ptrs, (nest_fn, omp, k), region)
+            own = self._advanced(b, k, [ptrs[p] for p in self.params[k]])
+            lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
+            serial = own + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None)
+            cell = ptrs[self.arg_index[self.program.inputs[-1].tensor]] if step.attrs.first_block else None
+            flag = None if cell is None else b.load(b.gep(cell, [I64(1)], source_etype=I64), typ=I64)
+            with contextlib.nullcontext() if flag is None else b.if_then(b.icmp_signed("!=", flag, I64(0))):
+                if omp is None:
+                    b.call(nest_fn, serial)
+                else:
+                    if region is None:
+                        with b.goto_entry_block():
+                            region = b.alloca(I64, size=I64(4), name="region")
+                    gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                    with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                        with par:
+                            team = b.sext(nthreads, I64)
+                            for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
+                                                           self.chunk_size(b, step, team, ptrs))):
+                                b.store(value, region_field(b, region, field))
+                            b.call(gomp, [omp, region, nthreads, I32(0)])
+                        with ser:
+                            b.call(nest_fn, serial)
             if self.checks is not None:  # stop at the first nest that recorded a violation
                 with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
                     b.ret_void()
-
-    def _first_block(self, b: ir.IRBuilder, step: Nest, ptrs) -> Any:
-        """A test of a generic kernel's first-block flag (its last input's second element) around a nest
-        that runs in its part's first block of a call only (:attr:`.program.NestAttrs.first_block`)."""
-        if not step.attrs.first_block:
-            return contextlib.nullcontext()
-        cell = ptrs[self.arg_index[self.program.inputs[-1].tensor]]
-        flag = b.load(b.gep(cell, [I64(1)], inbounds=True, source_etype=I64), typ=I64)
-        return b.if_then(b.icmp_signed("!=", flag, I64(0)))
-
-    def _call(self, b: ir.IRBuilder, args: ir.Value, nthreads: ir.Value, step: Nest, ptrs, found: tuple,
-              region: ir.Value | None) -> ir.Value | None:
-        """The call of a nest's function (its threads' where it is parallel); returns the threads' region."""
-        nest_fn, omp, k = found
-        own = self._advanced(b, k, [ptrs[p] for p in self.params[k]])
-        lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
-        serial = own + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None)
-        if omp is None:
-            b.call(nest_fn, serial)
-        else:
-            if region is None:
-                with b.goto_entry_block():
-                    region = b.alloca(I64, size=I64(4), name="region")
-            gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-            with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
-                with par:
-                    team = b.sext(nthreads, I64)
-                    for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
-                                                   self.chunk_size(b, step, team, ptrs))):
-                        b.store(value, region_field(b, region, field))
-                    b.call(gomp, [omp, region, nthreads, I32(0)])
-                with ser:
-                    b.call(nest_fn, serial)
-        return region
 
     def fill_function(self, k: int, step: Fill) -> ir.Function:
         """``P_fill<k>(ptr args)``: thread ``t`` of ``T`` fills the ``t``-th of ``T`` whole-page chunks."""

@@ -131,8 +131,8 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         once = {id(m) for s, m in zip(steps, marked) if id(s) in once}
         steps = marked
     once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
-    first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
-    steps = [_once_nest(_filled(s, 0) if isinstance(s, Fill) else s, first) if id(s) in once
+    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, n.body,
+                   replace(n.attrs, first_block=True)) if id(s) in once
              else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
     return replace(program, steps=steps, row_work=row_work, once_work=once_work)
 
@@ -142,11 +142,11 @@ def _once(steps: list, program: Program, rows: _Rows, summed: set[int]) -> set[i
     nests (serial, parallel or products) touching no row buffer, sum over the rows or count (a max pool's
     count of windows over each position, a batch norm's mean of channel sums, a Winograd transform of the
     weights) nor what other nests store, and their fills."""
-    def stored(s: Nest) -> set[int]:  # (a product's C, or its epilogue's consumer, as it stores it)
+    def stored(s: Nest) -> set[int]:  # (a product's C or its epilogue's consumer too)
         spec = s.attrs.gemm
-        c = () if spec is None else (Tensor(spec.epilogue.consumer, 0) if spec.epilogue else spec.c,)
-        return {id(b) for b, _ in _accesses(s, program.buffers, reads=False)} | {
-            id(program.buffers.get(t)) for t in c}
+        c = spec and (Tensor(spec.epilogue.consumer, 0) if spec.epilogue else spec.c)
+        return {id(b) for b, _ in _accesses(s, program.buffers, reads=False)} | \
+            ({id(program.buffers.get(c))} if c else set())
     touched = {id(s): {id(b) for b, _ in _accesses(s, program.buffers)} | stored(s) | {
         id(program.buffers.get(n.arg)) for e in (_product_exprs(s.attrs.gemm) if s.attrs.gemm else ())
         for n in walk(e) if n.op is Op.READ} if isinstance(s, Nest) else {id(s.buffer)} for s in steps}
@@ -455,15 +455,6 @@ def _bounded_nest(nest: Nest, rows: _Rows, bound: Expr) -> Nest:
             spec = replace(spec, batch=(axis, *(a for a in spec.batch if a is not axis)))
         return _nest(nest, nest.body, replace(nest.attrs, gemm=spec, range=(0, spec.blocks, 1)))
     return _nest(nest, _bounded(nest.body, rows, bound), nest.attrs)
-
-
-def _once_nest(nest: Nest, first: Expr) -> Nest:
-    """``nest`` run where ``first`` holds (its part's first block of a call): a plain serial nest's body under
-    an ``if``; any other's call (a parallel loop's threads, a product's blocks) under the kernel's own test
-    of the flag (:attr:`~..program.NestAttrs.first_block`)."""
-    if nest.parallel or (nest.attrs.gemm, nest.attrs.row_lanes, nest.attrs.range) != (None, None, None):
-        return _nest(nest, nest.body, replace(nest.attrs, first_block=True))
-    return _nest(nest, (If(first, nest.body, affine=False),), nest.attrs)
 
 
 def _nest(nest: Nest, body: tuple, attrs) -> Nest:
