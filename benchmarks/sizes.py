@@ -6,9 +6,13 @@ workload's length), forward and backward (the optimized gradient of ``sum(Y * H)
 workload's inputs), built once (a generic kernel where ``kernel.generic``; over ``n`` at the length
 where only ``n``'s rows are independent), against the static kernel built for each size; and the
 generic kernels' results at each size against PyTorch float64 (row ``vs torch``: the largest error
-relative to each output's largest magnitude, or ``WRONG`` past ``benchmarks.check.RTOL``).
+relative to each output's largest magnitude, or ``WRONG`` past ``benchmarks.check.RTOL``); a pass whose
+generic and static kernels disagree is ``WRONG`` in its cell (untimed), stderr naming the layer and size.
 
-Each round times one batch of calls of each kernel, interleaved; the table prints the median ratio
+Each round times a batch of calls of each kernel (at least two, and as many as take the static kernel
+:data:`FLOOR_S` of CPU time), interleaved, after an untimed call of each; both kernels read the same
+input arrays and write their results with ``out=`` into one set of preallocated outputs, reused every
+call (a new output each call would time its pages' faults).  The table prints the median ratio
 generic / static per layer, pass and size (ratios only: the machine may be shared), ``per size`` where
 the program compiles once per size (``kernel.why``); a layer whose operators need a static batch says
 why.  Where a layer's forward tensors at a size would hold more than ``--max-mb`` (its inputs, its
@@ -22,7 +26,9 @@ lives here, never in the tests.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,6 +45,12 @@ SOFTMAX = Workload("softmax", "softmax", "softmax over 256 features (grad X)", {
 MAX_MB = 512
 
 
+# the least CPU time one kernel's turn in a round takes (calls are repeated up to it), and the least count of
+# calls in a turn (the first call of a turn follows the other kernel's, whose data the caches then hold)
+FLOOR_S = 0.05
+LEAST_CALLS = 2
+
+
 def _per_call(fn: Callable[[], object], calls: int, clock: Callable[[], float]) -> float:
     start = clock()
     for _ in range(calls):
@@ -47,17 +59,26 @@ def _per_call(fn: Callable[[], object], calls: int, clock: Callable[[], float]) 
 
 
 def compare(generic: Callable[[], object], static: Callable[[], object], rounds: int,
-            clock: Callable[[], float] = time.perf_counter) -> float:
-    """The median over interleaved rounds of the generic call's time over the static one's, the two taking
-    turns to run first in a round (no order favoured)."""
-    once = _per_call(static, 3, clock)
-    calls = max(1, int(2e-3 / max(once, 1e-7)))
+            clock: Callable[[], float] = time.perf_counter, floor_s: float = FLOOR_S) -> float:
+    """The median over interleaved rounds of the generic call's time over the static one's.  Each is called
+    once untimed first; in each round each kernel runs the same count of calls (at least
+    :data:`LEAST_CALLS`, and as many as take the static kernel ``floor_s``), the two taking turns to run
+    first (no order favoured)."""
+    generic(), static()
+    once = _per_call(static, 1, clock)
+    calls = max(LEAST_CALLS, math.ceil(floor_s / max(once, 1e-7)))
     ratios = []
     for k in range(rounds):
         first, second = (generic, static) if k % 2 else (static, generic)
         a, b = _per_call(first, calls, clock), _per_call(second, calls, clock)
         ratios.append(b / a if k % 2 == 0 else a / b)
     return statistics.median(ratios)
+
+
+def into(kernel, arrays: list[np.ndarray], outs: list[np.ndarray]) -> Callable[[], object]:
+    """A call of ``kernel`` on ``arrays`` that writes its results into the preallocated ``outs`` (the
+    same arrays each call, so that a call times the kernel's code, not the pages of new outputs)."""
+    return partial(kernel, *arrays, out=outs[0] if len(outs) == 1 else tuple(outs))
 
 
 def programs(ta, w: Workload, n, length=None, tiny: bool = False,
@@ -109,7 +130,7 @@ def scaled(ta, w: Workload, n: int, cap: int) -> Workload:
     return w
 
 
-def _over_rows(kernel, length, value: int):
+def over_rows(kernel, length, value: int):
     """``kernel``, or, where its rows are independent along ``n`` only, its generic kernel over ``n`` at
     the sequence length ``value``."""
     if kernel.generic or length is None or not kernel.why.startswith("rows are independent along n"):
@@ -197,7 +218,7 @@ def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int]
     except (SizeDecisionError, TypeError) as e:  # (an operator that needs a static batch)
         print(f"{w.name:<18}{'':<10}   ({e})", flush=True)
         return
-    generics = [_over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
+    generics = [over_rows(build(outputs, inputs), length, tokens) for outputs, inputs in symbolic]
     rows = {label: f"{w.name:<18}{label:<10}" for label in ("forward", "backward", "vs torch")}
     for n in sizes:
         if n not in at or not all(k.generic for k in generics):
@@ -212,8 +233,13 @@ def _layer_rows(ta, w: Workload, full: Workload, sizes: list[int], at: list[int]
             arrays = inputs_at(w, pair[1])
             static = build(*pair)
             verdict = check.compare(*(ta.symbolic.listed(k(*arrays)) for k in (generic, static)))
-            assert verdict["ok"], f"{w.name} {label} at n={n}: generic against static: {verdict['detail']}"
-            ratio = compare(partial(generic, *arrays), partial(static, *arrays), rounds, clock)
+            if not verdict["ok"]:  # (a wrong kernel is not timed: its cell says so, and stderr which)
+                print(f"{w.name} {label} at n={n}: generic against static: {verdict['detail']}",
+                      file=sys.stderr)
+                rows[label] += f"{'WRONG':>10}"
+                continue
+            outs = [np.empty_like(r) for r in ta.symbolic.listed(static(*arrays))]  # (one set, both sides')
+            ratio = compare(into(generic, arrays, outs), into(static, arrays, outs), rounds, clock)
             rows[label] += f"{ratio:>10.2f}"
     why = "; ".join(k.why for k in generics if not k.generic)
     for row in rows.values():

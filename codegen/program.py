@@ -100,7 +100,9 @@ class NestAttrs:
     (``None``: not shared; a micro-kernel call's ``(0, blocks, 1)``); ``grain``, the trips a thread's share is
     a multiple of (:mod:`.strategies.scatter`); ``row_lanes``, ``(lanes, loops)`` of a scan's rows
     (:func:`.strategies.scan.row_lanes`: 1, rolled and scalar, else vectorized at that width; ``None``: not
-    such a scan); ``gemm``, the micro-kernel call the nest runs (``None``: plain loops)."""
+    such a scan); ``gemm``, the micro-kernel call the nest runs (``None``: plain loops); ``first_block``, a
+    generic kernel's block runs the nest where the flag after its count of rows (its last input's second
+    element) is set, its part's first block of a call (:mod:`.passes.row_bound`)."""
 
     note: str = ""
     parallel_dim: int = -1
@@ -108,6 +110,7 @@ class NestAttrs:
     grain: int = 1
     row_lanes: tuple[int, int] | None = None
     gemm: object = None
+    first_block: bool = False
 
 
 @dataclass(eq=False)

@@ -635,17 +635,30 @@ class StagedKernel(RowsCall):
         for k, _ in self.rowed:  # (each stage checks the arrays it reads: they agree on the count of rows)
             if getattr(arrays[k], "shape", (n,))[:1] != (n,):
                 self.rows(arrays)
+        names, specs = [t.name for t in self.inputs], None if out is None else self.out_specs(n)
+        given = [] if specs is None else given_outputs(out, specs, list(arrays), names)[1]
+        place = dict(zip(self.results, given))  # (a stage whose outputs are all results writes them in place)
         for kernel, ins, outs in stages:
-            made = kernel(*[values[k] for k in ins])
+            to = {"out": tuple(place[k] for k in outs)} if place and all(k in place for k in outs) else {}
+            made = kernel(*[values[k] for k in ins], **to)
             for k, a in zip(outs, made if isinstance(made, tuple) else (made,)):
                 values[k] = a
         res = [values[k] for k in self.results]
         if out is not None:
-            specs = [(t.name, r.shape, r.dtype) for t, r in zip(self.outputs, res)]
-            for a, r in zip(given_outputs(out, specs, list(arrays), [t.name for t in self.inputs])[1], res):
-                np.copyto(a, r)
+            specs = [(t.name, r.shape, r.dtype) for t, r in zip(self.outputs, res)] if not given else specs
+            for a, r in zip(given or given_outputs(out, specs, list(arrays), names)[1], res):
+                if a is not r:
+                    np.copyto(a, r)
             res = list(out) if isinstance(out, (tuple, list)) else [out]
         return res[0] if len(res) == 1 else tuple(res)
+
+    def out_specs(self, n: int) -> list[tuple[str, tuple, Any]] | None:
+        """Each output's name, shape and dtype at ``n`` rows (``None`` where an extent is not an int or the
+        size, or a dtype not NumPy's: a call then copies its results into ``out=``)."""
+        specs = [(t.name, tuple(n if d is self.size else d for d in t.shape), t.dtype) for t in self.outputs]
+        if all(type(d) is int for _, s, _ in specs for d in s) and all(hasattr(np, d) for _, _, d in specs):
+            return [(name, s, np.dtype(d)) for name, s, d in specs]
+        return None
 
 
 def row_parts(outputs: Any, inputs: Any, size: Expr, kinds: dict[Tensor, RowKind], blocks: tuple[int, ...],

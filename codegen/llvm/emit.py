@@ -20,6 +20,7 @@ program that tests gather indices, but for the nests that test them."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import replace
 
@@ -660,7 +661,7 @@ class ModuleEmitter:
         if isinstance(step, Fill):
             return None if id(step) in self.fill_fns else fill_signature(step)
         nest_fn, omp, k = by_step[id(step)]
-        if omp is not None:
+        if omp is not None or step.attrs.first_block:
             return None
         return ("call", id(nest_fn), len(self.params[k]), tuple((step.attrs.range or (0, 0, 1))[:2]),
                 step.attrs.gemm is not None, tuple(self.offsets.get(k, ())))
@@ -745,22 +746,25 @@ class ModuleEmitter:
             own = self._advanced(b, k, [ptrs[p] for p in self.params[k]])
             lo, hi = (I64(x) for x in (step.attrs.range or (0, 0, 1))[:2])
             serial = own + [lo, hi] + [ir.Constant(PTR, None)] * (step.attrs.gemm is not None)
-            if omp is None:
-                b.call(nest_fn, serial)
-            else:
-                if region is None:
-                    with b.goto_entry_block():
-                        region = b.alloca(I64, size=I64(4), name="region")
-                gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-                with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
-                    with par:
-                        team = b.sext(nthreads, I64)
-                        for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
-                                                       self.chunk_size(b, step, team, ptrs))):
-                            b.store(value, region_field(b, region, field))
-                        b.call(gomp, [omp, region, nthreads, I32(0)])
-                    with ser:
-                        b.call(nest_fn, serial)
+            cell = ptrs[self.arg_index[self.program.inputs[-1].tensor]] if step.attrs.first_block else None
+            flag = None if cell is None else b.load(b.gep(cell, [I64(1)], source_etype=I64), typ=I64)
+            with contextlib.nullcontext() if flag is None else b.if_then(b.icmp_signed("!=", flag, I64(0))):
+                if omp is None:
+                    b.call(nest_fn, serial)
+                else:
+                    if region is None:
+                        with b.goto_entry_block():
+                            region = b.alloca(I64, size=I64(4), name="region")
+                    gomp = declare(self.module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                    with b.if_else(b.icmp_signed(">", nthreads, I32(1))) as (par, ser):
+                        with par:
+                            team = b.sext(nthreads, I64)
+                            for field, value in enumerate((b.ptrtoint(args, I64), I64(0), team,
+                                                           self.chunk_size(b, step, team, ptrs))):
+                                b.store(value, region_field(b, region, field))
+                            b.call(gomp, [omp, region, nthreads, I32(0)])
+                        with ser:
+                            b.call(nest_fn, serial)
             if self.checks is not None:  # stop at the first nest that recorded a violation
                 with b.if_then(self.checks.failed(b, ptrs[self.nptr - 1]), likely=False):
                     b.ret_void()

@@ -131,25 +131,29 @@ def bound_rows(program: Program, carriers: tuple[int, ...], sums: tuple[int, ...
         once = {id(m) for s, m in zip(steps, marked) if id(s) in once}
         steps = marked
     once_work = sum(s.work for s in steps if id(s) in once and isinstance(s, Nest))
-    first = compare(Op.NE, count.tensor(1), const(0, "int64"))  # (the block is its part's first of the call)
-    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, (If(first, n.body, affine=False),),
-                   n.attrs) if id(s) in once else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound)
-             for s in steps]
+    steps = [_nest(n := _filled(s, 0) if isinstance(s, Fill) else s, n.body,
+                   replace(n.attrs, first_block=True)) if id(s) in once
+             else s if isinstance(s, Fill) else _bounded_nest(s, rows, bound) for s in steps]
     return replace(program, steps=steps, row_work=row_work, once_work=once_work)
 
 
 def _once(steps: list, program: Program, rows: _Rows, summed: set[int]) -> set[int]:
     """The steps a part runs in its first block of a call only, whose stores later blocks read as they are:
-    plain serial nests touching no row buffer, sum over the rows or count (a max pool's count of windows
-    over each position, a batch norm's mean of channel sums) nor what other nests store, and their fills."""
-    touched = {id(s): {id(b) for b, _ in _accesses(s, program.buffers)} if isinstance(s, Nest)
-               else {id(s.buffer)} for s in steps}
+    nests (serial, parallel or products) touching no row buffer, sum over the rows or count (a max pool's
+    count of windows over each position, a batch norm's mean of channel sums, a Winograd transform of the
+    weights) nor what other nests store, and their fills."""
+    def stored(s: Nest) -> set[int]:  # (a product's C or its epilogue's consumer too)
+        spec = s.attrs.gemm
+        c = spec and (Tensor(spec.epilogue.consumer, 0) if spec.epilogue else spec.c)
+        return {id(b) for b, _ in _accesses(s, program.buffers, reads=False)} | \
+            ({id(program.buffers.get(c))} if c else set())
+    touched = {id(s): {id(b) for b, _ in _accesses(s, program.buffers)} | stored(s) | {
+        id(program.buffers.get(n.arg)) for e in (_product_exprs(s.attrs.gemm) if s.attrs.gemm else ())
+        for n in walk(e) if n.op is Op.READ} if isinstance(s, Nest) else {id(s.buffer)} for s in steps}
     rowed = {id(None), id(program.inputs[-1]), *rows.axis, *summed}  # (and reads of no buffer)
-    once, kept = None, {id(s) for s in steps if isinstance(s, Nest) and not touched[id(s)] & rowed and not
-                        s.parallel and (s.attrs.gemm, s.attrs.row_lanes, s.attrs.range) == (None, None, None)}
+    once, kept = None, {id(s) for s in steps if isinstance(s, Nest) and not touched[id(s)] & rowed}
     while kept != once:  # (a buffer that a nest run in every block stores is read as each block leaves it)
-        once, every = kept, {id(b) for s in steps if isinstance(s, Nest) and id(s) not in kept
-                             for b, _ in _accesses(s, program.buffers, reads=False)}
+        once, every = kept, {b for s in steps if isinstance(s, Nest) and id(s) not in kept for b in stored(s)}
         kept = {k for k in once if not touched[k] & every}
     return once | {id(s) for s in steps if isinstance(s, Fill) and any(id(s.buffer) in touched[k]
                                                                    for k in once)}

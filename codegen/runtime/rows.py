@@ -368,17 +368,12 @@ class RowsKernel(RowsCall):
             values[1] += first
         checks.raise_for(values)
 
-    def _given(self, out: Any, n: int, ins: list[np.ndarray]) -> list[np.ndarray]:
-        """The arrays of ``out=`` (one, or a tuple of one per output), checked as a kernel checks them."""
-        specs = [(name, shape if rest is None else (n, *rest), d)
-                 for name, (rest, shape, d, _) in zip(self.out_names, self.outputs[:self.shown])]
-        return given_outputs(out, specs, ins, self.names)[1]
-
     def make(self, n: int) -> tuple:
-        """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' shapes, the
+        """What a call of ``n`` (admissible) rows needs: ``n``, the inputs' specs, the outputs' specs, the
         short block's part."""
         ins = [(name, shape if rest is None else (n, *rest), d) for name, rest, shape, d in self.inputs]
-        outs = [(shape if rest is None else (n, *rest), d) for rest, shape, d, _ in self.outputs[:self.shown]]
+        outs = [(name, shape if rest is None else (n, *rest), d)
+                for name, (rest, shape, d, _) in zip(self.out_names, self.outputs[:self.shown])]
         count = [np.array([n], np.int64)][:self.counted]
         return n, ins[:self.taken], outs, self.tail_part(n) if n else 0, count
 
@@ -387,16 +382,17 @@ class RowsKernel(RowsCall):
             raise KernelArgumentError(f"kernel takes {self.taken} input arrays "
                                       f"({', '.join(self.names[:self.taken])}), got {len(arrays)}")
         try:  # (:meth:`sized`, its usual case inline)
-            n, specs, shapes, tail, count = self.by_size[arrays[self.first].shape[0]]
+            n, specs, given, tail, count = self.by_size[arrays[self.first].shape[0]]
         except (AttributeError, IndexError, KeyError, TypeError):
-            n, specs, shapes, tail, count = self.sized(arrays)
+            n, specs, given, tail, count = self.sized(arrays)
         check = Kernel.check_input
         try:
             ins = [check(a, spec) for a, spec in zip(arrays, specs)]
         except KernelArgumentError:
             self.rows(arrays)  # (arrays that disagree on the size say so first)
             raise
-        outs = [np.empty(*s) for s in shapes] if out is None else self._given(out, n, ins)
+        outs = [np.empty(s, d) for _, s, d in given] if out is None else given_outputs(out, given, ins,
+                                                                                        self.names)[1]
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
                 if summed:

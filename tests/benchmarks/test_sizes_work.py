@@ -3,12 +3,13 @@ lower at each size to the work of the program written at that size, forward and 
 optimizer's choices made over the size (its cases included) are those it makes at the size.  The
 kernels ``ta.build`` makes of the layers once over ``n`` (the block's over ``n`` and its length) run at
 each count the static program's work (``kernel.work_at``), on a pinned target whose cost model chooses
-alike on every CPU, and the layers' give PyTorch float64's results at sizes 1, 7, 64, 1000 and 4096."""
+alike on every CPU, and give PyTorch float64's results at sizes 1, 7, 64, 1000 and 4096 (attention and
+the block written over ``n`` and a sequence length ``L`` too, at their length)."""
 
 import pytest
 
 import tensorad as ta
-from benchmarks.sizes import SOFTMAX, against_pytorch, programs
+from benchmarks.sizes import SOFTMAX, against_pytorch, over_rows, programs
 from benchmarks.workloads import BY_NAME
 from benchmarks.workloads import LAYERS as SUITE
 from fuzz.cheap import pinned
@@ -83,13 +84,31 @@ def test_generic_kernel_runs_the_static_programs_work_at_each_count(name, label)
             assert (_chosen(static).get(op), _chosen(part.lowered).get(op)) == want, f"{op} at n={size}"
 
 
-@pytest.mark.slow  # (a build of the block over n and L: about 10 CPU-s forward, 30 backward)
+@pytest.mark.slow  # (with PyTorch's import and references: about 8 CPU-s both)
 @pytest.mark.parametrize("label", ["forward", "backward"])
-def test_transformer_block_over_n_runs_the_static_programs_work_at_each_count(label):
+def test_attention_over_a_batch_and_a_length_gives_pytorchs_results_at_each_size(label):
+    """The layers suite's attention, written once over a symbolic batch ``n`` and length ``L`` and built
+    once, is at its length a generic kernel over ``n`` whose results are PyTorch float64's at each size of
+    the bar, forward and backward."""
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    w, length = BY_NAME["attention"], ta.size_var("L")
+    tokens = next(iter(w.input_shapes(True).values()))[1]
+    outputs, inputs = programs(ta, w, ta.size_var("n"), length, tiny=True)[label == "backward"]
+    kernel = over_rows(ta.build(outputs, inputs, target=TARGET), length, tokens)
+    assert kernel.generic
+    for size in BAR:
+        verdict = against_pytorch(w, kernel, label == "backward", size, tiny=True)
+        assert verdict["ok"], f"n={size}: {verdict['detail']}"
+
+
+@pytest.mark.slow  # (a build of the block over n and L and its checks at 5 sizes: about 60 CPU-s both passes)
+@pytest.mark.parametrize("label", ["forward", "backward"])
+def test_transformer_block_over_n_gives_pytorchs_results_and_the_static_programs_work(label):
     """The ``models`` suite's Transformer block, written once over a symbolic batch ``n`` and length
-    ``L``, built once, runs at its length and 2, 7, 8 or 64 rows the work of the static program of that
-    batch: from 8 rows lowering stacks Wq, Wk and Wv into one product, below it keeps three, and the
-    generic kernel runs each count with a block that decides as the static program does."""
+    ``L``, built once, gives at its length PyTorch float64's results at each size of the bar, and runs at
+    2, 7, 8 or 64 rows the work of the static program of that batch: from 8 rows lowering stacks Wq, Wk and
+    Wv into one product, below it keeps three, and the generic kernel runs each count with a block that
+    decides as the static program does."""
     w = BY_NAME["transformer_block"]
     tokens = next(iter(w.input_shapes(True).values()))[1]
     outputs, inputs = programs(ta, w, ta.size_var("n"), ta.size_var("L"), tiny=True)[label == "backward"]
@@ -100,3 +119,7 @@ def test_transformer_block_over_n_runs_the_static_programs_work_at_each_count(la
         stacked.append(any(name.endswith(".stacked") for name in static.plan[0]))
         assert kernel.work_at(size) == static.work, f"n={size}"
     assert stacked == [False, False, True, True]  # (the decision the counts straddle)
+    pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    for size in BAR:
+        verdict = against_pytorch(w, kernel, label == "backward", size, tiny=True)
+        assert verdict["ok"], f"n={size}: {verdict['detail']}"

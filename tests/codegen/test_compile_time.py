@@ -105,6 +105,45 @@ def test_disk_cache_can_be_turned_off(tmp_path):
     assert _entries(env_off) == []
 
 
+GENERIC = r"""
+import json
+import numpy as np
+import tensorad as ta
+n = ta.size_var("n", max=64)
+X = ta.placeholder((n, 8), "float32", "X")
+W = ta.placeholder((8,), "float32", "W")
+Y = ta.compute((n, 8), lambda i, j: ta.tanh(X[i, j] * W[j]), name="Y")
+k = ta.reduce_axis((0, n), "k")
+S = ta.compute((8,), lambda j: ta.sum(X[k, j] * X[k, j], axis=k), name="S")
+kern = ta.build([Y, S], [X, W])
+w = np.linspace(-1, 1, 8, dtype=np.float32)
+for size in (1, 7, 64):
+    x = np.linspace(-2, 2, size * 8, dtype=np.float32).reshape(size, 8)
+    y, s = kern(x, w)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(y, np.tanh(x64 * w), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s, (x64 * x64).sum(0), rtol=1e-5)
+print(json.dumps({"generic": kern.generic, "origins": [p.origin for _, p in kern.parts]}))
+"""
+
+
+def test_a_new_process_links_a_generic_kernels_parts_from_the_disk_cache(tmp_path):
+    """A kernel built once over a size variable (its blocks of rows, a sum over the rows among its
+    outputs) is stored part by part: a new process compiles none of it, and its results are right at
+    1, 7 and 64 rows."""
+    e = {k: v for k, v in os.environ.items() if k != "TENSORAD_NO_DISK_CACHE"}
+    e.update(TENSORAD_CACHE_DIR=str(tmp_path))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", GENERIC], env=e, capture_output=True, text=True,
+                             timeout=240)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["generic"] and len(first["origins"]) > 1 and set(first["origins"]) == {"compiled"}
+    assert second["origins"] == ["disk"] * len(first["origins"])
+
+
 def test_cache_option_must_be_a_bool():
     A = ta.placeholder((3,), "float32", "A")
     B = ta.compute((3,), lambda i: A[i] * 2.0, name="B")
