@@ -33,7 +33,7 @@ def _shapes(n: int) -> dict[str, tuple[int, ...]]:
 
 @pytest.mark.slow  # (~10 CPU-s: importing torch, building the block's gradients)
 def test_single_key_gradients_pass_and_a_wrong_one_fails():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
     full = BY_NAME["transformer_block"]
     w = replace(full, tiny=_shapes(ROWS))
     (_, _), (grads, inputs) = sizes.programs(ta, w, ROWS, 1, tiny=True)
