@@ -93,7 +93,7 @@ def _conv(params: dict):
     return layer
 
 
-def _model(kind: str, params: dict | None = None):
+def forward_fn(kind: str, params: dict | None = None):
     """The workload's forward in PyTorch, as its users write it (``torch.nn.functional``)."""
     F = torch.nn.functional
     params = params or {}
@@ -152,7 +152,7 @@ def step_arguments(workload, arrays) -> list:
 
 
 def forward(workload, arrays) -> Phase:
-    f = _model(workload.kind, workload.params)
+    f = forward_fn(workload.kind, workload.params)
     args = step_arguments(workload, arrays)
 
     def run():
@@ -162,7 +162,7 @@ def forward(workload, arrays) -> Phase:
 
 
 def backward(workload, arrays, head) -> Phase:
-    f = _model(workload.kind, workload.params)
+    f = forward_fn(workload.kind, workload.params)
     args = {k: torch.from_numpy(a.copy()).requires_grad_(k in workload.grads) for k, a in arrays.items()}
     y = f(*args.values())
     h = torch.from_numpy(head)
@@ -201,7 +201,7 @@ def autograd_reference(workload, arrays: dict[str, np.ndarray], make_head):
 
     global torch
     torch = torch or _torch
-    f = _model(workload.kind, workload.params)
+    f = forward_fn(workload.kind, workload.params)
     args = {k: _torch.from_numpy(a.astype(np.float64) if a.dtype.kind == "f" else a)
             .requires_grad_(k in workload.grads) for k, a in arrays.items()}
     y = f(*args.values())

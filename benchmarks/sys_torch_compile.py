@@ -31,7 +31,7 @@ def _compiled(workload):
     fill up and leave the later workloads running eager."""
     torch = sys_torch.torch
     torch._dynamo.reset()
-    return torch.compile(sys_torch._model(workload.kind, workload.params), dynamic=False)
+    return torch.compile(sys_torch.forward_fn(workload.kind, workload.params), dynamic=False)
 
 
 def forward(workload, arrays) -> Phase:

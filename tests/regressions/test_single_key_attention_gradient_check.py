@@ -48,7 +48,7 @@ def test_single_key_gradients_pass_and_a_wrong_one_fails():
     assert 0 < noise < 1e-12 * largest  # zero, as float64 rounds
 
     # PyTorch float32's own gradients (noise where the exact value is zero) pass
-    f = sys_torch._model(w.kind, w.params)
+    f = sys_torch.forward_fn(w.kind, w.params)
     args = {k: torch.from_numpy(a).requires_grad_(k in w.grads) for k, a in arrays.items()}
     ours32 = [g.numpy() for g in torch.autograd.grad(f(*args.values()), [args[g] for g in w.grads],
                                                       torch.from_numpy(head))]
