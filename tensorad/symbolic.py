@@ -20,26 +20,31 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
+from .codegen.runtime.blocks import Layout
 from .codegen.runtime.kernel import given_outputs
 from .codegen.runtime.rows import RowsCall, RowsKernel, refuse_export
+from .codegen.target import parse_target
+from .ir.dtype import numpy_dtype
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
-from .ir.rewrite import op_reads, tensor_graph, walk
+from .ir.rewrite import op_reads, placeholders, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute, placeholder
 from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
 from .reference import evaluate as _evaluate
-from .training.function import Function, ValueAndGrad
+from .training.function import Function, Residuals, ValueAndGrad, gradients, head_array
+from .training.residuals import ResidualPlan
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
@@ -109,6 +114,19 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
             raise
         call = _cases(e.condition, redo) or DeferredCall(redo)
     return [_deferred_copy(g, call, k) for k, g in enumerate(raw())]
+
+
+def deferred_reads(tensors: Sequence[Tensor]) -> set[Tensor] | None:
+    """The placeholders that the deferred derivatives among ``tensors``' programs read once bound: those
+    of their cases (:class:`CasesCall`); ``None`` where one is redone at each size (any may be)."""
+    found: set[Tensor] = set()
+    for t in tensor_graph(tensors):
+        if not t.is_placeholder and t.op.provenance.role is Role.DEFERRED:
+            call = t.op.provenance.source[0]
+            if not isinstance(call, CasesCall):
+                return None
+            found.update(placeholders([d for _, _, case in call.cases for d in case]))
+    return found
 
 
 def _deferred_copy(g: Tensor, call: DeferredCall | CasesCall, k: int) -> Tensor:
@@ -760,9 +778,163 @@ def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wr
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
              **build_options: Any) -> Any:
-    """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
-    return per_size(lambda o, i, w: Function(o, i, w, policy, **build_options), outputs, inputs, wrt,
-                    "ta.function")
+    """``ta.function``: a symbolic program gives a :class:`GenericFunction`, each kernel built once."""
+    if not symbolic(outputs, inputs):
+        return Function(outputs, inputs, wrt, policy, **build_options)
+    return GenericFunction(outputs, inputs, wrt, policy, **build_options)
+
+
+class GenericFunction(Function):
+    """``ta.function`` of a symbolic program: its gradients differentiated once over the sizes (deferred
+    where the optimizer's choices depend on them, :func:`deferred`), and its forward, forward with
+    residuals and backward each built once by :func:`build` (a generic kernel where the program's rows
+    allow; else one per size, ``why`` says why).  ``forward`` runs at its arrays' sizes through the
+    :class:`SizedFunction` of those sizes (:meth:`at`: static shapes for the bridges, the kernels
+    shared), kept in a bounded cache; so are the functions of other ``wrt`` (:meth:`for_wrt`)."""
+
+    def __init__(self, outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
+                 **build_options: Any) -> None:
+        super().__init__(outputs, inputs, wrt, policy, **build_options)
+        self.sized: SignatureCache[SizedFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
+        self.variants: SignatureCache[GenericFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
+
+    @cached_property
+    def grads(self) -> list[Tensor]:
+        outs, wrt = self.outputs, self.wrt
+        heads = [h for h in self.heads if h is not None]
+
+        def over(im: Callable[[Any], Any], optimize: bool = True) -> list[Tensor]:
+            given = iter(im(heads))
+            return gradients(im(outs), [None if h is None else next(given) for h in self.heads], im(wrt),
+                             optimize)
+        return deferred(lambda: over(lambda x: x), lambda: over(lambda x: x, False), over)
+
+    @cached_property
+    def plan(self) -> ResidualPlan:
+        """:class:`Function`'s, the inputs the backward reads including those a deferred gradient may read
+        once bound (its cases', else every input)."""
+        plan, read = Function.plan.func(self), deferred_reads(self.grads)
+        more = {k for k, x in enumerate(self.inputs) if read is None or x in read}
+        return replace(plan, inputs=tuple(sorted({*plan.inputs, *more})))
+
+    @cached_property
+    def forward_kernel(self) -> Any:
+        return build(self.outputs, self.inputs, name="forward", **self.build_options)
+
+    @cached_property
+    def residual_kernel(self) -> Any:
+        if not self.plan.extras:
+            return self.forward_kernel
+        return build(self._residual_outputs(), self.inputs, name="forward_res", **self.build_options)
+
+    @cached_property
+    def backward_kernel(self) -> Any:
+        return build(self.backward_grads, self.backward_inputs, name="backward", **self.build_options)
+
+    def lower_forward(self) -> SymbolicLowered:
+        return lower(self._residual_outputs(), self.inputs, **self.lower_options)
+
+    def lower_backward(self) -> SymbolicLowered:
+        return lower(self.backward_grads, self.backward_inputs, **self.lower_options)
+
+    @property
+    def generic(self) -> bool:
+        """Whether each kernel built so far serves every size (one compile each)."""
+        return all(getattr(self.__dict__[k], "generic", True) for k in
+                   ("forward_kernel", "residual_kernel", "backward_kernel") if k in self.__dict__)
+
+    @property
+    def why(self) -> str:
+        """Why a kernel built so far compiles once per size (``""``: none does)."""
+        return "; ".join(dict.fromkeys(w for k in ("forward_kernel", "residual_kernel", "backward_kernel")
+                                       if (w := getattr(self.__dict__.get(k), "why", ""))))
+
+    def for_wrt(self, wrt: Sequence[Tensor]) -> GenericFunction:
+        key = tuple(self.inputs.index(x) for x in wrt)
+        return self.variants.get(key, lambda: GenericFunction(self.outputs, self.inputs, list(wrt),
+                                                              self.policy, **self.build_options))
+
+    def at(self, **sizes: int) -> SizedFunction:
+        """The function at ``sizes`` (by name), running this function's kernels."""
+        return self.sized.get(tuple(sorted(sizes.items())), lambda: SizedFunction(self, sizes))
+
+    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+        return self.forward_kernel(*arrays, out=out)
+
+    def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
+        return self.at(**read_sizes(self.inputs, arrays, "ta.function")).forward(*arrays)
+
+    def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
+        """The gradients, by the :class:`SizedFunction` that made ``residuals`` (residuals of no forward of
+        this function: at the sizes they and the heads give)."""
+        if type(residuals) is Residuals and isinstance(residuals.maker, SizedFunction) \
+                and residuals.maker.parent is self:
+            return residuals.maker.backward(residuals, *heads, out=out)
+        if not isinstance(residuals, (tuple, list, Residuals)):
+            return Function.backward(self, residuals, *heads, out=out)  # (which says what it takes)
+        given = [*residuals, *heads]
+        sizes = read_sizes(self.backward_inputs[:len(given)], given, "ta.function")
+        return self.at(**sizes).backward(tuple(residuals), *heads, out=out)
+
+
+class SizedFunction(Function):
+    """:class:`GenericFunction` ``parent`` at ``sizes``: its program's static shapes (what the bridges
+    and the checks of heads read) and residual plan bound there, its kernels the parent's.  The saved
+    values that are not outputs are one block per forward, laid out for these sizes."""
+
+    def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
+        plan, heads = parent.plan, [h for h in parent.heads if h is not None]
+        new = bind_all([*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved], sizes)
+        self.parent, self.sizes = parent, dict(sizes)
+        self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
+        self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
+        self.build_options, self.lower_options = parent.build_options, parent.lower_options
+        self.heads = [None if h is None else new[h] for h in parent.heads]
+        self.plan = ResidualPlan(plan.inputs, *(tuple(new[t] for t in ts) for ts in
+                                                (plan.saved, plan.extras, plan.outputs)))
+        self.plan.__dict__["sources"] = plan.sources  # (the parent's: its backward kernel's order)
+        self.forward_kernel, self.residual_kernel = parent.forward_kernel, parent.residual_kernel
+        self.backward_kernel = parent.backward_kernel
+
+    @cached_property
+    def grads(self) -> list[Tensor]:
+        return bind(self.parent.grads, **self.sizes)
+
+    def for_wrt(self, wrt: Sequence[Tensor]) -> SizedFunction:
+        return self.parent.for_wrt([self.parent.inputs[self.inputs.index(x)] for x in wrt]).at(**self.sizes)
+
+    @cached_property
+    def layout(self) -> Layout:
+        line = parse_target(self.build_options.get("target", "llvm")).line
+        return Layout([(tuple(t.shape), numpy_dtype(t.dtype)) for t in self.plan.extras], line)
+
+    @cached_property
+    def _out_specs(self) -> list[tuple[tuple[int, ...], Any]]:
+        """The shape and NumPy dtype of each output of the forward with residuals that is not in the block."""
+        outs = self._residual_outputs()
+        return [(tuple(t.shape), numpy_dtype(t.dtype)) for t in outs[:len(outs) - len(self.plan.extras)]]
+
+    def forward_block(self, *arrays: Any) -> tuple[list, np.ndarray | None]:
+        block = self.layout.new() if self.plan.extras else None
+        outs = [np.empty(s, d) for s, d in self._out_specs]
+        self.residual_kernel(*arrays, out=(*outs, *([] if block is None else self.layout.views(block))))
+        for k, j in self._copied_in_order:
+            outs.insert(k, np.array(self.layout.view(block, j), copy=True))
+        return outs, block
+
+    def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
+        specs = self._head_specs
+        if len(heads) != len(specs):
+            raise ValueError(f"backward takes one head per output ({len(specs)}), got {len(heads)}")
+        if not isinstance(residuals, (tuple, list, Residuals)) or len(residuals) != len(self.plan.sources):
+            raise ValueError(f"backward: residuals must be the {len(self.plan.sources)} values that "
+                             f"forward returned")
+        if not self.wrt:
+            return ()
+        given = [Kernel.check_input(head_array(h, spec), (ph.name, spec[0], spec[1]))
+                 for h, spec, ph in zip(heads, specs, self.heads) if spec is not None]
+        res = self.backward_kernel(*residuals, *given, out=out)
+        return res if isinstance(res, tuple) else (res,)
 
 
 def value_and_grad(loss: Tensor, params: Any, inputs: Any = None, policy: Any = "default",
