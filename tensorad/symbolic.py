@@ -765,15 +765,46 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
 
 
-def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
-    """``make(outputs, inputs, wrt)`` (a function of a program, ``ta.function``'s or a bridge's); for a
-    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size,
-    keeping as many sizes as an op keeps signatures."""
+def per_size(make: Callable[..., Any], outputs: Any, inputs: Any, wrt: Any, name: str, **options: Any) -> Any:
+    """``make(outputs, inputs, wrt)`` (a bridge's function of a program; ``options``: ``ta.function``'s);
+    for a symbolic program, a :class:`SizedViews` that makes it at each call's sizes around the
+    :class:`SizedFunction` there of one :class:`GenericFunction` (``make(..., function=view)``), whose
+    kernels serve every size."""
     if not symbolic(outputs, inputs):
         return make(outputs, inputs, wrt)
-    roots = listed(outputs) + listed(inputs) + listed(wrt)
-    return SizedCallable(lambda new: make(_like(outputs, new), _like(inputs, new), _like(wrt, new)), roots,
-                         listed(inputs), name, max_sizes=DEFAULT_MAX_SIGNATURES)
+    return SizedViews(GenericFunction(outputs, inputs, wrt, **options), make, name)
+
+
+class SizedViews(SizedCallable):
+    """A bridge's function of a symbolic program: at each call's sizes, ``make(outputs, inputs, wrt,
+    function=view)`` around the :class:`SizedFunction` of ``function`` (a :class:`GenericFunction`) there,
+    made once per size and kept as many sizes as an op keeps signatures; the kernels are the generic
+    function's, each built once."""
+
+    def __init__(self, function: GenericFunction, make: Callable[..., Any], name: str) -> None:
+        super().__init__(make, [*function.outputs, *function.inputs], function.inputs, name,
+                         max_sizes=DEFAULT_MAX_SIGNATURES)
+        self.function = function
+
+    @property
+    def generic(self) -> bool:  # type: ignore[override]
+        """Whether each kernel built so far serves every size."""
+        return self.function.generic
+
+    @property
+    def why(self) -> str:  # type: ignore[override]
+        return self.function.why
+
+    @why.setter
+    def why(self, _: str) -> None:
+        pass
+
+    def at(self, **sizes: int) -> Any:
+        """The bridge's callable at ``sizes`` (made on first use)."""
+        def made() -> Any:
+            view = self.function.at(**sizes)
+            return self.make(view.outputs, view.inputs, view.wrt, function=view)
+        return self.static.get(tuple(sorted(sizes.items())), made)
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
@@ -893,8 +924,10 @@ class SizedFunction(Function):
         self.plan = ResidualPlan(plan.inputs, *(tuple(new[t] for t in ts) for ts in
                                                 (plan.saved, plan.extras, plan.outputs)))
         self.plan.__dict__["sources"] = plan.sources  # (the parent's: its backward kernel's order)
-        self.forward_kernel, self.residual_kernel = parent.forward_kernel, parent.residual_kernel
-        self.backward_kernel = parent.backward_kernel
+
+    forward_kernel = property(lambda self: self.parent.forward_kernel)  # type: ignore[assignment]
+    residual_kernel = property(lambda self: self.parent.residual_kernel)  # type: ignore[assignment]
+    backward_kernel = property(lambda self: self.parent.backward_kernel)  # type: ignore[assignment]
 
     @cached_property
     def grads(self) -> list[Tensor]:
