@@ -326,14 +326,6 @@ class SizedCallable:
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
 
-    def forward(self, *arrays: Any) -> tuple[Any, Any]:
-        """``ta.function``'s ``(outputs, residuals)``, by the static function at the arrays' sizes."""
-        return self.at(**read_sizes(self.inputs, arrays, self.name)).forward(*arrays)
-
-    def backward(self, residuals: Any, *heads: Any) -> tuple:
-        """``ta.function``'s gradients, by the static function that made ``residuals``."""
-        return residuals.maker.backward(residuals, *heads)
-
     def export(self, path: str) -> str:
         """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
         sizes = ", ".join(f"{v.name}=..." for v in program_sizes(self.roots))
@@ -779,32 +771,16 @@ class SizedViews(SizedCallable):
     """A bridge's function of a symbolic program: at each call's sizes, ``make(outputs, inputs, wrt,
     function=view)`` around the :class:`SizedFunction` of ``function`` (a :class:`GenericFunction`) there,
     made once per size and kept as many sizes as an op keeps signatures; the kernels are the generic
-    function's, each built once."""
+    function's, each built once (``function.generic``)."""
 
     def __init__(self, function: GenericFunction, make: Callable[..., Any], name: str) -> None:
-        super().__init__(make, [*function.outputs, *function.inputs], function.inputs, name,
-                         max_sizes=DEFAULT_MAX_SIGNATURES)
+        super().__init__(lambda sizes: make(*(v := function.at(**sizes)).bound, function=v),
+                         [*function.outputs, *function.inputs], function.inputs, name, DEFAULT_MAX_SIGNATURES)
         self.function = function
-
-    @property
-    def generic(self) -> bool:  # type: ignore[override]
-        """Whether each kernel built so far serves every size."""
-        return self.function.generic
-
-    @property
-    def why(self) -> str:  # type: ignore[override]
-        return self.function.why
-
-    @why.setter
-    def why(self, _: str) -> None:
-        pass
 
     def at(self, **sizes: int) -> Any:
         """The bridge's callable at ``sizes`` (made on first use)."""
-        def made() -> Any:
-            view = self.function.at(**sizes)
-            return self.make(view.outputs, view.inputs, view.wrt, function=view)
-        return self.static.get(tuple(sorted(sizes.items())), made)
+        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(sizes))
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
@@ -924,6 +900,7 @@ class SizedFunction(Function):
         self.plan = ResidualPlan(plan.inputs, *(tuple(new[t] for t in ts) for ts in
                                                 (plan.saved, plan.extras, plan.outputs)))
         self.plan.__dict__["sources"] = plan.sources  # (the parent's: its backward kernel's order)
+        self.bound = (self.outputs, self.inputs, self.wrt)
 
     forward_kernel = property(lambda self: self.parent.forward_kernel)  # type: ignore[assignment]
     residual_kernel = property(lambda self: self.parent.residual_kernel)  # type: ignore[assignment]

@@ -1,0 +1,105 @@
+"""``ta.function``, ``ta.torch.function`` and ``ta.jax.function`` of a program over a size variable build
+each kernel once: calls at 1, 7, 64 and 300 rows (past a generic kernel's first block) compile nothing
+after the first.  Oracles: NumPy float64 formulas written here, and PyTorch float64 autograd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorad as ta
+
+SIZES = (1, 7, 64, 300)
+
+
+def _program():
+    """``softmax(tanh(X W^T + B))`` over ``n`` rows of ``X``."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 12), name="X"), ta.placeholder((5, 12), name="W")
+    B = ta.placeholder((5,), name="B")
+    return ta.topi.nn.softmax(ta.topi.tanh(ta.topi.nn.dense(X, W, B))), [X, W, B]
+
+
+def _numpy(x, w, b, h):
+    """The outputs and the gradients of ``sum(Y * h)`` by ``x, w, b``, in float64."""
+    x, w, b, h = (a.astype(np.float64) for a in (x, w, b, h))
+    t = np.tanh(x @ w.T + b)
+    e = np.exp(t - t.max(-1, keepdims=True))
+    y = e / e.sum(-1, keepdims=True)
+    dt = y * (h - (h * y).sum(-1, keepdims=True)) * (1 - t * t)
+    return y, (dt @ w, dt.T @ x, dt.sum(0))
+
+
+def _values(rng, rows):
+    return [rng.standard_normal(s).astype(np.float32) for s in ((rows, 12), (5, 12), (5,), (rows, 5))]
+
+
+def test_function_builds_once_for_every_count_of_rows(builds):
+    f = ta.function(*_program())
+    rng = np.random.default_rng(0)
+    compiled = None
+    for rows in SIZES:
+        x, w, b, h = _values(rng, rows)
+        want, grads = _numpy(x, w, b, h)
+        np.testing.assert_allclose(f(x, w, b), want, rtol=1e-5, atol=1e-6)
+        y, residuals = f.forward(x, w, b)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+        for got, g in zip(f.backward(residuals, h), grads, strict=True):
+            np.testing.assert_allclose(got, g, rtol=1e-4, atol=1e-5)
+        compiled = len(builds) if compiled is None else compiled
+        assert len(builds) == compiled, f"{rows} rows compiled again"
+    assert f.generic and f.why == ""
+
+
+def test_function_backward_of_residuals_given_as_a_tuple(builds):
+    """Residuals that passed through a framework as plain arrays run at the sizes they give."""
+    f = ta.function(*_program())
+    rng = np.random.default_rng(1)
+    for rows in (3, 9):
+        x, w, b, h = _values(rng, rows)
+        _, residuals = f.forward(x, w, b)
+        for got, g in zip(f.backward(tuple(residuals), h), _numpy(x, w, b, h)[1], strict=True):
+            np.testing.assert_allclose(got, g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_torch_function_builds_once_against_float64_autograd(builds):
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    f = ta.torch.function(*_program())
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(5, 12, generator=gen, requires_grad=True)
+    b = torch.randn(5, generator=gen, requires_grad=True)
+    compiled = None
+    for rows in SIZES:
+        x = torch.randn(rows, 12, generator=gen, requires_grad=True)
+        y = f(x, w, b)
+        h = torch.randn(y.shape, generator=gen)
+        got = torch.autograd.grad(y, [x, w, b], h)
+        x64, w64, b64 = (a.detach().double().requires_grad_() for a in (x, w, b))
+        y64 = torch.softmax(torch.tanh(x64 @ w64.T + b64), -1)
+        want = torch.autograd.grad(y64, [x64, w64, b64], h.double())
+        np.testing.assert_allclose(y.detach().numpy(), y64.detach().numpy(), rtol=1e-5, atol=1e-6)
+        for g, e in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+        compiled = len(builds) if compiled is None else compiled
+        assert len(builds) == compiled, f"{rows} rows compiled again"
+    assert f.generic
+
+
+@pytest.mark.slow
+def test_jax_function_builds_once(builds):
+    jax = pytest.importorskip("jax", reason="an optional extra; make test requires it")
+    f = ta.jax.function(*_program())
+    rng = np.random.default_rng(2)
+    compiled = None
+    for rows in SIZES:
+        x, w, b, h = _values(rng, rows)
+        want, grads = _numpy(x, w, b, h)
+        y = f(x, w, b)
+        got = jax.grad(lambda x, w, b, h=h: (f(x, w, b) * h).sum(), argnums=(0, 1, 2))(x, w, b)
+        np.testing.assert_allclose(np.asarray(y), want, rtol=1e-5, atol=1e-6)
+        for g, e in zip(got, grads, strict=True):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-5)
+        compiled = len(builds) if compiled is None else compiled
+        assert len(builds) == compiled, f"{rows} rows compiled again"
+    assert f.generic
