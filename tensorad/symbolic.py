@@ -33,7 +33,8 @@ from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
 from .codegen.runtime.blocks import Layout
 from .codegen.runtime.kernel import given_outputs
-from .codegen.runtime.rows import RowsCall, RowsKernel, refuse_export
+from .codegen.runtime.rows import SIZES_KEPT, RowsCall, RowsKernel, refuse_export
+from .codegen.strategies.cost import worth_saving
 from .codegen.target import parse_target
 from .ir.dtype import numpy_dtype
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
@@ -44,7 +45,7 @@ from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_s
 from .poly.affine import size_cases
 from .reference import evaluate as _evaluate
 from .training.function import Function, Residuals, ValueAndGrad, gradients, head_array
-from .training.residuals import ResidualPlan
+from .training.residuals import ResidualPlan, plan_residuals
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
@@ -804,6 +805,7 @@ class GenericFunction(Function):
         super().__init__(outputs, inputs, wrt, policy, **build_options)
         self.sized: SignatureCache[SizedFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
         self.variants: SignatureCache[GenericFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
+        self.by_shapes: dict[tuple, SizedFunction] = {}  # (:meth:`forward`'s, up to SIZES_KEPT)
 
     @cached_property
     def grads(self) -> list[Tensor]:
@@ -818,11 +820,32 @@ class GenericFunction(Function):
 
     @cached_property
     def plan(self) -> ResidualPlan:
-        """:class:`Function`'s, the inputs the backward reads including those a deferred gradient may read
-        once bound (its cases', else every input)."""
-        plan, read = Function.plan.func(self), deferred_reads(self.grads)
-        more = {k for k, x in enumerate(self.inputs) if read is None or x in read}
-        return replace(plan, inputs=tuple(sorted({*plan.inputs, *more})))
+        """The residual plan of each case of the sizes that the gradients are optimized for: the widest
+        case's (sharing transcendental values between the passes), each other's saving only what it
+        saves (so that the forward computes no more), the gradients those cases' reading them; else
+        :class:`Function`'s, the backward reading every input a deferred gradient may read once bound."""
+        calls = {t.op.provenance.source for t in self.grads if t.op.provenance.role is Role.DEFERRED}
+        call = next(iter(calls))[0] if calls else None
+        if not isinstance(call, CasesCall) or calls != {(call, k) for k in range(len(self.grads))}:
+            plan, read = Function.plan.func(self), deferred_reads(self.grads)
+            more = {k for k, x in enumerate(self.inputs) if read is None or x in read}
+            return replace(plan, inputs=tuple(sorted({*plan.inputs, *more})))
+        heads = [h for h in self.heads if h is not None]
+        target = parse_target(self.build_options.get("target", "llvm"))
+        widest = max(range(len(call.cases)), key=lambda i: (call.cases[i][1] is None, call.cases[i][1] or 0))
+        main = plan_residuals(self.outputs, self.inputs, heads, list(call.cases[widest][2]), self.policy,
+                              lambda v: worth_saving(v, target))
+        kept = set(main.saved)  # (the other cases save of it only, so that the forward saves no more)
+        plans = [main if i == widest else plan_residuals(self.outputs, self.inputs, heads, list(grads),
+                                                         lambda t: t in kept)
+                 for i, (_, _, grads) in enumerate(call.cases)]
+        saved = tuple(dict.fromkeys(t for p in [main, *plans] for t in p.saved))
+        cases = CasesCall(call.size, tuple((lo, hi, p.grads) for (lo, hi, _), p in zip(call.cases, plans)),
+                          call.redo)
+        grads = tuple(_deferred_copy(op_reads(g.op)[0], cases, k) for k, g in enumerate(self.grads))
+        return ResidualPlan(tuple(sorted({i for p in plans for i in p.inputs})), saved,
+                            tuple(t for t in saved if t not in set(main.outputs)), main.outputs, grads,
+                            main.original)
 
     @cached_property
     def forward_kernel(self) -> Any:
@@ -869,7 +892,14 @@ class GenericFunction(Function):
         return self.forward_kernel(*arrays, out=out)
 
     def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
-        return self.at(**read_sizes(self.inputs, arrays, "ta.function")).forward(*arrays)
+        try:  # (the function of sizes seen before, by the arrays' shapes)
+            view = self.by_shapes[tuple(a.shape for a in arrays)]
+        except (AttributeError, KeyError, TypeError):
+            view = self.at(**read_sizes(self.inputs, arrays, "ta.function"))
+            if len(self.by_shapes) >= SIZES_KEPT:
+                self.by_shapes.clear()
+            self.by_shapes[tuple(getattr(a, "shape", None) for a in arrays)] = view
+        return view.forward(*arrays)
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
         """The gradients, by the :class:`SizedFunction` that made ``residuals`` (residuals of no forward of
@@ -924,10 +954,24 @@ class SizedFunction(Function):
         outs = self._residual_outputs()
         return [(tuple(t.shape), numpy_dtype(t.dtype)) for t in outs[:len(outs) - len(self.plan.extras)]]
 
+    @cached_property
+    def _rows(self) -> tuple[int, int] | None:
+        """Where the forward with residuals is a generic kernel: the input whose rows it reads the count
+        of rows from, and this size's count."""
+        kernel = self.residual_kernel
+        if not isinstance(kernel, RowsKernel) or kernel.counted or not kernel.rowed:
+            return None
+        return kernel.first, self.inputs[kernel.first].shape[0]
+
     def forward_block(self, *arrays: Any) -> tuple[list, np.ndarray | None]:
         block = self.layout.new() if self.plan.extras else None
         outs = [np.empty(s, d) for s, d in self._out_specs]
-        self.residual_kernel(*arrays, out=(*outs, *([] if block is None else self.layout.views(block))))
+        given, rows = [*outs, *([] if block is None else self.layout.views(block))], self._rows
+        try:  # (outputs of this size made here: unchecked where the arrays have its rows)
+            fresh = rows is not None and arrays[rows[0]].shape[0] == rows[1]
+        except (AttributeError, IndexError, TypeError):
+            fresh = False
+        self.residual_kernel(*arrays, out=given, **{"fresh": True} if fresh else {})
         for k, j in self._copied_in_order:
             outs.insert(k, np.array(self.layout.view(block, j), copy=True))
         return outs, block

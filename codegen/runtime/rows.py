@@ -377,7 +377,10 @@ class RowsKernel(RowsCall):
         count = [np.array([n], np.int64)][:self.counted]
         return n, ins[:self.taken], outs, self.tail_part(n) if n else 0, count
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def __call__(self, *arrays: Any, out: Any = None, fresh: bool = False) -> Any:
+        """The outputs of a call on ``arrays``, new or written into ``out=``; ``fresh``: ``out`` is a list
+        of arrays the caller made for this call (of the outputs' shapes at the call's count of rows and
+        dtypes, C-contiguous, sharing no memory), taken unchecked."""
         if len(arrays) != self.taken:
             raise KernelArgumentError(f"kernel takes {self.taken} input arrays "
                                       f"({', '.join(self.names[:self.taken])}), got {len(arrays)}")
@@ -391,8 +394,8 @@ class RowsKernel(RowsCall):
         except KernelArgumentError:
             self.rows(arrays)  # (arrays that disagree on the size say so first)
             raise
-        outs = [np.empty(s, d) for _, s, d in given] if out is None else given_outputs(out, given, ins,
-                                                                                        self.names)[1]
+        outs = [np.empty(s, d) for _, s, d in given] if out is None else out if fresh else \
+            given_outputs(out, given, ins, self.names)[1]
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
                 if summed:
