@@ -847,19 +847,28 @@ class GenericFunction(Function):
                             tuple(t for t in saved if t not in set(main.outputs)), main.outputs, grads,
                             main.original)
 
+    def _built(self, outputs: list[Tensor], inputs: list[Tensor], name: str) -> Any:
+        """:func:`build`; over several sizes, of gradients made again at each (:class:`DeferredCall`),
+        one kernel per size (its gradients made there)."""
+        if len(program_sizes(outputs + inputs)) == 1 or deferred_reads(outputs) is not None:
+            return build(outputs, inputs, name=name, **self.build_options)
+        def make(new: dict[Tensor, Tensor]) -> Any:
+            return _build(_like(outputs, new), _like(inputs, new), name=name, **self.build_options)
+        return SizedCallable(make, outputs + inputs, inputs, "ta.function",
+                             why="gradients over several sizes optimized at each")
+
     @cached_property
     def forward_kernel(self) -> Any:
-        return build(self.outputs, self.inputs, name="forward", **self.build_options)
+        return self._built(self.outputs, self.inputs, "forward")
 
     @cached_property
     def residual_kernel(self) -> Any:
-        if not self.plan.extras:
-            return self.forward_kernel
-        return build(self._residual_outputs(), self.inputs, name="forward_res", **self.build_options)
+        return self._built(self._residual_outputs(), self.inputs, "forward_res") if self.plan.extras \
+            else self.forward_kernel
 
     @cached_property
     def backward_kernel(self) -> Any:
-        return build(self.backward_grads, self.backward_inputs, name="backward", **self.build_options)
+        return self._built(self.backward_grads, self.backward_inputs, "backward")
 
     def lower_forward(self) -> SymbolicLowered:
         return lower(self._residual_outputs(), self.inputs, **self.lower_options)
