@@ -103,3 +103,40 @@ def test_jax_function_builds_once(builds):
         compiled = len(builds) if compiled is None else compiled
         assert len(builds) == compiled, f"{rows} rows compiled again"
     assert f.function.generic
+
+
+@pytest.mark.slow
+def test_function_work_is_the_static_programs():
+    """The residuals are planned per case of the size the gradients are optimized for (one row, and
+    more): from 2 rows the forward with residuals and the backward do the static function's work; at
+    one row the backward recomputes what the other case does not save (the forward saves no more for
+    it)."""
+    f = ta.function(*_program())
+    for rows in (1, 7, 64, 300):
+        X, W, B = ta.placeholder((rows, 12), name="X"), ta.placeholder((5, 12), name="W"), \
+            ta.placeholder((5,), name="B")
+        static = ta.function(ta.topi.nn.softmax(ta.topi.tanh(ta.topi.nn.dense(X, W, B))), [X, W, B])
+        assert f.residual_kernel.work_at(rows) == static.lower_forward().work
+        backward, want = f.backward_kernel.work_at(rows), static.lower_backward().work
+        assert backward == want if rows > 1 else want <= backward <= 2 * want
+
+
+@pytest.mark.slow
+def test_a_torch_op_family_builds_once_for_its_batch_sizes(builds):
+    """``@ta.torch.op``: the call at 7 rows makes the family over the batch; at 64 and 300 rows it
+    compiles nothing more.  Oracle: PyTorch float64."""
+    torch = pytest.importorskip("torch", reason="an optional extra; make test requires it")
+    layer = ta.torch.op(lambda X, W: ta.topi.tanh(ta.topi.nn.dense(X, W)))
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(4, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    compiled = {}
+    for rows in (3, 7, 64, 300):
+        x = torch.randn(rows, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+        y = layer(x, w)
+        got = torch.autograd.grad(y.sum(), [x, w])
+        x64, w64 = (a.detach().clone().requires_grad_() for a in (x, w))
+        want = torch.autograd.grad(torch.tanh(x64 @ w64.T).sum(), [x64, w64])
+        for g, e in zip(got, want, strict=True):
+            torch.testing.assert_close(g, e)
+        compiled[rows] = len(builds)
+    assert compiled[7] == compiled[64] == compiled[300] > compiled[3]
