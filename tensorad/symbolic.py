@@ -902,12 +902,12 @@ class GenericFunction(Function):
 
     def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
         try:  # (the function of sizes seen before, by the arrays' shapes)
-            view = self.by_shapes[tuple(a.shape for a in arrays)]
+            view = self.by_shapes[tuple([a.shape for a in arrays])]
         except (AttributeError, KeyError, TypeError):
             view = self.at(**read_sizes(self.inputs, arrays, "ta.function"))
             if len(self.by_shapes) >= SIZES_KEPT:
                 self.by_shapes.clear()
-            self.by_shapes[tuple(getattr(a, "shape", None) for a in arrays)] = view
+            self.by_shapes[tuple([getattr(a, "shape", None) for a in arrays])] = view
         return view.forward(*arrays)
 
     def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
@@ -964,6 +964,10 @@ class SizedFunction(Function):
         return [(tuple(t.shape), numpy_dtype(t.dtype)) for t in outs[:len(outs) - len(self.plan.extras)]]
 
     @cached_property
+    def _head_names(self) -> list[str | None]:
+        return [None if h is None else h.name for h in self.heads]
+
+    @cached_property
     def _rows(self) -> tuple[int, int] | None:
         """Where the forward with residuals is a generic kernel: the input whose rows it reads the count
         of rows from, and this size's count."""
@@ -994,8 +998,8 @@ class SizedFunction(Function):
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [Kernel.check_input(head_array(h, spec), (ph.name, spec[0], spec[1]))
-                 for h, spec, ph in zip(heads, specs, self.heads) if spec is not None]
+        given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
+                 for h, spec, name in zip(heads, specs, self._head_names) if spec is not None]
         res = self.backward_kernel(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 

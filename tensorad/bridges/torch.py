@@ -493,8 +493,9 @@ def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATUR
     ``fn`` once more with those dimensions as size variables (equal ones share one) and serves every
     later call of that family from it; ``True`` traces over every dimension of at least 2 from the first
     call.  A family's function (``ta.torch.function`` of a symbolic program) builds its kernels once for
-    every size where the program's rows allow (``tensorad.symbolic``).  Where ``fn`` cannot be traced over sizes (it needs Python ints), the family
-    is built per signature, and ``op.why`` says so.  Under ``torch.compile`` sizes stay static."""
+    every size where the program's rows allow (``tensorad.symbolic``).  Where ``fn`` cannot be traced
+    over sizes (it needs Python ints), the family is built per signature, and ``op.why`` says so.  Under
+    ``torch.compile`` sizes stay static."""
     def wrap(f: Callable) -> TorchOp:
         return TorchOp(f, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)
