@@ -775,8 +775,10 @@ class SizedViews(SizedCallable):
     function's, each built once (``function.generic``)."""
 
     def __init__(self, function: GenericFunction, make: Callable[..., Any], name: str) -> None:
-        super().__init__(lambda sizes: make(*(v := function.at(**sizes)).bound, function=v),
-                         [*function.outputs, *function.inputs], function.inputs, name, DEFAULT_MAX_SIGNATURES)
+        def made(v: SizedFunction) -> Any:
+            return make(v.outputs, v.inputs, v.wrt, function=v)
+        super().__init__(lambda sizes: made(function.at(**sizes)), [*function.outputs, *function.inputs],
+                         function.inputs, name, DEFAULT_MAX_SIGNATURES)
         self.function = function
 
     def at(self, **sizes: int) -> Any:
@@ -897,9 +899,6 @@ class GenericFunction(Function):
         """The function at ``sizes`` (by name), running this function's kernels."""
         return self.sized.get(tuple(sorted(sizes.items())), lambda: SizedFunction(self, sizes))
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        return self.forward_kernel(*arrays, out=out)
-
     def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
         try:  # (the function of sizes seen before, by the arrays' shapes)
             view = self.by_shapes[tuple([a.shape for a in arrays])]
@@ -936,10 +935,10 @@ class SizedFunction(Function):
         self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
         self.build_options, self.lower_options = parent.build_options, parent.lower_options
         self.heads = [None if h is None else new[h] for h in parent.heads]
+        self.head_names = [None if h is None else h.name for h in self.heads]
         self.plan = ResidualPlan(plan.inputs, *(tuple(new[t] for t in ts) for ts in
                                                 (plan.saved, plan.extras, plan.outputs)))
         self.plan.__dict__["sources"] = plan.sources  # (the parent's: its backward kernel's order)
-        self.bound = (self.outputs, self.inputs, self.wrt)
 
     forward_kernel = property(lambda self: self.parent.forward_kernel)  # type: ignore[assignment]
     residual_kernel = property(lambda self: self.parent.residual_kernel)  # type: ignore[assignment]
@@ -964,13 +963,8 @@ class SizedFunction(Function):
         return [(tuple(t.shape), numpy_dtype(t.dtype)) for t in outs[:len(outs) - len(self.plan.extras)]]
 
     @cached_property
-    def _head_names(self) -> list[str | None]:
-        return [None if h is None else h.name for h in self.heads]
-
-    @cached_property
     def _rows(self) -> tuple[int, int] | None:
-        """Where the forward with residuals is a generic kernel: the input whose rows it reads the count
-        of rows from, and this size's count."""
+        """Where the forward with residuals is generic: the input it reads the count from, and the count."""
         kernel = self.residual_kernel
         if not isinstance(kernel, RowsKernel) or kernel.counted or not kernel.rowed:
             return None
@@ -999,7 +993,7 @@ class SizedFunction(Function):
         if not self.wrt:
             return ()
         given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
-                 for h, spec, name in zip(heads, specs, self._head_names) if spec is not None]
+                 for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
         res = self.backward_kernel(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 
@@ -1007,7 +1001,7 @@ class SizedFunction(Function):
 def value_and_grad(loss: Tensor, params: Any, inputs: Any = None, policy: Any = "default",
                    **build_options: Any) -> ValueAndGrad:
     """``ta.value_and_grad``: see :class:`~tensorad.training.function.ValueAndGrad`; a symbolic loss
-    runs the static function at each call's sizes (:func:`function`)."""
+    runs its generic function at each call's sizes (:func:`function`)."""
     return ValueAndGrad(loss, params, inputs, policy, make=function, **build_options)
 
 
