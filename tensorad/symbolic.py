@@ -38,7 +38,7 @@ from .codegen.strategies.cost import worth_saving
 from .codegen.target import parse_target
 from .ir.dtype import numpy_dtype
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
-from .ir.rewrite import op_reads, placeholders, tensor_graph, walk
+from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
 from .lang import compute, placeholder
 from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_sizes, row_plan
@@ -115,19 +115,6 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
             raise
         call = _cases(e.condition, redo) or DeferredCall(redo)
     return [_deferred_copy(g, call, k) for k, g in enumerate(raw())]
-
-
-def deferred_reads(tensors: Sequence[Tensor]) -> set[Tensor] | None:
-    """The placeholders that the deferred derivatives among ``tensors``' programs read once bound: those
-    of their cases (:class:`CasesCall`); ``None`` where one is redone at each size (any may be)."""
-    found: set[Tensor] = set()
-    for t in tensor_graph(tensors):
-        if not t.is_placeholder and t.op.provenance.role is Role.DEFERRED:
-            call = t.op.provenance.source[0]
-            if not isinstance(call, CasesCall):
-                return None
-            found.update(placeholders([d for _, _, case in call.cases for d in case]))
-    return found
 
 
 def _deferred_copy(g: Tensor, call: DeferredCall | CasesCall, k: int) -> Tensor:
@@ -825,13 +812,12 @@ class GenericFunction(Function):
         """The residual plan of each case of the sizes that the gradients are optimized for: the widest
         case's (sharing transcendental values between the passes), each other's saving only what it
         saves (so that the forward computes no more), the gradients those cases' reading them; else
-        :class:`Function`'s, the backward reading every input a deferred gradient may read once bound."""
+        :class:`Function`'s."""
         calls = {t.op.provenance.source for t in self.grads if t.op.provenance.role is Role.DEFERRED}
         call = next(iter(calls))[0] if calls else None
         if not isinstance(call, CasesCall) or calls != {(call, k) for k in range(len(self.grads))}:
-            plan, read = Function.plan.func(self), deferred_reads(self.grads)
-            more = {k for k, x in enumerate(self.inputs) if read is None or x in read}
-            return replace(plan, inputs=tuple(sorted({*plan.inputs, *more})))
+            plan = Function.plan.func(self)  # (a gradient made again at each size may read any input)
+            return replace(plan, inputs=tuple(range(len(self.inputs)))) if calls else plan
         heads = [h for h in self.heads if h is not None]
         target = parse_target(self.build_options.get("target", "llvm"))
         widest = max(range(len(call.cases)), key=lambda i: (call.cases[i][1] is None, call.cases[i][1] or 0))
@@ -852,7 +838,9 @@ class GenericFunction(Function):
     def _built(self, outputs: list[Tensor], inputs: list[Tensor], name: str) -> Any:
         """:func:`build`; over several sizes, of gradients made again at each (:class:`DeferredCall`),
         one kernel per size (its gradients made there)."""
-        if len(program_sizes(outputs + inputs)) == 1 or deferred_reads(outputs) is not None:
+        redone = any(isinstance(t.op.provenance.source[0], DeferredCall) for t in tensor_graph(outputs)
+                     if not t.is_placeholder and t.op.provenance.role is Role.DEFERRED)
+        if len(program_sizes(outputs + inputs)) == 1 or not redone:
             return build(outputs, inputs, name=name, **self.build_options)
         def make(new: dict[Tensor, Tensor]) -> Any:
             return _build(_like(outputs, new), _like(inputs, new), name=name, **self.build_options)
@@ -947,6 +935,12 @@ class SizedFunction(Function):
     @cached_property
     def grads(self) -> list[Tensor]:
         return bind(self.parent.grads, **self.sizes)
+
+    def lower_forward(self) -> LoweredFunc:
+        return self.parent.lower_forward().at(**self.sizes)
+
+    def lower_backward(self) -> LoweredFunc:
+        return self.parent.lower_backward().at(**self.sizes)
 
     def for_wrt(self, wrt: Sequence[Tensor]) -> SizedFunction:
         return self.parent.for_wrt([self.parent.inputs[self.inputs.index(x)] for x in wrt]).at(**self.sizes)
