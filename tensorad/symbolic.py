@@ -166,12 +166,12 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
     return image
 
 
-def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
-             counts: Mapping[str, Expr] | None = None) -> dict[Tensor, Tensor]:
+def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mapping[str, Expr] | None = None,
+             new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``, or,
     made per case of a size's values, its case that holds there bound (the size given an integer) or
     every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
-    expression (a generic kernel's count of rows)."""
+    expression (a generic kernel's count of rows); ``new``: images found before, extended in place."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
     kept: dict[CasesCall, CasesCall] = {}
 
@@ -195,7 +195,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
             else:
                 made[call] = call.redo(_image(sizes, new, resolve, counts))
         return new.get(made[call][k], made[call][k])
-    return bind_program(tensors, sizes, resolve, None, counts)
+    return bind_program(tensors, sizes, resolve, new, counts)
 
 
 def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None, **sizes: int) -> Any:
@@ -917,7 +917,8 @@ class SizedFunction(Function):
 
     def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
         plan, heads = parent.plan, [h for h in parent.heads if h is not None]
-        new = bind_all([*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved], sizes)
+        roots = [*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved]
+        self.images = new = bind_all(roots, sizes)  # (the gradients bound into it when asked for)
         self.parent, self.sizes = parent, dict(sizes)
         self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
         self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
@@ -934,7 +935,7 @@ class SizedFunction(Function):
 
     @cached_property
     def grads(self) -> list[Tensor]:
-        return bind(self.parent.grads, **self.sizes)
+        return _like(self.parent.grads, bind_all(self.parent.grads, self.sizes, None, self.images))
 
     def lower_forward(self) -> LoweredFunc:
         return self.parent.lower_forward().at(**self.sizes)

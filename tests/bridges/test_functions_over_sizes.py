@@ -140,3 +140,6 @@ def test_a_torch_op_family_builds_once_for_its_batch_sizes(builds):
             torch.testing.assert_close(g, e)
         compiled[rows] = len(builds)
     assert compiled[7] == compiled[64] == compiled[300] > compiled[3]
+    # torch.func differentiates the gradient program again (the family's gradients bound at 300 rows)
+    got = torch.func.grad(lambda w: layer(x, w).sum())(w)
+    torch.testing.assert_close(got, torch.autograd.grad(torch.tanh(x64 @ w64.T).sum(), w64)[0])
