@@ -1,15 +1,15 @@
-"""Programs with size variables at the facade: ``evaluate``, ``lower``, ``build``, ``function`` and
-``value_and_grad`` bind the sizes first (``tensorad.lang.sizes``), and everything below them sees a
-static program.
+"""Programs with size variables at the facade: ``evaluate``, ``lower`` and ``build`` bind the sizes
+(``tensorad.lang.sizes``), and everything below them sees a static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
 sizes too, it is one such kernel for each value of the others (a sequence length).  A program of such
 rows that reads a sum over the rows after it is made, or the size as a value, runs as stages of generic
 kernels (:class:`StagedKernel`, :func:`staged`), or, at a count of rows up to :data:`BLOCK`, as one
-block of one kernel whose sums complete in it (:func:`_one_block`).  Any other
-built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
-a bounded cache it owns: each new size compiles once.  An optimized
+block of one kernel whose sums complete in it (:func:`_one_block`).  Any other built kernel reads its
+sizes from its arrays' shapes and keeps one static kernel per size in a bounded cache it owns.
+``ta.function`` (and the bridges, ``value_and_grad``) of a symbolic program is a :class:`GenericFunction`:
+differentiated once, its kernels built so once, run at each size through a :class:`SizedFunction`.  A
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
 choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
 is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
