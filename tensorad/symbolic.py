@@ -9,7 +9,7 @@ kernels (:class:`StagedKernel`, :func:`staged`), or, at a count of rows up to :d
 block of one kernel whose sums complete in it (:func:`_one_block`).  Any other built kernel reads its
 sizes from its arrays' shapes and keeps one static kernel per size in a bounded cache it owns.
 ``ta.function`` (and the bridges, ``value_and_grad``) of a symbolic program is a :class:`GenericFunction`:
-differentiated once, its kernels built so once, run at each size through a :class:`SizedFunction`.  A
+differentiated once, each kernel built once so, run at each size through a :class:`SizedFunction`.  A
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
 choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
 is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
