@@ -188,7 +188,7 @@ class _Rebuild:
         if c.itself is not None:
             return self.new.get(c.itself)
         if c not in self.made:
-            fresh = tuple(var(v.name, 0, v.hi - v.lo) for v in c.axes)
+            fresh = tuple(var(v.name, 0, v.hi - v.lo if v.lo else v.hi) for v in c.axes)  # (a size: itself)
             m = {v: (a + v.lo if v.lo else a) for v, a in zip(c.axes, fresh)}
             body = rewrite(c.node, lambda n: m.get(n) if n.op is Op.VAR else self._remap(n))
             try:
