@@ -117,6 +117,17 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
     return [_deferred_copy(g, call, k) for k, g in enumerate(raw())]
 
 
+def _stand_ins(tensors: Sequence[Tensor]) -> dict[Tensor, Tensor]:
+    """Each computed tensor of ``tensors`` -> a placeholder of its shape, dtype and name."""
+    return {t: placeholder(t.shape, t.dtype, name=t.name) for t in tensors if not t.is_placeholder}
+
+
+def _cut(tensors: Sequence[Tensor], cuts: Mapping[Tensor, Tensor]) -> list[Tensor]:
+    """``tensors`` reading each tensor of ``cuts`` as its image there (a placeholder)."""
+    new = bind_program(list(tensors), {v.name: v for v in program_sizes(list(tensors))}, None, dict(cuts))
+    return [new[t] for t in tensors]
+
+
 def _deferred_copy(g: Tensor, call: DeferredCall | CasesCall, k: int) -> Tensor:
     """A copy of raw derivative ``g`` of role ``DEFERRED``: bound, the ``k``-th derivative of ``call``."""
     t = compute(g.shape, lambda *i: g[i], name=g.name)
@@ -795,6 +806,7 @@ class GenericFunction(Function):
         self.sized: SignatureCache[SizedFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
         self.variants: SignatureCache[GenericFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
         self.by_shapes: dict[tuple, SizedFunction] = {}  # (:meth:`forward`'s, up to SIZES_KEPT)
+        self.cuts: dict[Tensor, Tensor] = {}  # (set by :attr:`plan`: saved tensor -> its backward's input)
 
     @cached_property
     def grads(self) -> list[Tensor]:
@@ -817,7 +829,10 @@ class GenericFunction(Function):
         call = next(iter(calls))[0] if calls else None
         if not isinstance(call, CasesCall) or calls != {(call, k) for k in range(len(self.grads))}:
             plan = Function.plan.func(self)  # (a gradient made again at each size may read any input)
-            return replace(plan, inputs=tuple(range(len(self.inputs)))) if calls else plan
+            if calls:
+                return replace(plan, inputs=tuple(range(len(self.inputs))))
+            self.cuts = _stand_ins(plan.saved)
+            return replace(plan, grads=tuple(_cut(plan.grads, self.cuts)))
         heads = [h for h in self.heads if h is not None]
         target = parse_target(self.build_options.get("target", "llvm"))
         widest = max(range(len(call.cases)), key=lambda i: (call.cases[i][1] is None, call.cases[i][1] or 0))
@@ -828,12 +843,21 @@ class GenericFunction(Function):
                                                          lambda t: t in kept)
                  for i, (_, _, grads) in enumerate(call.cases)]
         saved = tuple(dict.fromkeys(t for p in [main, *plans] for t in p.saved))
-        cases = CasesCall(call.size, tuple((lo, hi, p.grads) for (lo, hi, _), p in zip(call.cases, plans)),
-                          call.redo)
-        grads = tuple(_deferred_copy(op_reads(g.op)[0], cases, k) for k, g in enumerate(self.grads))
+        self.cuts = _stand_ins(saved)
+        cases = CasesCall(call.size, tuple((lo, hi, tuple(_cut(p.grads, self.cuts)))
+                                           for (lo, hi, _), p in zip(call.cases, plans)), call.redo)
+        raw = _cut([op_reads(g.op)[0] for g in self.grads], self.cuts)
+        grads = tuple(_deferred_copy(g, cases, k) for k, g in enumerate(raw))
         return ResidualPlan(tuple(sorted({i for p in plans for i in p.inputs})), saved,
                             tuple(t for t in saved if t not in set(main.outputs)), main.outputs, grads,
                             main.original)
+
+    @property
+    def backward_inputs(self) -> list[Tensor]:
+        """:class:`Function`'s, each computed saved tensor the placeholder the gradients read it as."""
+        plan = self.plan  # (which sets the cuts)
+        return [self.inputs[i] for i in plan.inputs] + [self.cuts.get(t, t) for t in plan.saved] + \
+            [h for h in self.heads if h is not None]
 
     def _built(self, outputs: list[Tensor], inputs: list[Tensor], name: str) -> Any:
         """:func:`build`; over several sizes, of gradients made again at each (:class:`DeferredCall`),

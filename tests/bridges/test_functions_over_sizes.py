@@ -143,3 +143,37 @@ def test_a_torch_op_family_builds_once_for_its_batch_sizes(builds):
     # torch.func differentiates the gradient program again (the family's gradients bound at 300 rows)
     got = torch.func.grad(lambda w: layer(x, w).sum())(w)
     torch.testing.assert_close(got, torch.autograd.grad(torch.tanh(x64 @ w64.T).sum(), w64)[0])
+
+
+@pytest.mark.slow
+def test_a_layer_norm_and_a_mean_loss_build_once(builds):
+    """A layer norm saves a value the passes share (its extent the size itself) and a mean loss's
+    gradient reads the size as a value: the backward reads the saved values as inputs of its own, so
+    both are generic kernels (the mean's in stages).  Oracles: ``ta.evaluate`` of the gradients in
+    float64, and NumPy formulas."""
+    n = ta.size_var("n")
+    X, W = ta.placeholder((n, 6), name="X"), ta.placeholder((4, 6), name="W")
+    G = ta.placeholder((4,), name="G")
+    Y = ta.topi.nn.layer_norm(ta.topi.nn.dense(X, W), G, G)
+    f = ta.function(Y, [X, W, G])
+    step = ta.value_and_grad(ta.topi.mean(ta.topi.tanh(ta.topi.nn.dense(X, W))), [W], [X, W])
+    H = ta.placeholder(Y.shape, name="H")
+    grads = ta.JacobianRecursive(Y, [X, W, G], H)
+    rng = np.random.default_rng(3)
+    w, g = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    compiled = None
+    for rows in (1, 7, 64, 300):
+        x, h = (rng.standard_normal((rows, m)).astype(np.float32) for m in (6, 4))
+        _, residuals = f.forward(x, w, g)
+        got = f.backward(residuals, h)
+        if rows <= 7:
+            feed = {t: a.astype(np.float64) for t, a in ((X, x), (W, w), (G, g), (H, h))}
+            for a, e in zip(got, ta.evaluate(grads, feed), strict=True):
+                np.testing.assert_allclose(a, e, rtol=1e-3, atol=1e-4)
+        value, (gw,) = step(x, w)
+        t = np.tanh(x.astype(np.float64) @ w.T.astype(np.float64))
+        np.testing.assert_allclose(value, t.mean(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gw, ((1 - t * t) / t.size).T @ x, rtol=1e-4, atol=1e-6)
+        compiled = len(builds) if compiled is None else compiled
+        assert len(builds) == compiled, f"{rows} rows compiled again"
+    assert f.generic and step.function.generic, (f.why, step.function.why)
