@@ -1,15 +1,15 @@
-"""Programs with size variables at the facade: ``evaluate``, ``lower``, ``build``, ``function`` and
-``value_and_grad`` bind the sizes first (``tensorad.lang.sizes``), and everything below them sees a
-static program.
+"""Programs with size variables at the facade: ``evaluate``, ``lower`` and ``build`` bind the sizes
+(``tensorad.lang.sizes``), and everything below them sees a static program.
 
 A built kernel of a program of independent rows over one size (:func:`~tensorad.lang.sizes.row_plan`)
 is generic: it compiles once, at a few block sizes, and runs every size (:class:`RowsKernel`); with other
 sizes too, it is one such kernel for each value of the others (a sequence length).  A program of such
 rows that reads a sum over the rows after it is made, or the size as a value, runs as stages of generic
 kernels (:class:`StagedKernel`, :func:`staged`), or, at a count of rows up to :data:`BLOCK`, as one
-block of one kernel whose sums complete in it (:func:`_one_block`).  Any other
-built kernel or function reads its sizes from its arrays' shapes and keeps one static kernel per size in
-a bounded cache it owns: each new size compiles once.  An optimized
+block of one kernel whose sums complete in it (:func:`_one_block`).  Any other built kernel reads its
+sizes from its arrays' shapes and keeps one static kernel per size in a bounded cache it owns.
+``ta.function`` (and the bridges, ``value_and_grad``) of a symbolic program is a :class:`GenericFunction`:
+differentiated once, each kernel built once so, run at each size through a :class:`SizedFunction`.  A
 derivative of a symbolic program is optimized over its sizes, per case of a size's values where a
 choice of the optimizer depends on it (:func:`deferred`); where the cases do not settle it either, it
 is the raw derivative until its sizes are bound: binding redoes the differentiation on the static
@@ -20,18 +20,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from .bridges.signatures import DEFAULT_MAX_SIGNATURES, SignatureCache
-from .codegen import ExportError, KernelArgumentError, LoweredFunc
+from .codegen import ExportError, Kernel, KernelArgumentError, LoweredFunc
 from .codegen import build as _build
 from .codegen import lower as _lower
 from .codegen import prepare as _prepare
 from .codegen.passes.row_bound import RowBoundError
+from .codegen.runtime.blocks import Layout
 from .codegen.runtime.kernel import given_outputs
-from .codegen.runtime.rows import RowsCall, RowsKernel, refuse_export
+from .codegen.runtime.rows import SIZES_KEPT, RowsCall, RowsKernel, refuse_export
+from .codegen.strategies.cost import worth_saving
+from .codegen.target import parse_target
+from .ir.dtype import numpy_dtype
 from .ir.expr import TRUE, Expr, Op, SizeDecisionError, cast, fresh_uid
 from .ir.rewrite import op_reads, tensor_graph, walk
 from .ir.tensor import Provenance, Role, Tensor
@@ -39,7 +44,8 @@ from .lang import compute, placeholder
 from .lang.sizes import RowKind, bind_program, check_size, program_sizes, read_sizes, row_plan
 from .poly.affine import size_cases
 from .reference import evaluate as _evaluate
-from .training.function import Function, ValueAndGrad
+from .training.function import Function, Residuals, ValueAndGrad, gradients, head_array
+from .training.residuals import ResidualPlan, plan_residuals
 
 MAX_SIZES = 8  # static kernels a symbolic kernel keeps, least recently used first out
 ROWS = (256, 64, 8, 4)  # the blocks of a generic kernel, in rows rounded to multiples of its size's unit
@@ -111,6 +117,17 @@ def deferred(make: Callable[[], list[Tensor]], raw: Callable[[], list[Tensor]],
     return [_deferred_copy(g, call, k) for k, g in enumerate(raw())]
 
 
+def _stand_ins(tensors: Sequence[Tensor]) -> dict[Tensor, Tensor]:
+    """Each computed tensor of ``tensors`` -> a placeholder of its shape, dtype and name."""
+    return {t: placeholder(t.shape, t.dtype, name=t.name) for t in tensors if not t.is_placeholder}
+
+
+def _cut(tensors: Sequence[Tensor], cuts: Mapping[Tensor, Tensor]) -> list[Tensor]:
+    """``tensors`` reading each tensor of ``cuts`` as its image there (a placeholder)."""
+    new = bind_program(list(tensors), {v.name: v for v in program_sizes(list(tensors))}, None, dict(cuts))
+    return [new[t] for t in tensors]
+
+
 def _deferred_copy(g: Tensor, call: DeferredCall | CasesCall, k: int) -> Tensor:
     """A copy of raw derivative ``g`` of role ``DEFERRED``: bound, the ``k``-th derivative of ``call``."""
     t = compute(g.shape, lambda *i: g[i], name=g.name)
@@ -160,12 +177,12 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
     return image
 
 
-def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
-             counts: Mapping[str, Expr] | None = None) -> dict[Tensor, Tensor]:
+def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mapping[str, Expr] | None = None,
+             new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``, or,
     made per case of a size's values, its case that holds there bound (the size given an integer) or
     every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
-    expression (a generic kernel's count of rows)."""
+    expression (a generic kernel's count of rows); ``new``: images found before, extended in place."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
     kept: dict[CasesCall, CasesCall] = {}
 
@@ -189,7 +206,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int],
             else:
                 made[call] = call.redo(_image(sizes, new, resolve, counts))
         return new.get(made[call][k], made[call][k])
-    return bind_program(tensors, sizes, resolve, None, counts)
+    return bind_program(tensors, sizes, resolve, new, counts)
 
 
 def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None, **sizes: int) -> Any:
@@ -307,14 +324,6 @@ class SizedCallable:
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
-
-    def forward(self, *arrays: Any) -> tuple[Any, Any]:
-        """``ta.function``'s ``(outputs, residuals)``, by the static function at the arrays' sizes."""
-        return self.at(**read_sizes(self.inputs, arrays, self.name)).forward(*arrays)
-
-    def backward(self, residuals: Any, *heads: Any) -> tuple:
-        """``ta.function``'s gradients, by the static function that made ``residuals``."""
-        return residuals.maker.backward(residuals, *heads)
 
     def export(self, path: str) -> str:
         """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
@@ -747,28 +756,271 @@ def row_blocks(outputs: list[Tensor], inputs: list[Tensor], options: dict
     return size, kinds, tuple(dict.fromkeys([*rounded, unit])), ""
 
 
-def per_size(make: Callable[[Any, Any, Any], Any], outputs: Any, inputs: Any, wrt: Any, name: str) -> Any:
-    """``make(outputs, inputs, wrt)`` (a function of a program, ``ta.function``'s or a bridge's); for a
-    symbolic program, a :class:`SizedCallable` that makes it on the static program at each size,
-    keeping as many sizes as an op keeps signatures."""
+def per_size(make: Callable[..., Any], outputs: Any, inputs: Any, wrt: Any, name: str, **options: Any) -> Any:
+    """``make(outputs, inputs, wrt)`` (a bridge's function of a program; ``options``: ``ta.function``'s);
+    for a symbolic program, a :class:`SizedViews` that makes it at each call's sizes around the
+    :class:`SizedFunction` there of one :class:`GenericFunction` (``make(..., function=view)``), whose
+    kernels serve every size."""
     if not symbolic(outputs, inputs):
         return make(outputs, inputs, wrt)
-    roots = listed(outputs) + listed(inputs) + listed(wrt)
-    return SizedCallable(lambda new: make(_like(outputs, new), _like(inputs, new), _like(wrt, new)), roots,
-                         listed(inputs), name, max_sizes=DEFAULT_MAX_SIGNATURES)
+    return SizedViews(GenericFunction(outputs, inputs, wrt, **options), make, name)
+
+
+class SizedViews(SizedCallable):
+    """A bridge's function of a symbolic program: at each call's sizes, ``make(outputs, inputs, wrt,
+    function=view)`` around the :class:`SizedFunction` of ``function`` (a :class:`GenericFunction`) there,
+    made once per size and kept as many sizes as an op keeps signatures; the kernels are the generic
+    function's, each built once (``function.generic``)."""
+
+    def __init__(self, function: GenericFunction, make: Callable[..., Any], name: str) -> None:
+        def made(v: SizedFunction) -> Any:
+            return make(v.outputs, v.inputs, v.wrt, function=v)
+        super().__init__(lambda sizes: made(function.at(**sizes)), [*function.outputs, *function.inputs],
+                         function.inputs, name, DEFAULT_MAX_SIGNATURES)
+        self.function = function
+
+    def at(self, **sizes: int) -> Any:
+        """The bridge's callable at ``sizes`` (made on first use)."""
+        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(sizes))
 
 
 def function(outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
              **build_options: Any) -> Any:
-    """``ta.function``: a symbolic program gives a :class:`SizedCallable` over static functions."""
-    return per_size(lambda o, i, w: Function(o, i, w, policy, **build_options), outputs, inputs, wrt,
-                    "ta.function")
+    """``ta.function``: a symbolic program gives a :class:`GenericFunction`, each kernel built once."""
+    if not symbolic(outputs, inputs):
+        return Function(outputs, inputs, wrt, policy, **build_options)
+    return GenericFunction(outputs, inputs, wrt, policy, **build_options)
+
+
+class GenericFunction(Function):
+    """``ta.function`` of a symbolic program: its gradients differentiated once over the sizes (deferred
+    where the optimizer's choices depend on them, :func:`deferred`), and its forward, forward with
+    residuals and backward each built once by :func:`build` (a generic kernel where the program's rows
+    allow; else one per size, ``why`` says why).  ``forward`` runs at its arrays' sizes through the
+    :class:`SizedFunction` of those sizes (:meth:`at`: static shapes for the bridges, the kernels
+    shared), kept in a bounded cache; so are the functions of other ``wrt`` (:meth:`for_wrt`)."""
+
+    def __init__(self, outputs: Any, inputs: Any, wrt: Any = None, policy: Any = "default",
+                 **build_options: Any) -> None:
+        super().__init__(outputs, inputs, wrt, policy, **build_options)
+        self.sized: SignatureCache[SizedFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
+        self.variants: SignatureCache[GenericFunction] = SignatureCache(DEFAULT_MAX_SIGNATURES)
+        self.by_shapes: dict[tuple, SizedFunction] = {}  # (:meth:`forward`'s, up to SIZES_KEPT)
+        self.cuts: dict[Tensor, Tensor] = {}  # (set by :attr:`plan`: saved tensor -> its backward's input)
+
+    @cached_property
+    def grads(self) -> list[Tensor]:
+        outs, wrt = self.outputs, self.wrt
+        heads = [h for h in self.heads if h is not None]
+
+        def over(im: Callable[[Any], Any], optimize: bool = True) -> list[Tensor]:
+            given = iter(im(heads))
+            return gradients(im(outs), [None if h is None else next(given) for h in self.heads], im(wrt),
+                             optimize)
+        return deferred(lambda: over(lambda x: x), lambda: over(lambda x: x, False), over)
+
+    @cached_property
+    def plan(self) -> ResidualPlan:
+        """The residual plan of each case of the sizes that the gradients are optimized for: the widest
+        case's (sharing transcendental values between the passes), each other's saving only what it
+        saves (so that the forward computes no more), the gradients those cases' reading them; else
+        :class:`Function`'s."""
+        calls = {t.op.provenance.source for t in self.grads if t.op.provenance.role is Role.DEFERRED}
+        call = next(iter(calls))[0] if calls else None
+        if not isinstance(call, CasesCall) or calls != {(call, k) for k in range(len(self.grads))}:
+            plan = Function.plan.func(self)  # (a gradient made again at each size may read any input)
+            if calls:
+                return replace(plan, inputs=tuple(range(len(self.inputs))))
+            self.cuts = _stand_ins(plan.saved)
+            return replace(plan, grads=tuple(_cut(plan.grads, self.cuts)))
+        heads = [h for h in self.heads if h is not None]
+        target = parse_target(self.build_options.get("target", "llvm"))
+        widest = max(range(len(call.cases)), key=lambda i: (call.cases[i][1] is None, call.cases[i][1] or 0))
+        main = plan_residuals(self.outputs, self.inputs, heads, list(call.cases[widest][2]), self.policy,
+                              lambda v: worth_saving(v, target))
+        kept = set(main.saved)  # (the other cases save of it only, so that the forward saves no more)
+        plans = [main if i == widest else plan_residuals(self.outputs, self.inputs, heads, list(grads),
+                                                         lambda t: t in kept)
+                 for i, (_, _, grads) in enumerate(call.cases)]
+        saved = tuple(dict.fromkeys(t for p in [main, *plans] for t in p.saved))
+        self.cuts = _stand_ins(saved)
+        cases = CasesCall(call.size, tuple((lo, hi, tuple(_cut(p.grads, self.cuts)))
+                                           for (lo, hi, _), p in zip(call.cases, plans)), call.redo)
+        raw = _cut([op_reads(g.op)[0] for g in self.grads], self.cuts)
+        grads = tuple(_deferred_copy(g, cases, k) for k, g in enumerate(raw))
+        return ResidualPlan(tuple(sorted({i for p in plans for i in p.inputs})), saved,
+                            tuple(t for t in saved if t not in set(main.outputs)), main.outputs, grads,
+                            main.original)
+
+    @property
+    def backward_inputs(self) -> list[Tensor]:
+        """:class:`Function`'s, each computed saved tensor the placeholder the gradients read it as."""
+        plan = self.plan  # (which sets the cuts)
+        return [self.inputs[i] for i in plan.inputs] + [self.cuts.get(t, t) for t in plan.saved] + \
+            [h for h in self.heads if h is not None]
+
+    def _built(self, outputs: list[Tensor], inputs: list[Tensor], name: str) -> Any:
+        """:func:`build`; over several sizes, of gradients made again at each (:class:`DeferredCall`),
+        one kernel per size (its gradients made there)."""
+        redone = any(isinstance(t.op.provenance.source[0], DeferredCall) for t in tensor_graph(outputs)
+                     if not t.is_placeholder and t.op.provenance.role is Role.DEFERRED)
+        if len(program_sizes(outputs + inputs)) == 1 or not redone:
+            return build(outputs, inputs, name=name, **self.build_options)
+        def make(new: dict[Tensor, Tensor]) -> Any:
+            return _build(_like(outputs, new), _like(inputs, new), name=name, **self.build_options)
+        return SizedCallable(make, outputs + inputs, inputs, "ta.function",
+                             why="gradients over several sizes optimized at each")
+
+    @cached_property
+    def forward_kernel(self) -> Any:
+        return self._built(self.outputs, self.inputs, "forward")
+
+    @cached_property
+    def residual_kernel(self) -> Any:
+        return self._built(self._residual_outputs(), self.inputs, "forward_res") if self.plan.extras \
+            else self.forward_kernel
+
+    @cached_property
+    def backward_kernel(self) -> Any:
+        return self._built(self.backward_grads, self.backward_inputs, "backward")
+
+    def lower_forward(self) -> SymbolicLowered:
+        return lower(self._residual_outputs(), self.inputs, **self.lower_options)
+
+    def lower_backward(self) -> SymbolicLowered:
+        return lower(self.backward_grads, self.backward_inputs, **self.lower_options)
+
+    @property
+    def generic(self) -> bool:
+        """Whether each kernel built so far serves every size (one compile each)."""
+        return all(getattr(self.__dict__[k], "generic", True) for k in
+                   ("forward_kernel", "residual_kernel", "backward_kernel") if k in self.__dict__)
+
+    @property
+    def why(self) -> str:
+        """Why a kernel built so far compiles once per size (``""``: none does)."""
+        return "; ".join(dict.fromkeys(w for k in ("forward_kernel", "residual_kernel", "backward_kernel")
+                                       if (w := getattr(self.__dict__.get(k), "why", ""))))
+
+    def for_wrt(self, wrt: Sequence[Tensor]) -> GenericFunction:
+        key = tuple(self.inputs.index(x) for x in wrt)
+        return self.variants.get(key, lambda: GenericFunction(self.outputs, self.inputs, list(wrt),
+                                                              self.policy, **self.build_options))
+
+    def at(self, **sizes: int) -> SizedFunction:
+        """The function at ``sizes`` (by name), running this function's kernels."""
+        return self.sized.get(tuple(sorted(sizes.items())), lambda: SizedFunction(self, sizes))
+
+    def forward(self, *arrays: Any) -> tuple[Any, Residuals]:
+        try:  # (the function of sizes seen before, by the arrays' shapes)
+            view = self.by_shapes[tuple([a.shape for a in arrays])]
+        except (AttributeError, KeyError, TypeError):
+            view = self.at(**read_sizes(self.inputs, arrays, "ta.function"))
+            if len(self.by_shapes) >= SIZES_KEPT:
+                self.by_shapes.clear()
+            self.by_shapes[tuple([getattr(a, "shape", None) for a in arrays])] = view
+        return view.forward(*arrays)
+
+    def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
+        """The gradients, by the :class:`SizedFunction` that made ``residuals`` (residuals of no forward of
+        this function: at the sizes they and the heads give)."""
+        if type(residuals) is Residuals and isinstance(residuals.maker, SizedFunction) \
+                and residuals.maker.parent is self:
+            return residuals.maker.backward(residuals, *heads, out=out)
+        if not isinstance(residuals, (tuple, list, Residuals)):
+            return Function.backward(self, residuals, *heads, out=out)  # (which says what it takes)
+        given = [*residuals, *heads]
+        sizes = read_sizes(self.backward_inputs[:len(given)], given, "ta.function")
+        return self.at(**sizes).backward(tuple(residuals), *heads, out=out)
+
+
+class SizedFunction(Function):
+    """:class:`GenericFunction` ``parent`` at ``sizes``: its program's static shapes (what the bridges
+    and the checks of heads read) and residual plan bound there, its kernels the parent's.  The saved
+    values that are not outputs are one block per forward, laid out for these sizes."""
+
+    def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
+        plan, heads = parent.plan, [h for h in parent.heads if h is not None]
+        roots = [*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved]
+        self.images = new = bind_all(roots, sizes)  # (the gradients bound into it when asked for)
+        self.parent, self.sizes = parent, dict(sizes)
+        self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
+        self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
+        self.build_options, self.lower_options = parent.build_options, parent.lower_options
+        self.heads = [None if h is None else new[h] for h in parent.heads]
+        self.head_names = [None if h is None else h.name for h in self.heads]
+        self.plan = ResidualPlan(plan.inputs, *(tuple(new[t] for t in ts) for ts in
+                                                (plan.saved, plan.extras, plan.outputs)))
+        self.plan.__dict__["sources"] = plan.sources  # (the parent's: its backward kernel's order)
+
+    forward_kernel = property(lambda self: self.parent.forward_kernel)  # type: ignore[assignment]
+    residual_kernel = property(lambda self: self.parent.residual_kernel)  # type: ignore[assignment]
+    backward_kernel = property(lambda self: self.parent.backward_kernel)  # type: ignore[assignment]
+
+    @cached_property
+    def grads(self) -> list[Tensor]:
+        return _like(self.parent.grads, bind_all(self.parent.grads, self.sizes, None, self.images))
+
+    def lower_forward(self) -> LoweredFunc:
+        return self.parent.lower_forward().at(**self.sizes)
+
+    def lower_backward(self) -> LoweredFunc:
+        return self.parent.lower_backward().at(**self.sizes)
+
+    def for_wrt(self, wrt: Sequence[Tensor]) -> SizedFunction:
+        return self.parent.for_wrt([self.parent.inputs[self.inputs.index(x)] for x in wrt]).at(**self.sizes)
+
+    @cached_property
+    def layout(self) -> Layout:
+        line = parse_target(self.build_options.get("target", "llvm")).line
+        return Layout([(tuple(t.shape), numpy_dtype(t.dtype)) for t in self.plan.extras], line)
+
+    @cached_property
+    def _out_specs(self) -> list[tuple[tuple[int, ...], Any]]:
+        """The shape and NumPy dtype of each output of the forward with residuals that is not in the block."""
+        outs = self._residual_outputs()
+        return [(tuple(t.shape), numpy_dtype(t.dtype)) for t in outs[:len(outs) - len(self.plan.extras)]]
+
+    @cached_property
+    def _rows(self) -> tuple[int, int] | None:
+        """Where the forward with residuals is generic: the input it reads the count from, and the count."""
+        kernel = self.residual_kernel
+        if not isinstance(kernel, RowsKernel) or kernel.counted or not kernel.rowed:
+            return None
+        return kernel.first, self.inputs[kernel.first].shape[0]
+
+    def forward_block(self, *arrays: Any) -> tuple[list, np.ndarray | None]:
+        block = self.layout.new() if self.plan.extras else None
+        outs = [np.empty(s, d) for s, d in self._out_specs]
+        given, rows = [*outs, *([] if block is None else self.layout.views(block))], self._rows
+        try:  # (outputs of this size made here: unchecked where the arrays have its rows)
+            fresh = rows is not None and arrays[rows[0]].shape[0] == rows[1]
+        except (AttributeError, IndexError, TypeError):
+            fresh = False
+        self.residual_kernel(*arrays, out=given, **{"fresh": True} if fresh else {})
+        for k, j in self._copied_in_order:
+            outs.insert(k, np.array(self.layout.view(block, j), copy=True))
+        return outs, block
+
+    def backward(self, residuals: Sequence, *heads: Any, out: Sequence | None = None) -> tuple:
+        specs = self._head_specs
+        if len(heads) != len(specs):
+            raise ValueError(f"backward takes one head per output ({len(specs)}), got {len(heads)}")
+        if not isinstance(residuals, (tuple, list, Residuals)) or len(residuals) != len(self.plan.sources):
+            raise ValueError(f"backward: residuals must be the {len(self.plan.sources)} values that "
+                             f"forward returned")
+        if not self.wrt:
+            return ()
+        given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
+                 for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
+        res = self.backward_kernel(*residuals, *given, out=out)
+        return res if isinstance(res, tuple) else (res,)
 
 
 def value_and_grad(loss: Tensor, params: Any, inputs: Any = None, policy: Any = "default",
                    **build_options: Any) -> ValueAndGrad:
     """``ta.value_and_grad``: see :class:`~tensorad.training.function.ValueAndGrad`; a symbolic loss
-    runs the static function at each call's sizes (:func:`function`)."""
+    runs its generic function at each call's sizes (:func:`function`)."""
     return ValueAndGrad(loss, params, inputs, policy, make=function, **build_options)
 
 

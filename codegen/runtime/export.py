@@ -28,6 +28,7 @@ from ..target import needed_features
 from .pickling import specs_digest, specs_of
 
 LIBRARY_FORMAT = 2  # of an exported kernel's .json (1: before size, hash and target were recorded)
+GENERIC_FORMAT = 3  # of a part of a generic kernel's: format 2 and the kernel's description ("generic")
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
            "bool": "uint8_t", "float16": "uint16_t", "bfloat16": "uint16_t"}
 
@@ -111,8 +112,10 @@ def _library_objects(symbols: list[str], target) -> list[bytes]:
     return jit.compile_shared_objects([(gemmlib.piece_ir(*p, target), 1) for p in pieces], target)
 
 
-def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
-    """Write ``path`` (a shared library), ``.h`` and ``.json`` beside it; returns the path."""
+def export_kernel(kernel: Any, path: str | os.PathLike, generic: dict | None = None) -> str:
+    """Write ``path`` (a shared library), ``.h`` and ``.json`` beside it; returns the path.  ``generic``: the
+    description of the generic kernel the kernel is a part of, which the library's digest of its specs
+    covers (the ``.json`` is of format :data:`GENERIC_FORMAT`)."""
     path = Path(path)
     if path.suffix != ".so":
         raise ValueError(f"export: the library's name must end in .so, got {str(path)!r}")
@@ -124,7 +127,7 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     if cc is None:
         raise ExportError("export: no C compiler found (set CC, or install cc/gcc/clang)")
     fn = _c_name(path.stem)
-    specs = specs_of(kernel)
+    specs = {**specs_of(kernel), **({} if generic is None else {"generic": generic})}
     header = _header(fn, specs)
     with tempfile.TemporaryDirectory(prefix="tensorad-export-") as tmp:
         target = c.target or jit.host()
@@ -148,7 +151,8 @@ def export_kernel(kernel: Any, path: str | os.PathLike) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     _replace(path, library, 0o777)
     _replace(path.with_suffix(".h"), header.encode(), 0o666)
-    meta = {"format": LIBRARY_FORMAT, "function": fn, "main": c.meta["main"],
+    meta = {"format": LIBRARY_FORMAT if generic is None else GENERIC_FORMAT, "function": fn,
+            "main": c.meta["main"],
             "library": {"bytes": len(library), "sha256": hashlib.sha256(library).hexdigest()},
             # what ``load`` checks the host against: the triple, CPU and features the code may use
             "target": {"spec": target.spec, "triple": target.triple, "cpu": target.cpu,

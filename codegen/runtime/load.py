@@ -20,18 +20,67 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from tensorad.lang import size_var
+from tensorad.lang.sizes import RowKind
+
 from ..jit.disk_cache import read_at_most
 from ..llvm.bounds_checks import Checks
 from ..target import host_target, missing_features
 from .compiled import Compiled
-from .export import LIBRARY_FORMAT, LoadError
+from .export import GENERIC_FORMAT, LIBRARY_FORMAT, LoadError
 from .kernel import Kernel
 from .pickling import kernel_from_specs, specs_digest
+from .rows import RowsKernel
 
 
-def load_kernel(path: str | os.PathLike) -> Kernel:
-    """``ta.load(path)``: the kernel of a library written by ``kernel.export(path)``."""
-    path = Path(path)
+def load_kernel(path: str | os.PathLike) -> Kernel | RowsKernel:
+    """``ta.load(path)``: the kernel of a library written by ``kernel.export(path)``; of a part of a
+    generic kernel's, the generic kernel (:func:`_generic`)."""
+    kernel, meta = _load_one(Path(path))
+    return kernel if meta["format"] == LIBRARY_FORMAT else _generic(Path(path), meta["generic"])
+
+
+def _generic(path: Path, description: Any) -> RowsKernel:
+    """The generic kernel of ``description`` (:meth:`RowsKernel.description`, which the digest of each
+    part's library covers), each part loaded from the library it names beside ``path`` and checked to
+    be of that kernel: its description the same, its arrays those of its rows."""
+    try:
+        name, least, most, unit = description["size"]
+        size = size_var(name, min=least, max=most, multiple_of=unit)
+        kinds, sized = [RowKind(k) for k in description["kinds"]], [bool(on) for on in description["sized"]]
+        parts = [(int(rows), str(stem), bool(bounded), (int(row), int(once)))
+                 for rows, stem, bounded, row, once in description["parts"]]
+        names, why = [str(n) for n in description["names"]], str(description["why"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise LoadError(f"load: {str(path)!r} does not describe a generic kernel properly ({exc}); "
+                        f"export the kernel again") from None
+    loaded, arrays = [], set()
+    for rows, stem, _, work in parts:
+        if Path(stem).name != stem or not stem:
+            raise LoadError(f"load: {str(path)!r} names a part {stem!r} outside its folder")
+        kernel, meta = _load_one(path.with_name(f"{stem}.so"), work)
+        sig = kernel.signature
+        if meta.get("generic") != description or len(sig.inputs) != len(sized) + 1 \
+                or len(sig.outputs) != len(kinds) or sig.inputs[-1][1:] != ((2,), np.dtype("int64")):
+            raise LoadError(f"load: {stem}.so beside {str(path)!r} is not a part of the generic kernel "
+                            f"{str(path)!r} describes; export the kernel again")
+        rowed = [*sized, *(k is RowKind.ROWS for k in kinds)]
+        if any(on and s[:1] != (rows,) for on, (_, s, _) in zip(rowed, [*sig.inputs[:-1], *sig.outputs])):
+            raise LoadError(f"load: the arrays of {stem}.so are not of its {rows} rows; export the kernel "
+                            f"again")
+        arrays.add(tuple((n, s[1:] if on else s, str(d))
+                         for on, (n, s, d) in zip(rowed, [*sig.inputs[:-1], *sig.outputs])))
+        loaded.append((rows, kernel))
+    if len(arrays) != 1 or [r for r, _ in loaded] != sorted({r for r, _ in loaded}, reverse=True):
+        raise LoadError(f"load: the parts {str(path)!r} describes disagree on their arrays or rows; "
+                        f"export the kernel again")
+    return RowsKernel(size, loaded, sized, kinds, names, [b for _, _, b, _ in parts], why)
+
+
+def _load_one(path: Path, rows: tuple[int, int] = (0, 0)) -> tuple[Kernel, dict[str, Any]]:
+    """The kernel of one library and its checked description; ``rows``: its work per row and once."""
     side = path.with_suffix(".json")
     if not path.is_file():
         raise FileNotFoundError(f"load: no such library {str(path)!r}")
@@ -51,7 +100,8 @@ def load_kernel(path: str | os.PathLike) -> Kernel:
     checks = Checks.from_json(meta["checks"]) if meta.get("checks") is not None else None
     compiled = Compiled(f"file:{path}", address, lambda: _unavailable(path), meta["uses_gomp"],
                         meta["opt_level"], checks=checks, code=lib)  # (the library stays loaded with it)
-    return kernel_from_specs(Kernel, meta, compiled, meta["num_threads"], meta["work"], meta["text"])
+    kernel = kernel_from_specs(Kernel, meta, compiled, meta["num_threads"], meta["work"], meta["text"], rows)
+    return kernel, meta
 
 
 def _description(side: Path) -> dict[str, Any]:
@@ -64,9 +114,10 @@ def _description(side: Path) -> dict[str, Any]:
         raise LoadError(f"load: {str(side)!r} was written by an older tensorad and does not record "
                         f"the library's size, hash and target, so the library cannot be checked "
                         f"before it is loaded; export the kernel again")
-    if not isinstance(meta, dict) or meta.get("format") != LIBRARY_FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in (LIBRARY_FORMAT, GENERIC_FORMAT) \
+            or (meta["format"] == GENERIC_FORMAT and not isinstance(meta.get("generic"), dict)):
         raise ValueError(f"load: {str(side)!r} is not a tensorad kernel description of format "
-                         f"{LIBRARY_FORMAT}")
+                         f"{LIBRARY_FORMAT} or {GENERIC_FORMAT}")
     lib, tgt = meta.get("library"), meta.get("target")
     if not (isinstance(meta.get("main"), str) and isinstance(lib, dict) and isinstance(lib.get("bytes"), int)
             and isinstance(lib.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", lib["sha256"])

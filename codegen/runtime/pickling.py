@@ -34,8 +34,9 @@ def specs_of(kernel: Any) -> dict[str, Any]:
 
 def specs_digest(specs: dict[str, Any]) -> str:
     """The SHA-256 hex digest of the argument specs of :func:`specs_of` (as a ``.json`` reads them back):
-    an exported library holds it, so that ``ta.load`` runs its code only on the shapes it was made for."""
-    keys = ("inputs", "outputs", "temps", "checks", "record")
+    an exported library holds it, so that ``ta.load`` runs its code only on the shapes it was made for
+    (and, of a generic kernel's part, in the kernel its ``generic`` description says)."""
+    keys = ("inputs", "outputs", "temps", "checks", "record") + ("generic",) * ("generic" in specs)
     return hashlib.sha256(json.dumps([specs.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
 
 

@@ -11,9 +11,11 @@ that fills it, and the call raises naming the call's row."""
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
@@ -23,7 +25,7 @@ from tensorad.lang.sizes import RowKind, check_size
 
 from ..jit.engine import Resident
 from ..target import host_target
-from .export import ExportError
+from .export import ExportError, export_kernel
 from .kernel import Kernel, KernelArgumentError, Slots, data_address, given_outputs, put_addresses
 
 
@@ -270,8 +272,32 @@ class RowsKernel(RowsCall):
         return RowsKernel, self.made
 
     def export(self, path: str) -> str:
-        """Refused: a library is the code of one size (:class:`ExportError` says how to make it)."""
-        refuse_export(self.size, path)
+        """Write each part as a library (:func:`~.export.export_kernel`): the first at ``path``
+        (``name.so``), each other beside it as ``name.rows<rows>.so``, each ``.json`` holding the
+        kernel's :meth:`description`, which its library's digest covers: ``ta.load(path)`` loads the
+        generic kernel (:func:`~.load.load_kernel`).  Refused for a staged program's block (its count
+        of rows its own, or outputs hidden)."""
+        if self.counted or self.shown != len(self.outputs):
+            refuse_export(self.size, path)
+        path = Path(path)
+        description = self.description(path.stem)
+        for (_, part), (_, name, *_) in zip(self.parts, description["parts"]):
+            export_kernel(part, path if name == path.stem else path.with_name(f"{name}.so"), description)
+        return str(path)
+
+    def description(self, stem: str) -> dict[str, Any]:
+        """What makes the kernel again from its parts' libraries (``stem``: the first's name): its size,
+        each part's rows, library name, whether it takes a short block and its work per row and once,
+        which inputs have rows, each output's kind, the inputs' names, ``why``, and a digest of the parts'
+        build keys (so that a part of another kernel of the same arrays is not taken for one of its own)."""
+        info = self.size.arg
+        parts = [[rows, stem if k == 0 else f"{stem}.rows{rows}", bounded, kernel.signature.row_work,
+                  kernel.signature.once_work] for k, ((rows, kernel), bounded) in enumerate(zip(self.parts,
+                                                                                                 self.bounded))]
+        key = hashlib.sha256(" ".join(str(kernel.compiled.key) for _, kernel in self.parts).encode())
+        return {"size": [info.name, info.min, info.max, info.multiple_of], "parts": parts,
+                "key": key.hexdigest(), "sized": self.made[2], "kinds": [k.value for k in self.made[3]],
+                "names": self.names, "why": self.why}
 
     @property
     def num_threads(self) -> int:
@@ -377,7 +403,10 @@ class RowsKernel(RowsCall):
         count = [np.array([n], np.int64)][:self.counted]
         return n, ins[:self.taken], outs, self.tail_part(n) if n else 0, count
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def __call__(self, *arrays: Any, out: Any = None, fresh: bool = False) -> Any:
+        """The outputs of a call on ``arrays``, new or written into ``out=``; ``fresh``: ``out`` is a list
+        of arrays the caller made for this call (of the outputs' shapes at the call's count of rows and
+        dtypes, C-contiguous, sharing no memory), taken unchecked."""
         if len(arrays) != self.taken:
             raise KernelArgumentError(f"kernel takes {self.taken} input arrays "
                                       f"({', '.join(self.names[:self.taken])}), got {len(arrays)}")
@@ -391,8 +420,8 @@ class RowsKernel(RowsCall):
         except KernelArgumentError:
             self.rows(arrays)  # (arrays that disagree on the size say so first)
             raise
-        outs = [np.empty(s, d) for _, s, d in given] if out is None else given_outputs(out, given, ins,
-                                                                                        self.names)[1]
+        outs = [np.empty(s, d) for _, s, d in given] if out is None else out if fresh else \
+            given_outputs(out, given, ins, self.names)[1]
         if not n:  # (no block writes a sum over the rows)
             for a, (_, _, _, summed) in zip(outs, self.outputs):
                 if summed:

@@ -263,8 +263,9 @@ class JaxFunction:
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
-                 **build_options: Any) -> None:
-        self.function = f = Function(outputs, inputs, wrt, policy, **build_options)
+                 function: Function | None = None, **build_options: Any) -> None:
+        self.function = f = Function(outputs, inputs, wrt, policy, **build_options) if function is None \
+            else function
         wrt_set = set(f.wrt)
         frozen = frozenset(k for k, x in enumerate(f.inputs) if x not in wrt_set)
         self.base = Program(f.outputs, f.inputs, build_options, policy=policy, frozen=frozen,
@@ -279,8 +280,7 @@ class JaxFunction:
             return _bind(self.base, *primals), [_zero_like(a) for a in self.base.avals]
         level = self._levels.get(mask)
         if level is None:
-            fn = Function(f.outputs, f.inputs, [x for x, m in zip(f.inputs, mask) if m], f.policy,
-                          **f.build_options)
+            fn = f.for_wrt([x for x, m in zip(f.inputs, mask) if m])
             level = self._levels[mask] = _Level(self.base, fn, mask)
         n = len(f.outputs)
         values = _bind(level.forward, *primals)
@@ -335,8 +335,10 @@ _hold_programs_weakly()
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              wrt: Sequence[Tensor] | Tensor | None = None, **options: Any) -> JaxFunction:
     """``ta.jax.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s.  A
-    symbolic program gives one function per size its arrays' shapes give (``tensorad.symbolic``)."""
-    return per_size(lambda o, i, w: JaxFunction(o, i, w, **options), outputs, inputs, wrt, "ta.jax.function")
+    symbolic program gives one function per size its arrays' shapes give, each running the kernels of
+    one ``ta.function`` of the program, built once (``tensorad.symbolic``)."""
+    return per_size(lambda o, i, w, **given: JaxFunction(o, i, w, **options, **given), outputs, inputs, wrt,
+                    "ta.jax.function", **options)
 
 
 # ---- ta.jax.op: a decorated function compiled per signature ----------------------------------

@@ -60,8 +60,9 @@ class TorchFunction:
 
     def __init__(self, outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
                  wrt: Sequence[Tensor] | Tensor | None = None, policy: Policy = "default",
-                 **build_options: Any) -> None:
-        self.function = fn = Function(outputs, inputs, wrt, policy, **build_options)
+                 function: Function | None = None, **build_options: Any) -> None:
+        self.function = fn = Function(outputs, inputs, wrt, policy, **build_options) if function is None \
+            else function
         self._outputs, self._wrt = outputs, wrt
         self.policy, self.build_options = policy, build_options
         self._in_specs = [(tuple(x.shape), torch_dtype(x.dtype)) for x in fn.inputs]
@@ -88,7 +89,7 @@ class TorchFunction:
         if op is None:
             f = self.function
             wrt = [x for x, m in zip(f.wrt, mask) if m]
-            fn = f if all(mask) else Function(self._outputs, f.inputs, wrt, self.policy, **self.build_options)
+            fn = f if all(mask) else f.for_wrt(wrt)
             suffix = "".join("1" if m else "0" for m in mask)
             op = _Operator(fn, f"{self.name}_{suffix}", self.policy, self.build_options)
             self._operators[mask] = op
@@ -386,9 +387,10 @@ def _rebuild(outputs: Any, inputs: Any, wrt: Any, policy: Policy, build_options:
 def function(outputs: Sequence[Tensor] | Tensor, inputs: Sequence[Tensor] | Tensor,
              wrt: Sequence[Tensor] | Tensor | None = None, **options: Any) -> TorchFunction:
     """``ta.torch.function`` (API.md section 6): options are ``ta.function``'s and ``ta.build``'s.  A
-    symbolic program gives one function per size its tensors' shapes give (``tensorad.symbolic``)."""
-    return per_size(lambda o, i, w: TorchFunction(o, i, w, **options), outputs, inputs, wrt,
-                    "ta.torch.function")
+    symbolic program gives one function per size its arrays' shapes give, each running the kernels of
+    one ``ta.function`` of the program, built once (``tensorad.symbolic``)."""
+    return per_size(lambda o, i, w, **given: TorchFunction(o, i, w, **options, **given), outputs, inputs, wrt,
+                    "ta.torch.function", **options)
 
 
 # ---- ta.torch.op: a decorated function compiled per signature --------------------------------
@@ -490,9 +492,10 @@ def op(fn: Callable | None = None, *, max_signatures: int = DEFAULT_MAX_SIGNATUR
     from a cached signature only in some dimensions (not 0 or 1; same ranks, dtypes and static values), traces
     ``fn`` once more with those dimensions as size variables (equal ones share one) and serves every
     later call of that family from it; ``True`` traces over every dimension of at least 2 from the first
-    call.  A family's function (``ta.torch.function`` of a symbolic program) compiles its kernels per size
-    (``tensorad.symbolic``).  Where ``fn`` cannot be traced over sizes (it needs Python ints), the family
-    is built per signature, and ``op.why`` says so.  Under ``torch.compile`` sizes stay static."""
+    call.  A family's function (``ta.torch.function`` of a symbolic program) builds its kernels once for
+    every size where the program's rows allow (``tensorad.symbolic``).  Where ``fn`` cannot be traced
+    over sizes (it needs Python ints), the family is built per signature, and ``op.why`` says so.  Under
+    ``torch.compile`` sizes stay static."""
     def wrap(f: Callable) -> TorchOp:
         return TorchOp(f, max_signatures=max_signatures, dynamic=dynamic, policy=policy, **build_options)
     return wrap if fn is None else wrap(fn)

@@ -56,6 +56,27 @@ def distinct_computes(ts: Sequence[Tensor], suffix: str) -> list[Tensor]:
     return out
 
 
+def gradients(outputs: Sequence[Tensor], heads: Sequence[Tensor | None], wrt: Sequence[Tensor],
+              optimize: bool = True) -> list[Tensor]:
+    """``sum_k J_k^T heads[k]`` for each tensor of ``wrt`` (an output whose head is ``None`` adds nothing;
+    zeros where none does), each a distinct computed tensor; ``optimize``: by one optimizer, whose terms
+    equal across the outputs' adjoints are shared."""
+    total: list[Tensor | None] = [None] * len(wrt)
+    optimizer = Optimizer() if optimize else None
+    for o, h in zip(outputs, heads):
+        if h is None or not wrt:
+            continue
+        parts = jacobian_recursive(o, wrt, h, optimizer=optimizer)
+        total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
+    if optimizer is not None:
+        finished = iter(optimizer.finish([t for t in total if t is not None]))  # (brackets shared late)
+        total = [None if t is None else next(finished) for t in total]
+    # (zeros for an input that no floating-point output depends on)
+    grads = [compute(x.shape, lambda *i, x=x: const(0.0, x.dtype), name=f"{x.name}.grad") if t is None
+             else t for x, t in zip(wrt, total)]
+    return distinct_computes(grads, "grad")
+
+
 class Function:
     """A forward/backward pair compiled from ``outputs`` as functions of ``inputs``."""
 
@@ -114,19 +135,11 @@ class Function:
                       tuple(h is not None for h in self.heads), self._differentiate)
 
     def _differentiate(self) -> list[Tensor]:
-        total: list[Tensor | None] = [None] * len(self.wrt)
-        optimizer = Optimizer()  # one context: terms equal across the outputs' adjoints are shared
-        for o, h in zip(self.outputs, self.heads):
-            if h is None or not self.wrt:
-                continue
-            parts = jacobian_recursive(o, self.wrt, h, optimizer=optimizer)
-            total = [g if t is None else add(t, g) for t, g in zip(total, parts)]
-        finished = iter(optimizer.finish([t for t in total if t is not None]))  # (brackets shared late)
-        total = [None if t is None else next(finished) for t in total]
-        # (zeros for an input that no floating-point output depends on)
-        grads = [compute(x.shape, lambda *i, x=x: const(0.0, x.dtype), name=f"{x.name}.grad") if t is None
-                 else t for x, t in zip(self.wrt, total)]
-        return distinct_computes(grads, "grad")
+        return gradients(self.outputs, self.heads, self.wrt)
+
+    def for_wrt(self, wrt: Sequence[Tensor]) -> Function:
+        """The function of the same program and options whose gradients are those of ``wrt`` (inputs)."""
+        return Function(self.outputs, self.inputs, wrt, self.policy, **self.build_options)
 
     @cached_property
     def plan(self) -> ResidualPlan:
@@ -268,7 +281,7 @@ class Function:
                              f"forward returned")
         if not self.wrt:
             return ()
-        given = [_head_array(h, spec) for h, spec in zip(heads, specs) if spec is not None]
+        given = [head_array(h, spec) for h, spec in zip(heads, specs) if spec is not None]
         if out is None and ours:
             call, known = self._backward_call
             res, _ = call([*residuals.arrays, *given], residuals.block, known)
@@ -326,7 +339,7 @@ class Residuals(Sequence):
         return tuple, (self.values,)
 
 
-def _head_array(h: Any, spec: tuple) -> Any:
+def head_array(h: Any, spec: tuple) -> Any:
     """The head ``h`` of an output whose head is ``spec`` (:attr:`Function._head_specs`): zeros for
     ``None``; a 0-d head given as a Python or NumPy number or a 0-d array of another dtype, as the head's
     array (a scalar loss's ``1.0``); any other head as given (the kernel checks it)."""

@@ -13,11 +13,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..ir.expr import TRUE, UNARY_MATH, Expr, Op, var
+from ..ir.expr import TRUE, UNARY_MATH, Expr, Op, SizeDecisionError, var
 from ..ir.rewrite import free_vars, match_pattern, reads, rewrite, substitute, tensor_graph, walk, walk_along
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor
 from ..lang.bounds import OutOfBoundsError
 from ..lang.tensor_lang import make_compute
+from ..poly.affine import decide
 
 HEAVY = UNARY_MATH | {Op.POW}
 
@@ -70,6 +71,14 @@ def _lazy_free_nodes(body: Expr) -> list[Expr]:
     return list(walk_along(body, unconditional))
 
 
+def _at_most(a: int | Expr, b: int | Expr) -> bool:
+    """Whether count ``a`` is at most ``b`` at every admissible size (counts over size variables)."""
+    try:
+        return decide(a <= b)
+    except SizeDecisionError:
+        return False
+
+
 def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: _Speller) -> list[_Value]:
     found: dict[tuple, _Value] = {}
     for op in ops:
@@ -87,7 +96,7 @@ def _candidates(ops: Sequence[ComputeOp], worth: Callable[[Expr], bool], spell: 
                 if not op.is_reduction and op.num_outputs == 1 and body is n and axes == tuple(op.axes):
                     itself = Tensor(op, 0)
                 value = _Value(n, axes, op, spell(n), itself)
-                if reads and value.size <= max(t.size for t in reads) and worth(n):
+                if reads and any(_at_most(value.size, t.size) for t in reads) and worth(n):
                     found[(n, op)] = value
     return list(found.values())
 
@@ -99,8 +108,8 @@ def _bind(value: _Value, node: Expr, allowed: Callable[[Expr], bool]) -> tuple[E
         return None
     for v in value.axes:
         b = bind[v]
-        if b.op is not Op.VAR or b.lo is None or b.hi is None or b.lo < v.lo or b.hi > v.hi \
-                or not allowed(b):
+        if b.op is not Op.VAR or b.lo is None or b.hi is None or not _at_most(v.lo, b.lo) \
+                or not _at_most(b.hi, v.hi) or not allowed(b):
             return None
     return tuple(bind[v] - v.lo if v.lo else bind[v] for v in value.axes)
 
@@ -179,7 +188,7 @@ class _Rebuild:
         if c.itself is not None:
             return self.new.get(c.itself)
         if c not in self.made:
-            fresh = tuple(var(v.name, 0, v.hi - v.lo) for v in c.axes)
+            fresh = tuple(var(v.name, 0, v.hi - v.lo if v.lo else v.hi) for v in c.axes)  # (a size: itself)
             m = {v: (a + v.lo if v.lo else a) for v, a in zip(c.axes, fresh)}
             body = rewrite(c.node, lambda n: m.get(n) if n.op is Op.VAR else self._remap(n))
             try:

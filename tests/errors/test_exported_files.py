@@ -18,7 +18,8 @@ start and a link: the fast tier runs the truncated library's, ``make test`` ever
 * ``export`` over a path whose library is loaded (the loaded kernel keeps its code) and
   ``ta.load`` after the library was replaced on disk (the new library is loaded);
 * ``ta.build`` with no home directory and no ``TENSORAD_CACHE_DIR``: a warning, no disk cache.
-* ``export`` of a kernel of a symbolic program: refused, naming the kernel of one size.
+* ``export`` of a kernel of a symbolic program that compiles per size, or of stages: refused, naming
+  the kernel of one size.
 """
 
 from __future__ import annotations
@@ -312,18 +313,15 @@ def test_no_home_directory_builds_without_a_disk_cache_and_warns_once(tmp_path):
     assert not (tmp_path / "~").exists()
 
 
-@pytest.mark.parametrize("rows_independent", [True, False])
-def test_exporting_a_kernel_of_a_symbolic_program_is_refused_naming_the_kernel_of_one_size(tmp_path,
-                                                                                         rows_independent):
-    """A kernel built over a size variable (a generic kernel, or one that compiles per size) has no
-    library of its own: ``export`` raises ``ExportError`` saying how to export one size's kernel."""
+def test_exporting_a_kernel_that_compiles_per_size_is_refused_naming_the_kernel_of_one_size(tmp_path):
+    """A kernel built over a size variable that compiles once per size has no library of its own:
+    ``export`` raises ``ExportError`` saying how to export one size's kernel (a generic kernel exports:
+    tests/errors/test_exported_generic_files.py)."""
     n = ta.size_var("n")
     x = ta.placeholder((n,), "float32", name="x")
     k = ta.reduce_axis((0, n), name="k")
-    y = ta.compute((n,), lambda i: x[i] * 2.0, name="y") if rows_independent else \
-        ta.compute((n,), lambda i: ta.sum(x[k], axis=k, where=k <= i), name="y")
-    kernel = ta.build(y, [x])
-    assert kernel.generic is rows_independent
+    kernel = ta.build(ta.compute((n,), lambda i: ta.sum(x[k], axis=k, where=k <= i), name="y"), [x])
+    assert not kernel.generic
     with pytest.raises(ExportError, match=r"export the kernel of one size: .*n=\.\.\."):
         kernel.export(tmp_path / "k.so")
     assert not any(tmp_path.iterdir())
