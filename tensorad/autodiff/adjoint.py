@@ -66,6 +66,7 @@ from ..ir.expr import (
     conjuncts,
     const,
     data_index,
+    is_size,
     logical,
     logical_not,
     unary,
@@ -133,13 +134,21 @@ def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
             reads.append(n.arg)
-        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
+        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or _size_quotient(n):
             continue
         elif n.op not in ONE_ROUNDING_OPS:
             return 2.0, []
         else:
             count = min(2.0, count + 1)
     return count, reads
+
+
+def _size_quotient(n: Expr) -> bool:
+    """Whether ``n`` is a division of values of sizes and constants (``1 / n`` of a mean): one value per
+    call, the static program's folded constant once the sizes are bound, and no contraction takes a
+    division, so it rounds as a constant does."""
+    return n.op is Op.DIV and any(is_size(v) for v in walk(n)) and \
+        all(v.op not in (Op.VAR, Op.READ, Op.REDUCE) or is_size(v) for v in walk(n))
 
 
 def _inlinable(t: Tensor) -> bool:
