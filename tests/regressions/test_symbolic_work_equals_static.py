@@ -36,3 +36,32 @@ def test_a_max_of_a_mean_over_a_size_recomputes_its_tie_test():
     np.testing.assert_allclose(got[0], want_y, rtol=1e-6)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _cast_index(n):
+    x, w = ta.placeholder((9, 4), name="x"), ta.placeholder((n,), name="w")
+    r = ta.reduce_axis((0, n), name="r")
+    y = ta.compute((4,), lambda j: ta.sum(x[ta.cast("int32", ta.cast("int64", r) * 3 % 9), j] * w[r], axis=r),
+                   name="y")
+    h = ta.placeholder(y.shape, name="h")
+    return [y, *ta.JacobianRecursive(y, [x, w], h)], [x, w, h]
+
+
+def test_an_index_cast_over_a_size_is_bounded():
+    """An index cast to ``int32`` of an ``int64`` of an axis over ``n``: its bounds were expressions in
+    ``n``, and proving the cast keeps its value asked whether ``n - 1`` fits 64 bits, a decision made only
+    at static sizes, so the program was refused.  A size is bounded by its greatest value (an extent's
+    int64 range where it has none)."""
+    symbolic = ta.lower(*_cast_index(ta.size_var("n")), **HASWELL)
+    for n in (1, 4, 11):
+        assert symbolic.work_at(n=n) == ta.lower(*_cast_index(n), **HASWELL).work, f"n={n}"
+    outs, ins = _cast_index(ta.size_var("n"))
+    rng = np.random.default_rng(1)
+    x, w, h = (rng.standard_normal(s).astype(np.float32) for s in ((9, 4), (11,), (4,)))
+    y, dx, dw = ta.build(outs, ins, **HASWELL)(x, w, h)
+    rows = np.arange(11) * 3 % 9
+    np.testing.assert_allclose(y, w @ x[rows], rtol=1e-5)
+    want_dx = np.zeros_like(x)
+    np.add.at(want_dx, rows, w[:, None] * h[None, :])
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dw, x[rows] @ h, rtol=1e-5)
