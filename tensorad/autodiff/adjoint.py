@@ -144,11 +144,12 @@ def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
 
 
 def _size_quotient(n: Expr) -> bool:
-    """Whether ``n`` is a division of values of sizes and constants (``1 / n`` of a mean): one value per
-    call, the static program's folded constant once the sizes are bound, and no contraction takes a
-    division, so it rounds as a constant does."""
-    return n.op is Op.DIV and any(is_size(v) for v in walk(n)) and \
-        all(v.op not in (Op.VAR, Op.READ, Op.REDUCE) or is_size(v) for v in walk(n))
+    """Whether ``n`` is a division or square root of values of sizes and constants (``1 / n`` of a mean,
+    ``1 / sqrt(d)`` of attention): one value per call, the static program's folded constant once the
+    sizes are bound; both round correctly and no contraction takes them, so it rounds as a constant."""
+    return n.op in (Op.DIV, Op.SQRT) and any(is_size(v) for v in walk(n)) and all(
+        is_size(v) if v.op is Op.VAR else v.op in (Op.CONST, Op.CAST, Op.DIV, Op.SQRT) or not dt.is_float(v.dtype)
+        and v.op not in (Op.READ, Op.REDUCE) for v in walk(n))
 
 
 def _inlinable(t: Tensor) -> bool:

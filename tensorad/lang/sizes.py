@@ -173,8 +173,8 @@ def _typed(dtype: str, v: Any) -> Any:
     return np.dtype(dtype).type(v) if dtype in ("float32", "float64") else None
 
 
-_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv}
-_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST)  # on floats: IEEE, as the kernel
+_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv, Op.SQRT: np.sqrt}
+_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST, Op.SQRT)  # on floats: IEEE, as the kernel
 
 
 def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor],

@@ -215,7 +215,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
                                        if d != axis):
             raise ValueError(f"{name}: shapes {first.shape} ({first.name}) and {t.shape} ({t.name}) "
                              f"differ outside axis {axis}")
-    parts = [t for t in tensors if t.shape[axis] > 0] or [first]
+    parts = [t for t in tensors if isinstance(t.shape[axis], Expr) or t.shape[axis] > 0] or [first]
     offsets = [0]
     for t in parts:
         offsets.append(offsets[-1] + t.shape[axis])
@@ -225,7 +225,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
         j = ax[axis]
 
         def part(p: int) -> Expr:
-            return parts[p][ax[:axis] + (j - offsets[p] if offsets[p] else j,) + ax[axis + 1:]]
+            return parts[p][ax[:axis] + (j - offsets[p] if isinstance(offsets[p], Expr) or offsets[p] else j,) + ax[axis + 1:]]
 
         out = part(len(parts) - 1)
         for p in range(len(parts) - 2, -1, -1):

@@ -1,0 +1,81 @@
+"""Programs over a size variable that the static path compiles but that were refused when written over
+the size: library layers that decided on a size in Python, and a read whose index is a remainder modulo
+the size."""
+
+import numpy as np
+
+import tensorad as ta
+
+HASWELL = {"target": "llvm -mcpu=haswell"}
+
+
+def _layers(n):
+    x = ta.placeholder((3, n), name="x")
+    y = ta.topi.add(ta.topi.var(x, axis=1, ddof=1), ta.topi.sum(ta.topi.nn.rms_norm(x), axis=1))
+    z = ta.topi.sum(ta.topi.concatenate([x, x * -2.0], axis=1), axis=1)
+    out = ta.topi.add(y, z)
+    h = ta.placeholder(out.shape, name="h")
+    return [out, *ta.JacobianRecursive(out, [x], h)], [x, h]
+
+
+def test_variance_rms_norm_and_concatenation_over_a_size():
+    """``var``, ``rms_norm`` and ``concatenate`` over a size asked Python whether a count beat ``ddof`` or
+    whether an extent was positive: decisions made only at static sizes, so the programs were refused.
+    They take their factors as expressions in the sizes, computed in float64 as the static ones are."""
+    symbolic = ta.lower(*_layers(ta.size_var("n", min=2)), **HASWELL)
+    for n in (2, 5):
+        assert symbolic.work_at(n=n) == ta.lower(*_layers(n), **HASWELL).work, f"n={n}"
+    outs, ins = _layers(ta.size_var("n", min=2))
+    rng = np.random.default_rng(0)
+    x, h = rng.standard_normal((3, 6)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    got = ta.build(outs, ins, **HASWELL)(x, h)
+    x64 = x.astype(np.float64)
+    rms = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + np.finfo(np.float32).eps)
+    np.testing.assert_allclose(got[0], x64.var(axis=1, ddof=1) + rms.sum(axis=1) - x64.sum(axis=1), rtol=1e-5)
+    static_outs, static_ins = _layers(6)
+    for g, w in zip(got, ta.evaluate(static_outs, dict(zip(static_ins, (x, h))))):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_over_a_symbolic_head_width():
+    """``scaled_dot_product_attention`` of queries whose width ``d`` is a size took ``1 / sqrt(d)`` in
+    Python, a decision made only at static sizes.  The scale is an expression in ``d``, computed in
+    float64 and bound to the static program's constant."""
+    def attention(d):
+        q = ta.placeholder((2, 4, d), name="q")
+        return ta.topi.nn.scaled_dot_product_attention(q, q, q), q
+    y, q = attention(ta.size_var("d"))
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    got = ta.build(y, [q], **HASWELL)(x)
+    s = np.einsum("bld,bsd->bls", x.astype(np.float64), x) / np.sqrt(5)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(got, (p / p.sum(axis=-1, keepdims=True)) @ x, rtol=1e-5, atol=1e-6)
+    for d in (1, 5):
+        static_y, static_q = attention(d)
+        assert ta.lower(y, [q], sizes={"d": d}, **HASWELL).work == ta.lower(static_y, [static_q], **HASWELL).work
+
+
+def _wrapped(n):
+    x = ta.placeholder((n, 2), name="x")
+    y = ta.compute((7, 2), lambda i, j: x[(i * 3 + 1) % n, j] * 2.0, name="y")
+    h = ta.placeholder(y.shape, name="h")
+    return [y, *ta.JacobianRecursive(y, [x], h)], [x, h]
+
+
+def test_a_read_modulo_its_own_extent_is_in_bounds():
+    """``x[(3 * i + 1) % n]`` of a tensor of ``n`` rows: the remainder modulo a size is no quasi-affine
+    index, so the bounds check refused the read; a remainder modulo the read extent itself, a positive
+    size, lies in it by its form."""
+    symbolic = ta.lower(*_wrapped(ta.size_var("n")), **HASWELL)
+    for n in (1, 3, 9):
+        assert symbolic.work_at(n=n) == ta.lower(*_wrapped(n), **HASWELL).work, f"n={n}"
+    outs, ins = _wrapped(ta.size_var("n"))
+    rng = np.random.default_rng(1)
+    x, h = rng.standard_normal((4, 2)).astype(np.float32), rng.standard_normal((7, 2)).astype(np.float32)
+    y, dx = ta.build(outs, ins, **HASWELL)(x, h)
+    rows = (np.arange(7) * 3 + 1) % 4
+    np.testing.assert_allclose(y, x[rows] * 2.0, rtol=1e-6)
+    want = np.zeros_like(x)
+    np.add.at(want, rows, 2.0 * h)
+    np.testing.assert_allclose(dx, want, rtol=1e-6)
