@@ -148,8 +148,8 @@ def _size_quotient(n: Expr) -> bool:
     ``1 / sqrt(d)`` of attention): one value per call, the static program's folded constant once the
     sizes are bound; both round correctly and no contraction takes them, so it rounds as a constant."""
     return n.op in (Op.DIV, Op.SQRT) and any(is_size(v) for v in walk(n)) and all(
-        is_size(v) if v.op is Op.VAR else v.op in (Op.CONST, Op.CAST, Op.DIV, Op.SQRT) or not dt.is_float(v.dtype)
-        and v.op not in (Op.READ, Op.REDUCE) for v in walk(n))
+        is_size(v) if v.op is Op.VAR else v.op in (Op.CONST, Op.CAST, Op.DIV, Op.SQRT)
+        or not dt.is_float(v.dtype) and v.op not in (Op.READ, Op.REDUCE) for v in walk(n))
 
 
 def _inlinable(t: Tensor) -> bool:

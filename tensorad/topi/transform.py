@@ -225,7 +225,8 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
         j = ax[axis]
 
         def part(p: int) -> Expr:
-            return parts[p][ax[:axis] + (j - offsets[p] if isinstance(offsets[p], Expr) or offsets[p] else j,) + ax[axis + 1:]]
+            shifted = j - offsets[p] if isinstance(offsets[p], Expr) or offsets[p] else j
+            return parts[p][ax[:axis] + (shifted,) + ax[axis + 1:]]
 
         out = part(len(parts) - 1)
         for p in range(len(parts) - 2, -1, -1):

@@ -12,8 +12,8 @@ def _max_of_sum_or_mean(n):
     x = ta.placeholder((n,), name="x")
     total, mean = ta.topi.sum(x, axis=0), ta.topi.mean(x, axis=0)
     r = ta.reduce_axis((1, 18), name="r")
-    y = ta.compute((n, n), lambda i, j: ta.max(ta.if_then_else((j + r) % 3 == 1, total[()], mean[()]), axis=[r]),
-                   name="y")
+    y = ta.compute((n, n), lambda i, j: ta.max(ta.if_then_else((j + r) % 3 == 1, total[()], mean[()]),
+                                                axis=[r]), name="y")
     h = ta.placeholder(y.shape, name="h")
     return [y, *ta.JacobianRecursive(y, [x], h)], [x, h]
 
