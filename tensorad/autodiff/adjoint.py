@@ -1128,10 +1128,13 @@ class AdjointBuilder:
         if found is None:
             return None
         (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
-        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo \
+        k_hi, least = k.hi, index_bounds(k.hi) if isinstance(k.hi, Expr) else None
+        if step > 0 and least is not None and type(jax.hi) is int and least[0] >= jax.hi - shift:
+            k_hi = jax.hi - shift  # (an end in sizes that no window reaches: the windows' end)
+        if any(type(b) is not int for b in (jax.hi, k.lo, k_hi)) or jax.lo \
                 or (0, jax.hi) == k.dom and not units and shift >= 0:
             return None
-        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k.hi, jax.hi - shift) if step > 0 else k.hi
+        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k_hi, jax.hi - shift) if step > 0 else k_hi
         if key not in self._nests and hi > lo:
             ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, hi - lo, k.dtype)
             q, t = var(jax.name, 0, hi - lo, jax.dtype), var("t", 0, jax.hi, jax.dtype)

@@ -65,3 +65,34 @@ def test_an_index_cast_over_a_size_is_bounded():
     np.add.at(want_dx, rows, w[:, None] * h[None, :])
     np.testing.assert_allclose(dx, want_dx, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dw, x[rows] @ h, rtol=1e-5)
+
+
+def _running_product(n):
+    x = ta.placeholder((n,), name="x")
+    r = ta.reduce_axis((-1, n), name="r")
+    y = ta.compute((3,), lambda j: ta.prod(x[(r + 1) % 2], axis=r, where=r < j), name="y")
+    h = ta.placeholder(y.shape, name="h")
+    return [y, *ta.JacobianRecursive(y, [x], h)], [x, h]
+
+
+def test_a_running_product_over_an_axis_ending_at_a_size_is_one_scan():
+    """``y[j] = prod_{-1 <= r < j} x[(r + 1) % 2]`` with ``r`` over ``[-1, n)`` and ``j < 3``: its
+    gradient is a running product and a suffix recurrence over the windows' points, but an axis ending
+    at ``n`` was taken for one whose end is unknown, and the gradient over ``n`` stored a prefix and a
+    suffix for every output.  An end in sizes that no window reaches (``n >= 2`` here) is the windows'
+    end."""
+    symbolic = ta.lower(*_running_product(ta.size_var("n", min=2)), **HASWELL)
+    for n in (2, 5):
+        assert symbolic.work_at(n=n) == ta.lower(*_running_product(n), **HASWELL).work, f"n={n}"
+    outs, ins = _running_product(ta.size_var("n", min=2))
+    rng = np.random.default_rng(2)
+    x, h = rng.uniform(0.5, 1.5, 4).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    y, dx = ta.build(outs, ins, **HASWELL)(x, h)
+    x64 = x.astype(np.float64)
+    terms = [[x64[(r + 1) % 2] for r in range(-1, j)] for j in range(3)]
+    np.testing.assert_allclose(y, [np.prod(t) for t in terms], rtol=1e-6)
+    want = np.zeros(4)
+    for j, t in enumerate(terms):
+        for r in range(-1, j):
+            want[(r + 1) % 2] += h[j] * np.prod(t) / x64[(r + 1) % 2]
+    np.testing.assert_allclose(dx, want, rtol=1e-5, atol=1e-6)
