@@ -80,3 +80,31 @@ def test_a_read_modulo_its_own_extent_is_in_bounds():
     want = np.zeros_like(x)
     np.add.at(want, rows, 2.0 * h)
     np.testing.assert_allclose(dx, want, rtol=1e-6)
+
+
+def _max_past_the_first_row(n):
+    x = ta.placeholder((n, 2), name="x")
+    r = ta.reduce_axis((1, n), name="r")
+    y = ta.compute((2,), lambda j: ta.max(x[r, j], axis=r), name="y")
+    h = ta.placeholder(y.shape, name="h")
+    return [y, *ta.JacobianRecursive(y, [x], h)], [x, h]
+
+
+def test_a_max_over_an_axis_that_may_be_empty():
+    """A max over ``1 <= r < n`` with ``n >= 1``: its winner's flat index counts each axis as at least one
+    point, and that took Python's ``max`` of the extent ``n - 1`` and 1, a decision made only at static
+    sizes, so even the raw gradient was refused.  The count is an expression in the size."""
+    symbolic = ta.lower(*_max_past_the_first_row(ta.size_var("n")), **HASWELL)
+    for n in (1, 2, 5):
+        assert symbolic.work_at(n=n) == ta.lower(*_max_past_the_first_row(n), **HASWELL).work, f"n={n}"
+    outs, ins = _max_past_the_first_row(ta.size_var("n"))
+    kernel = ta.build(outs, ins, **HASWELL)
+    rng = np.random.default_rng(3)
+    for n in (1, 5):
+        x, h = rng.standard_normal((n, 2)).astype(np.float32), rng.standard_normal(2).astype(np.float32)
+        y, dx = kernel(x, h)
+        want = np.zeros_like(x)
+        if n > 1:
+            want[1 + np.argmax(x[1:], axis=0), [0, 1]] = h
+        np.testing.assert_array_equal(y, x[1:].max(axis=0) if n > 1 else [-np.inf, -np.inf])
+        np.testing.assert_array_equal(dx, want)
