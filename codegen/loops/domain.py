@@ -83,7 +83,8 @@ def split_condition(space: IndexSpace, c: Expr) -> tuple[isl.Set, Expr]:
 
 
 def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
-    """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain)."""
+    """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain); a sum of such terms is
+    zero off the union of their domains."""
     dom = space.universe()
     while body.op in (Op.SELECT, Op.IF_THEN_ELSE, Op.ADD):
         if body.op is Op.ADD:  # a sum of guarded terms: zero off the union of their domains
@@ -106,18 +107,6 @@ def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
         zero = const(0, body.dtype)
         body = e if rest is TRUE else choice(body.op, rest, e, zero)
     return dom, body
-
-
-def _zero_valued(e: Expr) -> bool:
-    """Whether ``e`` is zero (up to its sign) by its form: a zero, a sum, difference or negation of zeros,
-    or a choice between zeros (a piece whose decided guards leave no term)."""
-    if e.op in (Op.ADD, Op.SUB):
-        return _zero_valued(e.src[0]) and _zero_valued(e.src[1])
-    if e.op in (Op.NEG, Op.CAST):
-        return _zero_valued(e.src[0])
-    if e.op in (Op.SELECT, Op.IF_THEN_ELSE):
-        return _zero_valued(e.src[1]) and _zero_valued(e.src[2])
-    return is_zero(e)
 
 
 def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None],
@@ -144,17 +133,14 @@ def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Bu
             fills.append(Fill(buf, value))
             notes.append(f"{marked(buf.name)} zero")
             continue
-        filled = not box.is_subset(dom)
-        if filled:
+        if not box.is_subset(dom):
             fills.append(Fill(buf, const(0, buf.dtype)))
             notes.append(f"{marked(buf.name)} nonzero only on a sub-domain")
         cut = None
-        # (each piece with its guards decided: :mod:`.loops.box_pieces`; one the fill's zero already holds
-        # stores nothing)
+        # (each piece with its guards decided: :mod:`.loops.box_pieces`)
         if (op.attr(GUARD_ATTR) or guards_math(value)) and len(pieces) == 1:
             cut = guard_pieces(space, box.intersect(dom), value)
         if cut is not None:
-            cut = [(piece, there) for piece, there in cut if not (filled and _zero_valued(there))]
             for k, (piece, there) in enumerate(cut):
                 store = Store(buf, index, there)
                 stmts.append(PolyStmt(f"S{v}g{k}", axes, piece, (store,), tuple(axes) + (v,)))
