@@ -96,3 +96,41 @@ def test_a_running_product_over_an_axis_ending_at_a_size_is_one_scan():
         for r in range(-1, j):
             want[(r + 1) % 2] += h[j] * np.prod(t) / x64[(r + 1) % 2]
     np.testing.assert_allclose(dx, want, rtol=1e-5, atol=1e-6)
+
+
+SUMMAX = ta.comm_reducer(lambda x, y: (x[0] + y[0], ta.maximum(x[1], y[1])),
+                         lambda a, b: (ta.const(0, a), ta.min_value(b)), name="summax")
+
+
+def _sum_and_max_of_a_gathered_row(n):
+    x = ta.placeholder((3, n, 5), name="x")
+    r = ta.reduce_axis((0, 9), name="r")
+
+    def v(i):
+        return x[2 - i % 3, (i + 1) % 2, 0]
+    _, y = ta.compute((5,), lambda i: SUMMAX((v(i), ta.abs(v(i)) * 0.5), axis=[r]), name="y")
+    h = ta.placeholder(y.shape, name="h")
+    return [y, *ta.JacobianRecursive(y, [x], h)], [x, h]
+
+
+def test_a_gradient_of_guarded_terms_runs_where_one_is_nonzero():
+    """The gradient of a max's value reaches ``x`` through two terms (the winner and its ties), each
+    guarded by where it lands; a sum of guarded terms counted as nonzero everywhere, so the program
+    written at a size stored (zeros) at a point neither term reaches, which the gradient over ``n``
+    skipped.  A sum of guarded terms is zero off the union of their domains: this changes the work of
+    static programs too (one point less here)."""
+    symbolic = ta.lower(*_sum_and_max_of_a_gathered_row(ta.size_var("n", min=2)), **HASWELL)
+    for n in (2, 5):
+        static = ta.lower(*_sum_and_max_of_a_gathered_row(n), **HASWELL)
+        assert symbolic.work_at(n=n) == static.work, f"n={n}"
+    assert static.work == 55
+    outs, ins = _sum_and_max_of_a_gathered_row(5)
+    rng = np.random.default_rng(4)
+    x, h = rng.standard_normal((3, 5, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    y, dx = ta.build(outs, ins, **HASWELL)(x, h)
+    rows = [(2 - i % 3, (i + 1) % 2) for i in range(5)]
+    np.testing.assert_array_equal(y, [np.abs(x[a, b, 0]) * np.float32(0.5) for a, b in rows])
+    want = np.zeros((3, 5, 5))
+    for i, (a, b) in enumerate(rows):
+        want[a, b, 0] += h[i] * 0.5 * np.sign(x[a, b, 0])
+    np.testing.assert_allclose(dx, want, rtol=1e-6)
