@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import Expr, Op, Tensor, const
 from tensorad.lang import if_then_else
 
 from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
@@ -26,18 +26,34 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
     unknown = [d for d, s in enumerate(shape) if is_int(s) and s == -1]
     if len(unknown) > 1 or any(s < -1 for s in ints):
         raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
-    sized, given = (Counter(s for s in t if isinstance(s, Expr)) for t in (x.shape, shape))
-    size = prod(s for s in x.shape if is_int(s))
+    entries = [s for d, s in enumerate(shape) if d not in unknown]
+    (size, sized), (known, given) = _monomial(x.shape), _monomial(entries)
     if unknown and not given - sized:
-        known = prod(s for s in ints if s != -1)
         if known == 0 or size % known:
             raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
         rest = prod((sized - given).elements(), start=size // known)
         shape = shape[:unknown[0]] + (rest,) + shape[unknown[0] + 1:]
-    elif prod(ints) != size or given != sized:
+    elif unknown or known != size or given != sized:
         raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
                          f"(size {prod(shape)})")
     return shape
+
+
+def _monomial(extents: Any) -> tuple[int, Counter]:
+    """The product of ``extents`` as an integer times its factors in sizes (an extent ``7 * n`` gives 7 and
+    ``n``): two shapes of one size agree in both."""
+    number, factors = 1, Counter()
+    for e in extents:
+        if isinstance(e, Expr) and e.op is Op.MUL:
+            (a, fa), (b, fb) = _monomial([e.src[0]]), _monomial([e.src[1]])
+            number, factors = number * a * b, factors + fa + fb
+        elif isinstance(e, Expr) and e.op is Op.CONST:
+            number *= int(e.arg)
+        elif isinstance(e, Expr):
+            factors[e] += 1
+        else:
+            number *= e
+    return number, factors
 
 
 def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:

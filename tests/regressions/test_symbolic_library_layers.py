@@ -108,3 +108,25 @@ def test_a_max_over_an_axis_that_may_be_empty():
             want[1 + np.argmax(x[1:], axis=0), [0, 1]] = h
         np.testing.assert_array_equal(y, x[1:].max(axis=0) if n > 1 else [-np.inf, -np.inf])
         np.testing.assert_array_equal(dx, want)
+
+
+def _reshaped(n):
+    x = ta.placeholder((n, 3), name="x")
+    y = ta.topi.reshape(x, (3 * n,))
+    z = ta.compute(y.shape, lambda k: y[k] * y[k], name="z")
+    h = ta.placeholder(z.shape, name="h")
+    return [z, *ta.JacobianRecursive(z, [x], h)], [x, h]
+
+
+def test_a_reshape_into_a_product_of_a_size():
+    """``reshape(x, (3 * n,))`` of an ``n x 3`` tensor: the target's entries in sizes had to be the
+    source's own, so ``3 * n`` did not match ``n`` and 3 and the reshape was refused.  Both sizes are
+    compared as a number times factors in sizes."""
+    symbolic = ta.lower(*_reshaped(ta.size_var("n")), **HASWELL)
+    for n in (1, 4):
+        assert symbolic.work_at(n=n) == ta.lower(*_reshaped(n), **HASWELL).work, f"n={n}"
+    rng = np.random.default_rng(5)
+    x, h = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(12).astype(np.float32)
+    z, dx = ta.build(*_reshaped(ta.size_var("n")), **HASWELL)(x, h)
+    np.testing.assert_allclose(z, (x * x).ravel(), rtol=1e-6)
+    np.testing.assert_allclose(dx, (2 * x.ravel() * h).reshape(4, 3), rtol=1e-6)
