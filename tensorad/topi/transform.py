@@ -40,19 +40,16 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
 
 
 def _monomial(extents: Any) -> tuple[int, Counter]:
-    """The product of ``extents`` as an integer times its factors in sizes (an extent ``7 * n`` gives 7 and
-    ``n``): two shapes of one size agree in both."""
+    """The product of ``extents`` as a number times factors in sizes (``7 * n``: 7 and ``n``)."""
     number, factors = 1, Counter()
     for e in extents:
         if isinstance(e, Expr) and e.op is Op.MUL:
-            (a, fa), (b, fb) = _monomial([e.src[0]]), _monomial([e.src[1]])
-            number, factors = number * a * b, factors + fa + fb
-        elif isinstance(e, Expr) and e.op is Op.CONST:
-            number *= int(e.arg)
-        elif isinstance(e, Expr):
+            a, fa = _monomial(e.src)
+            number, factors = number * a, factors + fa
+        elif isinstance(e, Expr) and e.op is not Op.CONST:
             factors[e] += 1
         else:
-            number *= e
+            number *= int(e.arg) if isinstance(e, Expr) else e
     return number, factors
 
 
