@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.rewrite import size_values, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import decide
 
@@ -26,7 +26,8 @@ MAX_INLINE_READS = 4
 
 
 def is_cheap(body: Expr) -> bool:
-    nodes = list(walk(body))
+    sized = size_values(body)  # (constants once the sizes are bound)
+    nodes = [n for n in walk(body) if n not in sized]
     if len(nodes) > MAX_INLINE_NODES:
         return False
     reads = sum(n.op is Op.READ for n in nodes)
