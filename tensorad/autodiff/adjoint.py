@@ -66,7 +66,6 @@ from ..ir.expr import (
     conjuncts,
     const,
     data_index,
-    is_size,
     logical,
     logical_not,
     unary,
@@ -75,7 +74,16 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import fold_along, free_vars, rebuild, replace_reads, rewrite, tensor_graph, walk
+from ..ir.rewrite import (
+    fold_along,
+    free_vars,
+    rebuild,
+    replace_reads,
+    rewrite,
+    size_values,
+    tensor_graph,
+    walk,
+)
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
@@ -130,26 +138,17 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
 
 def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
     """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once per read)."""
-    count, reads = 0.0, []
+    count, reads, sized = 0.0, [], size_values(expr)
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
             reads.append(n.arg)
-        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or _size_quotient(n):
-            continue
+        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or n.op in (Op.DIV, Op.SQRT) and n in sized:
+            continue  # (``1 / n`` of sizes: a constant once bound, and no contraction takes a division)
         elif n.op not in ONE_ROUNDING_OPS:
             return 2.0, []
         else:
             count = min(2.0, count + 1)
     return count, reads
-
-
-def _size_quotient(n: Expr) -> bool:
-    """Whether ``n`` is a division or square root of values of sizes and constants (``1 / n`` of a mean,
-    ``1 / sqrt(d)`` of attention): one value per call, the static program's folded constant once the
-    sizes are bound; both round correctly and no contraction takes them, so it rounds as a constant."""
-    return n.op in (Op.DIV, Op.SQRT) and any(is_size(v) for v in walk(n)) and all(
-        is_size(v) if v.op is Op.VAR else v.op in (Op.CONST, Op.CAST, Op.DIV, Op.SQRT)
-        or not dt.is_float(v.dtype) and v.op not in (Op.READ, Op.REDUCE) for v in walk(n))
 
 
 def _inlinable(t: Tensor) -> bool:
