@@ -17,6 +17,7 @@ from ..ir.printer import expr_to_str
 from ..ir.rewrite import walk
 from ..ir.tensor import ComputeOp
 from ..poly.affine import IndexSpace, NotAffine, point_str
+from .sizes import monomial
 
 
 class OutOfBoundsError(IndexError):
@@ -73,6 +74,9 @@ def _in_range(i: Expr, s: int | Expr, ranged: frozenset) -> bool:
         return _le(0, i.arg) and _le(i.arg + 1, s)
     if i.op is Op.VAR:
         return i in ranged and _le(0, i.lo) and _le(i.hi, s)
+    if i.op is Op.FLOORDIV and i.src[0] in ranged and i.src[0].lo == 0:  # (``k // n`` of ``k < 7 * n``)
+        (a, fa), (b, fb) = monomial([i.src[0].hi]), monomial([s, i.src[1]])
+        return (a, fa) == (b, fb) and (index_bounds(i.src[1]) or (0, 0))[0] >= 1
     return i.op is Op.MOD and i.src[1] is s and (index_bounds(s) or (0, 0))[0] >= 1
 
 

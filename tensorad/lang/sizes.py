@@ -11,6 +11,7 @@ count of rows."""
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
@@ -59,6 +60,20 @@ def _op_sizes(op: PlaceholderOp | ComputeOp) -> list[Expr]:
 def sizes_in(items: Iterable[Any]) -> list[Expr]:
     """The size variables under the expressions among ``items`` (others skipped), first seen first."""
     return list(dict.fromkeys(n for e in items if isinstance(e, Expr) for n in walk(e) if is_size(n)))
+
+
+def monomial(extents: Any) -> tuple[int, Counter]:
+    """The product of ``extents`` as a number times factors in sizes (``7 * n``: 7 and ``n``)."""
+    number, factors = 1, Counter()
+    for e in extents:
+        if isinstance(e, Expr) and e.op is Op.MUL:
+            a, fa = monomial(e.src)
+            number, factors = number * a, factors + fa
+        elif isinstance(e, Expr) and e.op is not Op.CONST:
+            factors[e] += 1
+        else:
+            number *= int(e.arg) if isinstance(e, Expr) else e
+    return number, factors
 
 
 def program_sizes(tensors: Iterable[Tensor]) -> list[Expr]:

@@ -3,13 +3,13 @@ index maps written plainly, whose derivatives the optimizer inverts (``//``, ``%
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from tensorad.ir import Expr, Op, Tensor, const
+from tensorad.ir import Expr, Tensor, const
 from tensorad.lang import if_then_else
+from tensorad.lang.sizes import monomial
 
 from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
 
@@ -27,7 +27,7 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
     if len(unknown) > 1 or any(s < -1 for s in ints):
         raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
     entries = [s for d, s in enumerate(shape) if d not in unknown]
-    (size, sized), (known, given) = _monomial(x.shape), _monomial(entries)
+    (size, sized), (known, given) = monomial(x.shape), monomial(entries)
     if unknown and not given - sized:
         if known == 0 or size % known:
             raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
@@ -37,20 +37,6 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
         raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
                          f"(size {prod(shape)})")
     return shape
-
-
-def _monomial(extents: Any) -> tuple[int, Counter]:
-    """The product of ``extents`` as a number times factors in sizes (``7 * n``: 7 and ``n``)."""
-    number, factors = 1, Counter()
-    for e in extents:
-        if isinstance(e, Expr) and e.op is Op.MUL:
-            a, fa = _monomial(e.src)
-            number, factors = number * a, factors + fa
-        elif isinstance(e, Expr) and e.op is not Op.CONST:
-            factors[e] += 1
-        else:
-            number *= int(e.arg) if isinstance(e, Expr) else e
-    return number, factors
 
 
 def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:

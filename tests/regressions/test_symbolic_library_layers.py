@@ -137,3 +137,26 @@ def test_a_reshape_into_a_product_of_a_size():
     z, dx = ta.build(*_reshaped(ta.size_var("n")), **HASWELL)(x, h)
     np.testing.assert_allclose(z, (x * x).ravel(), rtol=1e-6)
     np.testing.assert_allclose(dx, (2 * x.ravel() * h).reshape(4, 3), rtol=1e-6)
+
+
+def _flattened(n):
+    x = ta.placeholder((5, 7, n), name="x")
+    y = ta.topi.nn.flatten(x)
+    z = ta.compute(y.shape, lambda i, k: y[i, k] * y[i, k], name="z")
+    h = ta.placeholder(z.shape, name="h")
+    return [z, *ta.JacobianRecursive(z, [x], h)], [x, h]
+
+
+def test_flatten_of_an_inner_size():
+    """``flatten`` of a ``5 x 7 x n`` tensor reads ``x[i, k // n, k % n]`` for ``k < 7 * n``: its target
+    ``7 * n`` was no entry of the source's shape, and ``k // n`` no quasi-affine index, so it was refused.
+    A quotient by a positive size of an axis below that size times the read extent lies in the extent
+    by its form."""
+    symbolic = ta.lower(*_flattened(ta.size_var("n")), **HASWELL)
+    for n in (1, 4):
+        assert symbolic.work_at(n=n) == ta.lower(*_flattened(n), **HASWELL).work, f"n={n}"
+    rng = np.random.default_rng(6)
+    x, h = rng.standard_normal((5, 7, 4)).astype(np.float32), rng.standard_normal((5, 28)).astype(np.float32)
+    z, dx = ta.build(*_flattened(ta.size_var("n")), **HASWELL)(x, h)
+    np.testing.assert_allclose(z, (x * x).reshape(5, 28), rtol=1e-6)
+    np.testing.assert_allclose(dx, 2 * x * h.reshape(5, 7, 4), rtol=1e-6)
