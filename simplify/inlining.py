@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, is_size, var
 from tensorad.ir.rewrite import size_values, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import decide
@@ -26,8 +26,10 @@ MAX_INLINE_READS = 4
 
 
 def is_cheap(body: Expr) -> bool:
-    sized = size_values(body)  # (constants once the sizes are bound)
-    nodes = [n for n in walk(body) if n not in sized]
+    nodes = list(walk(body))
+    if any(is_size(n) for n in nodes):  # (values of sizes alone: constants once the sizes are bound)
+        sized = size_values(body)
+        nodes = [n for n in nodes if n not in sized]
     if len(nodes) > MAX_INLINE_NODES:
         return False
     reads = sum(n.op is Op.READ for n in nodes)

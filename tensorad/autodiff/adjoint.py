@@ -138,11 +138,12 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
 
 def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
     """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once per read)."""
-    count, reads, sized = 0.0, [], size_values(expr)
+    count, reads, sized = 0.0, [], None
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
             reads.append(n.arg)
-        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or n.op in (Op.DIV, Op.SQRT) and n in sized:
+        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or n.op in (Op.DIV, Op.SQRT) and n in (
+                sized := size_values(expr) if sized is None else sized):
             continue  # (``1 / n`` of sizes: a constant once bound, and no contraction takes a division)
         elif n.op not in ONE_ROUNDING_OPS:
             return 2.0, []
