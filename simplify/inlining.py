@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, var
-from tensorad.ir.rewrite import substitute, walk
+from tensorad.ir.expr import UNARY_MATH, Expr, Op, ReduceArg, is_size, var
+from tensorad.ir.rewrite import size_values, substitute, walk
 from tensorad.ir.tensor import ComputeOp, Tensor
 from tensorad.poly.affine import decide
 
@@ -27,6 +27,9 @@ MAX_INLINE_READS = 4
 
 def is_cheap(body: Expr) -> bool:
     nodes = list(walk(body))
+    if any(is_size(n) for n in nodes):  # (values of sizes alone: constants once the sizes are bound)
+        sized = size_values(body)
+        nodes = [n for n in nodes if n not in sized]
     if len(nodes) > MAX_INLINE_NODES:
         return False
     reads = sum(n.op is Op.READ for n in nodes)

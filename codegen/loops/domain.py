@@ -83,9 +83,16 @@ def split_condition(space: IndexSpace, c: Expr) -> tuple[isl.Set, Expr]:
 
 
 def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
-    """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain)."""
+    """Split ``select(c, e, 0)`` nests into (affine domain, value on that domain); a sum of such terms is
+    zero off the union of their domains."""
     dom = space.universe()
-    while body.op in (Op.SELECT, Op.IF_THEN_ELSE):
+    while body.op in (Op.SELECT, Op.IF_THEN_ELSE, Op.ADD):
+        if body.op is Op.ADD:  # a sum of guarded terms: zero off the union of their domains
+            (da, _), (db, _) = (peel_zero_select(space, t) for t in body.src)
+            union = da.union(db).coalesce()
+            if not union.is_equal(space.universe()):
+                dom = dom.intersect(union)
+            break
         c, a, b = body.src
         if is_zero(b):
             e = a

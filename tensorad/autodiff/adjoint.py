@@ -74,7 +74,16 @@ from ..ir.expr import (
 from ..ir.intrange import index_bounds
 from ..ir.reducer import prod as prod_reducer
 from ..ir.reducer import sum as sum_reducer
-from ..ir.rewrite import fold_along, free_vars, rebuild, replace_reads, rewrite, tensor_graph, walk
+from ..ir.rewrite import (
+    fold_along,
+    free_vars,
+    rebuild,
+    replace_reads,
+    rewrite,
+    size_values,
+    tensor_graph,
+    walk,
+)
 from ..ir.tensor import ComputeOp, Provenance, Role, Tensor, reads_data
 from ..lang.tensor_lang import guard_into_domain
 from ..poly.affine import IndexSpace, NotAffine, always, decide
@@ -129,12 +138,13 @@ def roundings(expr: Expr, inlined: bool = False) -> float:
 
 def _own_roundings(expr: Expr, inlined: bool) -> tuple[float, list[Tensor]]:
     """``expr``'s own rounding operations (up to 2) and the inlinable tensors it reads (once per read)."""
-    count, reads = 0.0, []
+    count, reads, sized = 0.0, [], None
     for n in walk(expr):
         if inlined and n.op is Op.READ and _inlinable(n.arg):
             reads.append(n.arg)
-        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS:
-            continue
+        elif not dt.is_float(n.dtype) or n.op in EXACT_FLOAT_OPS or n.op in (Op.DIV, Op.SQRT) and n in (
+                sized := size_values(expr) if sized is None else sized):
+            continue  # (``1 / n`` of sizes: a constant once bound, and no contraction takes a division)
         elif n.op not in ONE_ROUNDING_OPS:
             return 2.0, []
         else:
@@ -1118,10 +1128,13 @@ class AdjointBuilder:
         if found is None:
             return None
         (pos, step, rest, shift), (k,), jax = found, ks, op.axes[found[0]]
-        if any(type(b) is not int for b in (jax.hi, *k.dom)) or jax.lo \
+        k_hi, least = k.hi, index_bounds(k.hi) if isinstance(k.hi, Expr) else None
+        if step > 0 and least is not None and type(jax.hi) is int and least[0] >= jax.hi - shift:
+            k_hi = jax.hi - shift  # (an end in sizes that no window reaches: the windows' end)
+        if any(type(b) is not int for b in (jax.hi, k.lo, k_hi)) or jax.lo \
                 or (0, jax.hi) == k.dom and not units and shift >= 0:
             return None
-        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k.hi, jax.hi - shift) if step > 0 else k.hi
+        lo, hi = max(k.lo, shift) if step < 0 else k.lo, min(k_hi, jax.hi - shift) if step > 0 else k_hi
         if key not in self._nests and hi > lo:
             ix, w = partial(const, dtype=jax.dtype), var(k.name, 0, hi - lo, k.dtype)
             q, t = var(jax.name, 0, hi - lo, jax.dtype), var("t", 0, jax.hi, jax.dtype)

@@ -288,7 +288,8 @@ def lex_le(a: Sequence[Expr], b: Sequence[Expr]) -> Expr:
 
 def box_size(axes: Sequence[Expr]) -> int | Expr:
     """The points of the box of ``axes``, each counted as at least one (an expression in sizes)."""
-    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) for a in axes)
+    return math.prod(a.extent if always(a.extent >= 1) else max(a.extent, 1) if isinstance(a.extent, int)
+                     else binary(Op.MAXIMUM, a.extent, 1) for a in axes)
 
 
 def flat_index(axes: Sequence[Expr], holds: Callable[[Expr | bool], bool] = always) -> Expr | None:

@@ -9,7 +9,7 @@ accumulators and float-to-int casts are data: they wrap like NumPy's and are not
 from __future__ import annotations
 
 from tensorad.ir import dtype as dt
-from tensorad.ir.expr import Expr, Op
+from tensorad.ir.expr import Expr, Op, is_size
 from tensorad.ir.printer import expr_to_str
 from tensorad.ir.rewrite import fold, walk
 
@@ -57,7 +57,11 @@ def index_bounds(e: Expr, memo: dict | None = None) -> Bound:
         if node.dtype not in ("int32", "int64") or node.op in (Op.READ, Op.REDUCE):
             return None
         if node.op is Op.VAR:
-            return (node.lo, node.hi - 1) if node.lo is not None and node.hi is not None else None
+            if is_size(node):  # (an array's extent: an int64 where it has no greatest value)
+                return node.arg.min, INT64[1] if node.arg.max is None else node.arg.max
+            lo, hi = (index_bounds(b, memo) if isinstance(b, Expr) else (b, b) for b in (node.lo, node.hi))
+            return (lo[0], hi[1] - 1) if lo is not None and hi is not None and None not in (lo[0], hi[1]) \
+                else None
         if node.op is Op.CONST:
             return int(node.arg), int(node.arg)
         if node.op is Op.DATA_INDEX:  # checked, clipped or wrapped into [0, extent)
@@ -87,7 +91,7 @@ def may_fault(e: Expr, memo: dict | None = None) -> bool:
         if n.op is Op.READ:
             for i, size in zip(n.src, n.arg.shape):
                 b = index_bounds(i, memo)
-                if b is None or b[0] < 0 or b[1] >= size:
+                if b is None or b[0] < 0 or not isinstance(size, int) or b[1] >= size:
                     return True
     return False
 

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from operator import is_not
 from typing import Any
 
-from .expr import Expr, Op, ReduceArg
+from .expr import Expr, Op, ReduceArg, is_size
 from .tensor import ComputeOp, Tensor
 
 Rule = Callable[[Expr], "Expr | None"]
@@ -153,6 +153,15 @@ def fold(root: Expr, visit: Callable[..., Any] | Mapping[Op, Callable[..., Any]]
         if node not in memo:
             memo[node] = visit(node, *[memo[c] for c in node.src])
     return memo[root]
+
+
+def size_values(root: Expr) -> set[Expr]:
+    """The nodes under ``root`` that are values of size variables and constants alone, reading a size
+    (``1 / sqrt(float64(d))``): one value per call, a constant once the sizes are bound."""
+    memo: dict = {}
+    fold(root, lambda n, *k: (is_size(n) or any(s for s, _ in k), n.op not in (Op.READ, Op.REDUCE)
+                              and (n.op is not Op.VAR or is_size(n)) and all(p for _, p in k)), memo)
+    return {n for n, (sized, pure) in memo.items() if sized and pure}
 
 
 def fold_pure(root: Expr, table: Mapping[Op, Callable[..., Any]], memo: dict) -> Any:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import islpy as isl
 
 from ..ir.expr import Expr, Op, logical_not
+from ..ir.intrange import index_bounds
 from ..ir.printer import expr_to_str
 from ..ir.rewrite import walk
 from ..ir.tensor import ComputeOp
 from ..poly.affine import IndexSpace, NotAffine, point_str
+from .sizes import monomial
 
 
 class OutOfBoundsError(IndexError):
@@ -60,12 +62,22 @@ def _read_domains(space: IndexSpace, domain: isl.Set, body: Expr) -> list[tuple[
 
 
 def _needs_proof(node: Expr, ranged: frozenset) -> bool:
-    """A read whose indices are not all in range by their form: a constant in ``[0, size)``, or a variable
-    of ``ranged`` (the compute's axes and reduction axes) whose whole range lies in ``[0, size)``."""
-    return node.op is Op.READ and not all(
-        _le(0, i.arg) and _le(i.arg + 1, s) if i.op is Op.CONST else
-        (i in ranged and _le(0, i.lo) and _le(i.hi, s)) if i.op is Op.VAR else False
-        for i, s in zip(node.src, node.arg.shape))
+    """A read whose indices are not all in range by their form (:func:`_in_range`)."""
+    return node.op is Op.READ and not all(_in_range(i, s, ranged) for i, s in zip(node.src, node.arg.shape))
+
+
+def _in_range(i: Expr, s: int | Expr, ranged: frozenset) -> bool:
+    """Whether index ``i`` lies in ``[0, s)`` by its form: a constant in it, a variable of ``ranged`` (the
+    compute's axes and reduction axes) whose whole range lies in it, or a remainder modulo the extent
+    ``s`` itself where that is a positive expression in sizes (``x % n``: no quasi-affine index for isl)."""
+    if i.op is Op.CONST:
+        return _le(0, i.arg) and _le(i.arg + 1, s)
+    if i.op is Op.VAR:
+        return i in ranged and _le(0, i.lo) and _le(i.hi, s)
+    if i.op is Op.FLOORDIV and i.src[0] in ranged and i.src[0].lo == 0:  # (``k // n`` of ``k < 7 * n``)
+        (a, fa), (b, fb) = monomial([i.src[0].hi]), monomial([s, i.src[1]])
+        return (a, fa) == (b, fb) and (index_bounds(i.src[1]) or (0, 0))[0] >= 1
+    return i.op is Op.MOD and i.src[1] is s and (index_bounds(s) or (0, 0))[0] >= 1
 
 
 def _le(a: int | Expr, b: int | Expr) -> bool:
@@ -90,6 +102,8 @@ def check_op_bounds(op: ComputeOp) -> None:
             if not _needs_proof(rd, ranged):
                 continue
             for d, (idx, size) in enumerate(zip(rd.src, tensor.shape)):
+                if _in_range(idx, size, ranged):
+                    continue
                 try:
                     pa = space.aff(idx)
                 except NotAffine as exc:

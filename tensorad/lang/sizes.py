@@ -11,6 +11,7 @@ count of rows."""
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
@@ -59,6 +60,20 @@ def _op_sizes(op: PlaceholderOp | ComputeOp) -> list[Expr]:
 def sizes_in(items: Iterable[Any]) -> list[Expr]:
     """The size variables under the expressions among ``items`` (others skipped), first seen first."""
     return list(dict.fromkeys(n for e in items if isinstance(e, Expr) for n in walk(e) if is_size(n)))
+
+
+def monomial(extents: Any) -> tuple[int, Counter]:
+    """The product of ``extents`` as a number times factors in sizes (``7 * n``: 7 and ``n``)."""
+    number, factors = 1, Counter()
+    for e in extents:
+        if isinstance(e, Expr) and e.op is Op.MUL:
+            a, fa = monomial(e.src)
+            number, factors = number * a, factors + fa
+        elif isinstance(e, Expr) and e.op is not Op.CONST:
+            factors[e] += 1
+        else:
+            number *= int(e.arg) if isinstance(e, Expr) else e
+    return number, factors
 
 
 def program_sizes(tensors: Iterable[Tensor]) -> list[Expr]:
@@ -173,8 +188,8 @@ def _typed(dtype: str, v: Any) -> Any:
     return np.dtype(dtype).type(v) if dtype in ("float32", "float64") else None
 
 
-_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv}
-_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST)  # on floats: IEEE, as the kernel
+_FOLDS = {**_INT_OPS, Op.DIV: operator.truediv, Op.SQRT: np.sqrt}
+_EXACT = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG, Op.CAST, Op.SQRT)  # on floats: IEEE, as the kernel
 
 
 def _bind_op(op: ComputeOp, values: dict[Expr, int | Expr], new: dict[Tensor, Tensor],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from tensorad.ir import Expr, Tensor, const
+from tensorad.ir import Expr, Tensor, cast, const
 from tensorad.ir import dtype as dt
 from tensorad.ir import reducer as _reducer
 from tensorad.lang import tensor_lang as lang
@@ -37,10 +37,11 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
         raise ValueError(f"{name}: Q {q.shape} and K {k.shape} differ in their last axis")
     if kv != keys:
         raise ValueError(f"{name}: K {k.shape} and V {v.shape} differ in their sequence axis")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    b = len(lead)
     dtype = dt.compute_dtype(q.dtype)
+    if scale is None:  # (over a size: in float64, as the static factor is)
+        scale = cast(dtype, const(1.0, "float64") / lang.sqrt(cast("float64", d))) if isinstance(d, Expr) \
+            else 1.0 / math.sqrt(d)
+    b = len(lead)
 
     def mask(l_: Expr, s: Expr) -> Expr | None:
         return (s <= l_) if causal else None
@@ -49,7 +50,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool =
         r = lang.reduce_axis((0, d), "d")
         lead_ax, l_, s = ax[:b], ax[b], ax[b + 1]
         dot = _reducer.sum(q[lead_ax + (l_, r)] * k[lead_ax + (s, r)], r, where=mask(l_, s))
-        return dot * const(scale, dtype)
+        return dot * (scale if isinstance(scale, Expr) else const(scale, dtype))
 
     scores = new_compute(lead + (length, keys), scores_body, f"{name}.scores", "attention_scores")
 

@@ -60,7 +60,8 @@ def var(x: Tensor, axis: Any = None, keepdims: bool = False, ddof: int = 0,
     count = prod(x.shape[d] for d in axes)
     m = mean(x, axes, True, f"{name}.mean")
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
-    inv = const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
+    inv = _scaled_by(lang.maximum(count - ddof, 0), dt.compute_dtype(x.dtype)) if isinstance(count, Expr) \
+        else const(1.0 / (count - ddof) if count > ddof else float("inf"), dt.compute_dtype(x.dtype))
 
     def body(out: Index) -> Expr:
         ks = [lang.reduce_axis((0, x.shape[d]), f"k{d}") for d in axes]
@@ -275,7 +276,8 @@ def rms_norm(x: Tensor, gamma: Tensor | None = None, eps: float | None = None,
     lead, norm = _split_trailing(x, gamma, ndim, name)
     gamma = _affine_param(gamma, norm, name, "gamma")
     k = len(lead)
-    inv = const(1.0 / max(prod(norm), 1), wide)  # (no element: no output either, as above)
+    count = prod(norm)  # (no element: no output either, as above)
+    inv = _scaled_by(count, wide) if isinstance(count, Expr) else const(1.0 / max(count, 1), wide)
 
     def ms_body(s: Index) -> Expr:
         ks = tuple(lang.reduce_axis((0, e), f"k{d}") for d, e in enumerate(norm))

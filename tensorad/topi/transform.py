@@ -3,13 +3,13 @@ index maps written plainly, whose derivatives the optimizer inverts (``//``, ``%
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from math import prod
 from typing import Any
 
 from tensorad.ir import Expr, Tensor, const
 from tensorad.lang import if_then_else
+from tensorad.lang.sizes import monomial
 
 from ._util import check_tensor, is_int, new_compute, normalize_axes, normalize_axis
 
@@ -26,15 +26,14 @@ def _target_shape(x: Tensor, shape: Any, op: str) -> tuple[int | Expr, ...]:
     unknown = [d for d, s in enumerate(shape) if is_int(s) and s == -1]
     if len(unknown) > 1 or any(s < -1 for s in ints):
         raise ValueError(f"{op}: bad target shape {shape} (at most one -1, no other negatives)")
-    sized, given = (Counter(s for s in t if isinstance(s, Expr)) for t in (x.shape, shape))
-    size = prod(s for s in x.shape if is_int(s))
+    entries = [s for d, s in enumerate(shape) if d not in unknown]
+    (size, sized), (known, given) = monomial(x.shape), monomial(entries)
     if unknown and not given - sized:
-        known = prod(s for s in ints if s != -1)
         if known == 0 or size % known:
             raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape}")
         rest = prod((sized - given).elements(), start=size // known)
         shape = shape[:unknown[0]] + (rest,) + shape[unknown[0] + 1:]
-    elif prod(ints) != size or given != sized:
+    elif unknown or known != size or given != sized:
         raise ValueError(f"{op}: cannot reshape {x.shape} (size {x.size}) into {shape} "
                          f"(size {prod(shape)})")
     return shape
@@ -215,7 +214,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
                                        if d != axis):
             raise ValueError(f"{name}: shapes {first.shape} ({first.name}) and {t.shape} ({t.name}) "
                              f"differ outside axis {axis}")
-    parts = [t for t in tensors if t.shape[axis] > 0] or [first]
+    parts = [t for t in tensors if isinstance(t.shape[axis], Expr) or t.shape[axis] > 0] or [first]
     offsets = [0]
     for t in parts:
         offsets.append(offsets[-1] + t.shape[axis])
@@ -225,7 +224,8 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
         j = ax[axis]
 
         def part(p: int) -> Expr:
-            return parts[p][ax[:axis] + (j - offsets[p] if offsets[p] else j,) + ax[axis + 1:]]
+            shifted = j - offsets[p] if isinstance(offsets[p], Expr) or offsets[p] else j
+            return parts[p][ax[:axis] + (shifted,) + ax[axis + 1:]]
 
         out = part(len(parts) - 1)
         for p in range(len(parts) - 2, -1, -1):
