@@ -19,7 +19,7 @@ from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
 from .pack_routines import entry_alloca, new_function, smin
-from .packing import Packer, pushed
+from .packing import Packer, pushed, staged
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -162,8 +162,13 @@ class GemmEmitter:
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
             tensors, ctx = self._context(b, expr, ptr_of, ())
-            fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
-                                  tensors, strides_of, fastmath)
+            side = "A" if at == gd.SIDE_A else "B"
+            fn, by_rows = self._own_packer(f"{self.name}_pack{side}", expr, outer, width, tensors, strides_of,
+                                           fastmath)
+            if by_rows:  # (the library's routine packs the rows the kernel's function computes)
+                put(at + gd.S_ROW, fn)
+                fn = declare(self.m, gemmlib.pack_symbol(s.dtype, s.mr, s.nr, side, gd.STAGED, s.target),
+                             ir.VoidType(), pack_ty)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
         if s.epilogue is not None or s.exact is not None:
@@ -305,16 +310,28 @@ class GemmEmitter:
         f.ret_void()
         return fn
 
-    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
-        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
-        fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
-        side, dst, bflat, o0, olen, k0, klen, _ = fn.args
-        dst.add_attribute("noalias")
+    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath
+                    ) -> tuple[ir.Function, bool]:
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter,
+        or (True) where the library's staging routine packs the side (:func:`.gemm.packing.staged`),
+        the ``row(side, bflat, o, k, count, out)`` it calls (:meth:`.gemm.packing.Packer.row`)."""
+        rows = staged(expr, self.s.k, outer, width, self.vw, strides_of)
+        if rows:
+            fn, b = new_function(self.m, name + "_row", [PTR, I64, I64, I64, I64, PTR], attrs=("nounwind",))
+            side, bflat, o, k, count, out = fn.args
+            out.add_attribute("noalias")
+        else:
+            fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
+            side, dst, bflat, o0, olen, k0, klen, _ = fn.args
+            dst.add_attribute("noalias")
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
         _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat, expr)
-        packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
+        if rows:
+            packer.row(expr, outer, o, k, count, out)
+        else:
+            packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()
-        return fn
+        return fn, rows
 
     def _emitter(self, f: ir.IRBuilder, ctx: ir.Value, first: int, tensors: list, strides_of, fastmath,
                  bflat: ir.Value, expr) -> tuple[ExprEmitter, Packer]:

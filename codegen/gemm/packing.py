@@ -44,6 +44,24 @@ def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
     return None
 
 
+def along_k(expr: Expr, kaxes, outer, strides_of) -> tuple[bool, int | None]:
+    """Whether a side's panels are packed along ``k`` (the group whose last axis ``expr`` reads
+    contiguously, the longer run if both), and its element stride along ``k``."""
+    sk = linear_stride(expr, kaxes[-1], strides_of)
+    so = linear_stride(expr, outer[-1], strides_of)
+    run_k = kaxes[-1].extent if sk in (1, -1) else 0
+    run_o = outer[-1].extent if so in (1, -1) else 0
+    return run_k > run_o, sk
+
+
+def staged(expr: Expr, kaxes, outer, width: int, vw: int, strides_of) -> bool:
+    """Whether the library packs a side (``STAGED``, :mod:`.gemm.pack_routines`) from the rows
+    :meth:`Packer.row` computes: a side that computes its values, read contiguously along ``k``, in
+    panels a register transpose serves."""
+    k_inner, sk = along_k(expr, kaxes, outer, strides_of)
+    return expr.op is not Op.READ and k_inner and sk == 1 and bool(block_size(width, vw))
+
+
 def c64(x) -> ir.Value:
     return I64(x) if isinstance(x, int) else x
 
@@ -150,14 +168,24 @@ class Packer:
 
         self.runs(axes, start, count, run)
 
+    def row(self, expr, outer, o: ir.Value, k: ir.Value, count: ir.Value, out: ir.Value) -> None:
+        """``out[c] = expr(o, k + c)`` for ``c`` in ``[0, count)`` (flat positions of the outer axes and of
+        ``k``): per run along the last ``k`` axis a unit-stride loop the vectorizer widens (never unrolled;
+        masked vectors where the target has them), the expression emitted once."""
+        b, em = self.b, self.em
+        klast = self.kaxes[-1]
+        self.bind(outer, o)
+
+        def run(pos, seglen, first):
+            with for_range(b, 0, seglen, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
+                em.env[klast] = b.add(first, c)
+                b.store(em.value(expr), b.gep(out, [b.add(pos, c)], inbounds=True, source_etype=self.t))
+
+        self.runs(self.kaxes, k, count, run)
+
     def pack(self, dst, expr, outer, o0, olen, width, k0, klen) -> None:
         b, em, t = self.b, self.em, self.t
-        sk = linear_stride(expr, self.kaxes[-1], em.strides)
-        so = linear_stride(expr, outer[-1], em.strides)
-        # run along the group whose last axis reads memory contiguously, the longer run if both
-        run_k = self.kaxes[-1].extent if sk in (1, -1) else 0
-        run_o = outer[-1].extent if so in (1, -1) else 0
-        k_inner = run_k > run_o
+        k_inner, sk = along_k(expr, self.kaxes, outer, em.strides)
         bs = block_size(width, self.vw)
         transposing = k_inner and sk == 1 and bs
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
