@@ -314,11 +314,11 @@ class GemmEmitter:
                     ) -> tuple[ir.Function, bool]:
         """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter,
         or (True) where the library's staging routine packs the side (:func:`.gemm.packing.staged`),
-        the ``row(side, bflat, o, k, count, out)`` it calls (:meth:`.gemm.packing.Packer.row`)."""
+        the ``rows(side, bflat, o, nrows, k, count, out)`` it calls (:meth:`.gemm.packing.Packer.rows`)."""
         rows = staged(expr, self.s.k, outer, width, self.vw, strides_of)
         if rows:
-            fn, b = new_function(self.m, name + "_row", [PTR, I64, I64, I64, I64, PTR], attrs=("nounwind",))
-            side, bflat, o, k, count, out = fn.args
+            fn, b = new_function(self.m, name + "_row", [PTR, *[I64] * 5, PTR], attrs=("nounwind",))
+            side, bflat, o, nrows, k, count, out = fn.args
             out.add_attribute("noalias")
         else:
             fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
@@ -327,7 +327,7 @@ class GemmEmitter:
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
         _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat, expr)
         if rows:
-            packer.row(expr, outer, o, k, count, out)
+            packer.rows(expr, outer, o, nrows, k, count, out)
         else:
             packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
         b.ret_void()

@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from ..llvm.ir_loops import declare, for_range, smin
 from . import descriptor as gd
-from .packing import advancing, c64, transpose
+from .packing import STAGE_RUN, advancing, c64, transpose
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -393,17 +393,14 @@ def _panel(b: ir.IRBuilder, t: ir.Type, p, width: int, olen, klen, dst) -> tuple
     return first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
 
 
-STAGE_RUN = 64  # values of k a staged side's row function writes per call
-
-
 def _staged_mode(b, t, es, width: int, bs: int, side, dst, bflat, o0, olen, k0, klen, npanel) -> None:
-    """A side the kernel computes (``STAGED``): per panel and :data:`STAGE_RUN` values of ``k``, the kernel's
-    row function (``side[S_ROW]``: ``row(side, bflat, o, k, count, out)`` writes ``out[c] = value(o, k + c)``
-    for ``c < count``) fills a stack block of the panel's rows, whose ``bs x bs`` blocks go to the panel
-    through register transposes (a full panel), the rest element by element; rows past ``olen`` are
-    zeros.  One routine serves every computed side of a dtype and panel width: the kernel compiles only
-    its row function."""
-    row_ty = ir.FunctionType(VOID, [PTR, I64, I64, I64, I64, PTR])
+    """A side the kernel computes (``STAGED``): per panel and :data:`.gemm.packing.STAGE_RUN` values of
+    ``k``, the kernel's row function (``side[S_ROW]``: ``rows(side, bflat, o, nrows, k, count, out)`` writes
+    ``out[r * STAGE_RUN + c] = value(o + r, k + c)`` for ``r < nrows``, ``c < count``) fills a stack block
+    of the panel's rows, whose ``bs x bs`` blocks go to the panel through register transposes (a full
+    panel), the rest element by element; rows past ``olen`` are zeros.  One routine serves every computed
+    side of a dtype and panel width: the kernel compiles only its row function."""
+    row_ty = ir.FunctionType(VOID, [PTR, I64, I64, I64, I64, I64, PTR])
     row = b.inttoptr(ld(b, side, gd.S_ROW), row_ty.as_pointer(), name="row")
     staged = entry_alloca(b, t, "staged", width * STAGE_RUN)
     vt = ir.VectorType(t, bs) if bs else None
@@ -412,9 +409,7 @@ def _staged_mode(b, t, es, width: int, bs: int, side, dst, bflat, o0, olen, k0, 
         o = b.add(o0, first)
         with loop(b, 0, klen, STAGE_RUN, name="sc") as kc:
             count = smin(b, I64(STAGE_RUN), b.sub(klen, kc))
-            with loop(b, 0, valid, name="sr") as r:
-                out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=t)
-                b.call(row, [side, bflat, b.add(o, r), b.add(k0, kc), count, out])
+            b.call(row, [side, bflat, o, valid, b.add(k0, kc), count, staged])
             at = b.gep(pdst, [b.mul(kc, I64(width))], inbounds=True, source_etype=t)
             nb = I64(0)
             if bs:

@@ -25,6 +25,7 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
 LINE_BYTES = 64  # a cache line: narrow panels of a row-contiguous side are packed a line of rows at a time
 STAGE_RUN = 64  # values of k a computed side contiguous along k stages per panel row at a time
+# (the library's staging packer's block: :func:`.gemm.pack_routines.emit_pack`, ``STAGED``)
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
@@ -56,7 +57,7 @@ def along_k(expr: Expr, kaxes, outer, strides_of) -> tuple[bool, int | None]:
 
 def staged(expr: Expr, kaxes, outer, width: int, vw: int, strides_of) -> bool:
     """Whether the library packs a side (``STAGED``, :mod:`.gemm.pack_routines`) from the rows
-    :meth:`Packer.row` computes: a side that computes its values, read contiguously along ``k``, in
+    :meth:`Packer.rows` computes: a side that computes its values, read contiguously along ``k``, in
     panels a register transpose serves."""
     k_inner, sk = along_k(expr, kaxes, outer, strides_of)
     return expr.op is not Op.READ and k_inner and sk == 1 and bool(block_size(width, vw))
@@ -168,18 +169,23 @@ class Packer:
 
         self.runs(axes, start, count, run)
 
-    def row(self, expr, outer, o: ir.Value, k: ir.Value, count: ir.Value, out: ir.Value) -> None:
-        """``out[c] = expr(o, k + c)`` for ``c`` in ``[0, count)`` (flat positions of the outer axes and of
-        ``k``): per run along the last ``k`` axis a unit-stride loop the vectorizer widens (never unrolled;
-        masked vectors where the target has them), the expression emitted once."""
+    def rows(self, expr, outer, o: ir.Value, nrows: ir.Value, k: ir.Value, count: ir.Value,
+             out: ir.Value) -> None:
+        """``out[r * STAGE_RUN + c] = expr(o + r, k + c)`` for ``r < nrows``, ``c < count`` (flat positions of
+        the outer axes and of ``k``): per run along the last ``k`` axis, one rolled loop over the rows around
+        a unit-stride loop the vectorizer widens (never unrolled; masked vectors where the target has them),
+        the expression emitted once."""
         b, em = self.b, self.em
         klast = self.kaxes[-1]
-        self.bind(outer, o)
 
         def run(pos, seglen, first):
-            with for_range(b, 0, seglen, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
-                em.env[klast] = b.add(first, c)
-                b.store(em.value(expr), b.gep(out, [b.add(pos, c)], inbounds=True, source_etype=self.t))
+            with for_range(b, 0, nrows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
+                self.bind(outer, b.add(o, r))
+                row = b.gep(out, [b.add(b.mul(r, I64(STAGE_RUN)), pos)], inbounds=True, source_etype=self.t)
+                with for_range(b, 0, seglen, name="sk", unroll=False, masked_tail=self.masked) as c, \
+                        pushed(em):
+                    em.env[klast] = b.add(first, c)
+                    b.store(em.value(expr), b.gep(row, [c], inbounds=True, source_etype=self.t))
 
         self.runs(self.kaxes, k, count, run)
 
