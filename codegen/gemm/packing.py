@@ -4,8 +4,10 @@
 (``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.  The general path
 evaluates ``expr`` with the expression emitter, in runs along the group it reads contiguously.  A side
 contiguous along ``k`` but strided along the panel rows is transposed in registers, a VW x VW block at a
-time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores); a side that is an expression first computes
-the panel's rows along ``k`` into a stack block, in one rolled loop."""
+time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores).  A side that is an expression contiguous
+along ``k`` is the library's (``STAGED``, :mod:`.gemm.pack_routines`): the kernel compiles only the function
+that computes a panel's rows along ``k`` into its stack block (:meth:`Packer.rows`, the expression emitted
+once), and one routine per dtype and panel width, built once with the library, transposes them."""
 
 from __future__ import annotations
 
@@ -259,26 +261,10 @@ class Packer:
                                           lambda w, kk=kk: b.store(em.value(expr), put(w, kk)),
                                           vectorize=False)
 
-    def _stage(self, expr, outer, first, rows: int, count: ir.Value, staged: ir.Value) -> None:
-        """Rows ``[first, first + rows)`` of ``expr``, ``count`` (at most :data:`STAGE_RUN`) consecutive
-        values along ``k`` each (from its bound value), into the rows of ``staged``: one rolled loop over the
-        rows around a unit-stride loop the vectorizer widens (never unrolled; one loop of masked vectors
-        where the target has them: LLVM's vector epilogue and scalar remainder would copy it thrice),
-        the expression emitted once."""
-        b, em = self.b, self.em
-        klast = self.kaxes[-1]
-        k = em.env[klast]
-        with for_range(b, 0, rows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
-            self.bind(outer, b.add(first, r))
-            out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=self.t)
-            with for_range(b, 0, count, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
-                em.env[klast] = b.add(k, c)
-                b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
-
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
-        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
-        ``bs`` x ``bs`` register transposes (a side that computes its values first computes the panel's
-        rows along ``k``, :data:`STAGE_RUN` values at a time, :meth:`_stage`); the rest element by element."""
+        """One contiguous run of ``k`` for panel ``p`` of a read (a side that computes its values is the
+        library's to stage, :func:`staged`): in a full panel, whole ``bs``-blocks through ``bs`` x ``bs``
+        register transposes; the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)
@@ -286,32 +272,19 @@ class Packer:
         full = b.icmp_signed("==", valid, I64(width))
         nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
 
-        def blocks(kb: ir.Value, row_address) -> None:  # the bs x bs blocks at k offset kb of the run
+        def address(row: int) -> ir.Value:
+            with pushed(em):
+                self.bind(outer, b.add(first, I64(row)))
+                return em.address(expr.arg, expr.src)
+
+        with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):  # the bs x bs blocks at k offset kb
+            em.env[klast] = b.add(kfirst, kb)
             for g in range(width // bs):
-                rows = [b.load(b.bitcast(row_address(g * bs + r), vt.as_pointer()), typ=vt, align=es)
+                rows = [b.load(b.bitcast(address(g * bs + r), vt.as_pointer()), typ=vt, align=es)
                         for r in range(bs)]
                 for c, col in enumerate(transpose(b, rows)):
                     base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
                     b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
-
-        if expr.op is Op.READ:
-            def address(row: int) -> ir.Value:
-                with pushed(em):
-                    self.bind(outer, b.add(first, I64(row)))
-                    return em.address(expr.arg, expr.src)
-            with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
-                em.env[klast] = b.add(kfirst, kb)
-                blocks(kb, address)
-        else:
-            with b.goto_entry_block():
-                staged = b.alloca(t, size=I64(width * STAGE_RUN), name="staged")
-            with for_range(b, 0, nb, STAGE_RUN, name="tc", unroll=False) as kc, pushed(em):
-                em.env[klast] = b.add(kfirst, kc)
-                count = smin(b, I64(STAGE_RUN), b.sub(nb, kc))
-                self._stage(expr, outer, first, width, count, staged)
-                with for_range(b, 0, count, bs, name="tk", unroll=False) as kb:
-                    blocks(b.add(kc, kb), lambda row, kb=kb: b.gep(staged, [b.add(I64(row * STAGE_RUN), kb)],
-                                                                   inbounds=True, source_etype=t))
         with for_range(b, 0, valid, name="rw", vectorize=False) as w, pushed(em):
             self.bind(outer, b.add(first, w))
             with for_range(b, nb, seglen, name="rk", vectorize=False) as i, pushed(em):
