@@ -316,20 +316,16 @@ class GemmEmitter:
         or (True) where the library's staging routine packs the side (:func:`.gemm.packing.staged`),
         the ``rows(side, bflat, o, nrows, k, count, out)`` it calls (:meth:`.gemm.packing.Packer.rows`)."""
         rows = staged(expr, self.s.k, outer, width, self.vw, strides_of)
-        if rows:
-            fn, b = new_function(self.m, name + "_row", [PTR, *[I64] * 5, PTR], attrs=("nounwind",))
-            side, bflat, o, nrows, k, count, out = fn.args
-            out.add_attribute("noalias")
-        else:
-            fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
-            side, dst, bflat, o0, olen, k0, klen, _ = fn.args
-            dst.add_attribute("noalias")
+        fn, b = new_function(self.m, name + "_row" * rows, [PTR, *[I64] * 5, PTR] if rows else
+                             [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
+        fn.args[-1 if rows else 1].add_attribute("noalias")
+        side, *args = fn.args
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
-        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat, expr)
-        if rows:
-            packer.rows(expr, outer, o, nrows, k, count, out)
-        else:
-            packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
+        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, args[0 if rows else 1], expr)
+        if rows:  # (o, nrows, k, count, out)
+            packer.rows(expr, outer, *args[1:])
+        else:  # (dst, bflat, o0, olen, k0, klen, scratch)
+            packer.pack(args[0], expr, outer, args[2], args[3], width, args[4], args[5])
         b.ret_void()
         return fn, rows
 
