@@ -399,7 +399,7 @@ def _staged_mode(b, t, es, width: int, bs: int, side, dst, bflat, o0, olen, k0, 
     ``out[r * STAGE_RUN + c] = value(o + r, k + c)`` for ``r < nrows``, ``c < count``) fills a stack block
     of the panel's rows, whose ``bs x bs`` blocks go to the panel through register transposes (a full
     panel), the rest element by element; rows past ``olen`` are zeros.  One routine serves every computed
-    side of a dtype and panel width: the kernel compiles only its row function."""
+    side of a dtype and register tile: the kernel compiles only its row function."""
     row_ty = ir.FunctionType(VOID, [PTR, I64, I64, I64, I64, I64, PTR])
     row = b.inttoptr(ld(b, side, gd.S_ROW), row_ty.as_pointer(), name="row")
     staged = entry_alloca(b, t, "staged", width * STAGE_RUN)

@@ -7,7 +7,7 @@ contiguous along ``k`` but strided along the panel rows is transposed in registe
 time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores).  A side that is an expression contiguous
 along ``k`` is the library's (``STAGED``, :mod:`.gemm.pack_routines`): the kernel compiles only the function
 that computes a panel's rows along ``k`` into its stack block (:meth:`Packer.rows`, the expression emitted
-once), and one routine per dtype and panel width, built once with the library, transposes them."""
+once), and one routine per dtype and register tile, built once with the library, transposes them."""
 
 from __future__ import annotations
 

@@ -108,3 +108,35 @@ def test_the_staging_loop_is_one_loop_of_masked_vectors_on_avx512(target):
     s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
     if _here(target) == target:
         _run(kern, (a, s, b), np.exp(a.astype(np.float64) - s[:, None]) @ b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_computed_sides_of_two_products_share_the_librarys_staging_packer(dtype):
+    """A computed side's transposes live in the library (one staging packer per dtype and register tile,
+    compiled once): each kernel holds only its row function, no register transpose, and two products
+    with other expressions and shapes on one tile call the same packer.  NumPy float64 formulas as
+    oracles; odd shapes, a sum longer than one staged block."""
+    rng = np.random.default_rng(3)
+    A = ta.placeholder((37, 150), dtype, "A")
+    S = ta.placeholder((150,), dtype, "S")
+    B = ta.placeholder((150, 29), dtype, "B")
+    r = ta.reduce_axis((0, 150), name="r")
+    C1 = ta.compute((37, 29), lambda i, j: ta.sum(ta.maximum(A[i, r] + S[r], 0.0) * B[r, j], axis=r),
+                    name="C1")
+    G = ta.placeholder((21, 70), dtype, "G")
+    D = ta.placeholder((70, 45), dtype, "D")
+    q = ta.reduce_axis((0, 70), name="q")
+    C2 = ta.compute((21, 45), lambda i, j: ta.sum(ta.exp(G[i, q] * 0.5) * D[q, j], axis=q), name="C2")
+    a, s, b, g, d = (rng.standard_normal(t.shape).astype(dtype) for t in (A, S, B, G, D))
+    symbols = []
+    for C, ins, arrays, want in (
+            (C1, [A, S, B], (a, s, b), np.maximum(a.astype(np.float64) + s, 0) @ b),
+            (C2, [G, D], (g, d), np.exp(g.astype(np.float64) * 0.5) @ d)):
+        kern = ta.build([C], ins, microkernel=True, parallel_min_work=0, tile=(8, 32, 16, 16))
+        text = kern.compiled.llvm_ir_unoptimized
+        assert "shufflevector" not in text and '_packA_row"' in text
+        symbols.append(re.findall(r'^declare [^\n]*@"(tensorad_gemm_\w+_packA_staged)"', text, re.M))
+        tol = 1e-4 if dtype == "float32" else 1e-10
+        _run(kern, arrays, want) if dtype == "float32" else np.testing.assert_allclose(
+            kern(*arrays), want, rtol=tol, atol=tol)
+    assert symbols[0] == symbols[1] and len(symbols[0]) == 1, symbols
