@@ -3,8 +3,9 @@ runs ``C[m, n] = sum_k A(m, k) * B(k, n)`` BLIS-style for each batch point (:mod
 
 A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the driver; a side that is not a plain
 linear read gets a packing function of its own in the kernel (:mod:`.gemm.packing`), or where it computes
-values read along the sum, a function of the panel rows that the library's staging packer calls.  ``lower`` prints and
-counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over ``k`` reassociates sums."""
+values read along the sum, a function of the panel rows that the library's staging packer calls.  ``lower``
+prints and counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over ``k``
+reassociates sums."""
 
 from __future__ import annotations
 

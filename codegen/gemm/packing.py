@@ -4,10 +4,8 @@
 (``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.  The general path
 evaluates ``expr`` with the expression emitter, in runs along the group it reads contiguously.  A side
 contiguous along ``k`` but strided along the panel rows is transposed in registers, a VW x VW block at a
-time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores).  A side that is an expression contiguous
-along ``k`` is the library's (``STAGED``, :mod:`.gemm.pack_routines`): the kernel compiles only the function
-that computes a panel's rows along ``k`` into its stack block (:meth:`Packer.rows`, the expression emitted
-once), and one routine per dtype and register tile, built once with the library, transposes them."""
+time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores).  An expression contiguous along ``k`` is
+staged by the library (``STAGED``) from the panel rows :meth:`Packer.rows` computes."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ from .descriptor import block_size
 I32, I64 = ir.IntType(32), ir.IntType(64)
 ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
 LINE_BYTES = 64  # a cache line: narrow panels of a row-contiguous side are packed a line of rows at a time
-STAGE_RUN = 64  # values of k a computed side contiguous along k stages per panel row at a time
-# (the library's staging packer's block: :func:`.gemm.pack_routines.emit_pack`, ``STAGED``)
+STAGE_RUN = 64  # values of k per panel row the library's staging packer (``STAGED``) asks for at a time
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
