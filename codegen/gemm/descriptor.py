@@ -6,7 +6,8 @@ three row-major axis groups (batch, the side's outer axes, ``k``),
 ``base + const + sum_axis coef[axis] * digit(axis)``, optionally guarded by range checks
 ``0 <= chk_const[d] + sum coef_d * digit < size[d]`` (padding); another side gets a packing function in
 the kernel.  The packing modes, chosen here: ``TRANSPOSE`` (contiguous along ``k``), ``TRANSPOSE2`` (stride
-2 along ``k``), ``COPY``/``COPY2`` (contiguous or stride 2 along the outer axes), ``GATHER``."""
+2 along ``k``), ``COPY``/``COPY2`` (contiguous or stride 2 along the outer axes), ``GATHER``; ``STAGED``
+(chosen by the kernel): a computed side whose rows the kernel's row function writes, then transposed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ COLUMNS = 3  # (not a side's group: a product's columns, as :class:`.contraction
 
 # fields of a side
 S_BASE, S_FN, S_CTX, S_MODE, S_CONST, S_NCHK = range(6)
+S_ROW = S_BASE  # a side the library stages (``STAGED``, no base of its own): the kernel's row function
 S_CHKSIZE = 6
 S_CHKCONST = S_CHKSIZE + MAXCHK
 S_CHKSTEP = S_CHKCONST + MAXCHK  # per checked index: its step along the last outer axis
@@ -72,7 +74,7 @@ H_PART_ROWS = H_PARTS + 1
 DESC_LEN = H_PART_ROWS + 1
 APRE_LIMIT = 4 << 20  # bytes of a side packed once per call
 
-TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2 = 0, 1, 2, 3, 4
+TRANSPOSE, COPY, GATHER, TRANSPOSE2, COPY2, STAGED = 0, 1, 2, 3, 4, 5
 
 
 def group_base(g: int) -> int:

@@ -147,9 +147,9 @@ def link_symbols(symbols: Iterable[str], target: Target, linked: dict[str, str] 
 
 def light(part) -> bool:
     """Whether a piece is compiled with :func:`.jit.compile_job.promote`'s light pipeline: the transposing
-    packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
+    and staging packers and the copying one (their loops keep values in stack slots).  The stride-2 copy keeps
     ``-O1``; the core and the gathering packer get no IR optimization."""
-    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY)
+    return part != "core" and part[1] in (gd.TRANSPOSE, gd.TRANSPOSE2, gd.COPY, gd.STAGED)
 
 
 def entry_key(symbol: str, target: Target) -> tuple[str, str]:

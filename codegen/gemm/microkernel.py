@@ -2,8 +2,10 @@
 runs ``C[m, n] = sum_k A(m, k) * B(k, n)`` BLIS-style for each batch point (:mod:`.gemm.library`).
 
 A nest only fills a descriptor (:mod:`.gemm.descriptor`) and calls the driver; a side that is not a plain
-linear read gets a packing function of its own in the kernel (:mod:`.gemm.packing`).  ``lower`` prints and
-counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over ``k`` reassociates sums."""
+linear read gets a packing function of its own in the kernel (:mod:`.gemm.packing`), or where it computes
+values read along the sum, a function of the panel rows that the library's staging packer calls.  ``lower``
+prints and counts the plain loop nest.  ``fastmath=False`` does not use it: blocking over ``k``
+reassociates sums."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from . import descriptor as gd
 from . import library as gemmlib
 from .contraction import Contraction, a_packed_once, b_packed_once
 from .pack_routines import entry_alloca, new_function, smin
-from .packing import Packer, pushed
+from .packing import Packer, pushed, staged
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -162,8 +164,13 @@ class GemmEmitter:
                 continue
             # a side of its own: the packing function reads its tensors' pointers from ctx
             tensors, ctx = self._context(b, expr, ptr_of, ())
-            fn = self._own_packer(f"{self.name}_pack{'A' if at == gd.SIDE_A else 'B'}", expr, outer, width,
-                                  tensors, strides_of, fastmath)
+            side = "A" if at == gd.SIDE_A else "B"
+            fn, by_rows = self._own_packer(f"{self.name}_pack{side}", expr, outer, width, tensors, strides_of,
+                                           fastmath)
+            if by_rows:  # (the library's routine packs the rows the kernel's function computes)
+                put(at + gd.S_ROW, fn)
+                fn = declare(self.m, gemmlib.pack_symbol(s.dtype, s.mr, s.nr, side, gd.STAGED, s.target),
+                             ir.VoidType(), pack_ty)
             put(at + gd.S_FN, fn)
             put(at + gd.S_CTX, ctx)
         if s.epilogue is not None or s.exact is not None:
@@ -305,16 +312,24 @@ class GemmEmitter:
         f.ret_void()
         return fn
 
-    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath) -> ir.Function:
-        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter."""
-        fn, b = new_function(self.m, name, [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
-        side, dst, bflat, o0, olen, k0, klen, _ = fn.args
-        dst.add_attribute("noalias")
+    def _own_packer(self, name: str, expr, outer, width, tensors, strides_of, fastmath
+                    ) -> tuple[ir.Function, bool]:
+        """``pack(side, dst, bflat, o0, olen, k0, klen, scratch)`` for one side, by the expression emitter,
+        or (True) where the library's staging routine packs the side (:func:`.gemm.packing.staged`),
+        the ``rows(side, bflat, o, nrows, k, count, out)`` it calls (:meth:`.gemm.packing.Packer.rows`)."""
+        rows = staged(expr, self.s.k, outer, width, self.vw, strides_of)
+        fn, b = new_function(self.m, name + "_row" * rows, [PTR, *[I64] * 5, PTR] if rows else
+                             [PTR, PTR, I64, I64, I64, I64, I64, PTR], attrs=("nounwind",))
+        fn.args[-1 if rows else 1].add_attribute("noalias")
+        side, *args = fn.args
         ctx = b.inttoptr(b.load(b.gep(side, [I64(gd.S_CTX)], inbounds=True, source_etype=I64), typ=I64), PTR)
-        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, bflat, expr)
-        packer.pack(dst, expr, outer, o0, olen, width, k0, klen)
+        _, packer = self._emitter(b, ctx, 0, tensors, strides_of, fastmath, args[0 if rows else 1], expr)
+        if rows:  # (o, nrows, k, count, out)
+            packer.rows(expr, outer, *args[1:])
+        else:  # (dst, bflat, o0, olen, k0, klen, scratch)
+            packer.pack(args[0], expr, outer, args[2], args[3], width, args[4], args[5])
         b.ret_void()
-        return fn
+        return fn, rows
 
     def _emitter(self, f: ir.IRBuilder, ctx: ir.Value, first: int, tensors: list, strides_of, fastmath,
                  bflat: ir.Value, expr) -> tuple[ExprEmitter, Packer]:

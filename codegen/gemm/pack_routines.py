@@ -8,7 +8,8 @@ last block, each row asking for the line of the row one panel on into L2); ``COP
 the outer axes: run-wise copies; range-checked indices as lane masks of masked loads where each vector
 lies in at most two runs, else ``x0 + step*i`` as zeros, a copy, zeros; checks of ``k`` alone tested once
 per panel row or per ``k``); ``COPY2`` (stride 2: the even lanes of two loads); ``GATHER`` (element by
-element through the tables)."""
+element through the tables); ``STAGED`` (a side the kernel computes: its row function's values, transposed,
+:func:`_staged_mode`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import llvmlite.ir as ir
 
 from ..llvm.ir_loops import declare, for_range, smin
 from . import descriptor as gd
-from .packing import advancing, c64, transpose
+from .packing import STAGE_RUN, advancing, c64, transpose
 
 I1, I64 = ir.IntType(1), ir.IntType(64)
 PTR = ir.PointerType()
@@ -329,7 +330,7 @@ def table_pointers(b: ir.IRBuilder, scratch, olen, klen) -> tuple:
 
 
 MODES = {"transpose": gd.TRANSPOSE, "copy": gd.COPY, "gather": gd.GATHER, "transpose2": gd.TRANSPOSE2,
-         "copy2": gd.COPY2}
+         "copy2": gd.COPY2, "staged": gd.STAGED}
 MODE_NAMES = {m: n for n, m in MODES.items()}
 
 
@@ -341,11 +342,15 @@ def emit_pack(module: ir.Module, name: str, t: ir.Type, width: int, mode: int,
     dst.add_attribute("noalias")
     scratch.add_attribute("noalias")
     es = 4 if isinstance(t, ir.FloatType) else 8
+    npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
+    if mode == gd.STAGED:
+        _staged_mode(b, t, es, width, gd.block_size(width, vw), side, dst, bflat, o0, olen, k0, klen, npanel)
+        b.ret_void()
+        return fn
     src = b.inttoptr(ld(b, side, gd.S_BASE), PTR, name="src")
     what = {gd.TRANSPOSE: 1, gd.COPY: 2, gd.GATHER: 0, gd.TRANSPOSE2: 3, gd.COPY2: 4}[mode]
     b.call(tables, [side, bflat, o0, olen, k0, klen, scratch, I64(what)])
     ooff, orun, ochk, koff, krun, kchk = table_pointers(b, scratch, olen, klen)
-    npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
     zero = t(0.0)
 
     def slot(pdst, kk, w):
@@ -386,6 +391,45 @@ def _panel(b: ir.IRBuilder, t: ir.Type, p, width: int, olen, klen, dst) -> tuple
     first = b.mul(p, I64(width))
     valid = smin(b, I64(width), b.sub(olen, first))
     return first, valid, b.gep(dst, [b.mul(first, klen)], inbounds=True, source_etype=t)
+
+
+def _staged_mode(b, t, es, width: int, bs: int, side, dst, bflat, o0, olen, k0, klen, npanel) -> None:
+    """A side the kernel computes (``STAGED``): per panel and :data:`.gemm.packing.STAGE_RUN` values of
+    ``k``, the kernel's row function (``side[S_ROW]``: ``rows(side, bflat, o, nrows, k, count, out)`` writes
+    ``out[r * STAGE_RUN + c] = value(o + r, k + c)`` for ``r < nrows``, ``c < count``) fills a stack block
+    of the panel's rows, whose ``bs x bs`` blocks go to the panel through register transposes (a full
+    panel), the rest element by element; rows past ``olen`` are zeros.  One routine serves every computed
+    side of a dtype and register tile: the kernel compiles only its row function."""
+    row_ty = ir.FunctionType(VOID, [PTR, I64, I64, I64, I64, I64, PTR])
+    row = b.inttoptr(ld(b, side, gd.S_ROW), row_ty.as_pointer(), name="row")
+    staged = entry_alloca(b, t, "staged", width * STAGE_RUN)
+    vt = ir.VectorType(t, bs) if bs else None
+    with loop(b, 0, npanel, name="sp") as p:
+        first, valid, pdst = _panel(b, t, p, width, olen, klen, dst)
+        o = b.add(o0, first)
+        with loop(b, 0, klen, STAGE_RUN, name="sc") as kc:
+            count = smin(b, I64(STAGE_RUN), b.sub(klen, kc))
+            b.call(row, [side, bflat, o, valid, b.add(k0, kc), count, staged])
+            at = b.gep(pdst, [b.mul(kc, I64(width))], inbounds=True, source_etype=t)
+            nb = I64(0)
+            if bs:
+                nb = b.select(b.icmp_signed("==", valid, I64(width)), b.and_(count, I64(-bs)), I64(0))
+                with loop(b, 0, nb, bs, name="st") as kb:
+                    base = b.gep(staged, [kb], inbounds=True, source_etype=t)
+                    to = b.gep(at, [b.mul(kb, I64(width))], inbounds=True, source_etype=t)
+                    for g in range(width // bs):
+                        rows = [b.load(b.gep(base, [I64((g * bs + r) * STAGE_RUN)], inbounds=True,
+                                             source_etype=t), typ=vt, align=es) for r in range(bs)]
+                        for c, col in enumerate(transpose(b, rows)):
+                            b.store(col, b.gep(to, [I64(c * width + g * bs)], inbounds=True, source_etype=t),
+                                    align=es)
+            with loop(b, 0, valid, name="sw") as w:
+                with loop(b, nb, count, name="sk") as i:
+                    value = ld(b, staged, b.add(b.mul(w, I64(STAGE_RUN)), i), t)
+                    st(b, at, b.add(b.mul(i, I64(width)), w), value, t)
+        with loop(b, valid, width, name="sz") as w:
+            with loop(b, 0, klen, name="szk") as kk:
+                st(b, pdst, b.add(b.mul(kk, I64(width)), w), t(0.0), t)
 
 
 def _ksteps(b: ir.IRBuilder, side) -> ir.Value:

@@ -4,8 +4,8 @@
 (``p`` a panel of ``W`` rows, MR for A and NR for B) and zero-pads past ``olen``.  The general path
 evaluates ``expr`` with the expression emitter, in runs along the group it reads contiguously.  A side
 contiguous along ``k`` but strided along the panel rows is transposed in registers, a VW x VW block at a
-time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores); a side that is an expression first computes
-the panel's rows along ``k`` into a stack block, in one rolled loop."""
+time (VW loads, Eklundh's log2(VW) shuffle stages, VW stores).  An expression contiguous along ``k`` is
+staged by the library (``STAGED``) from the panel rows :meth:`Packer.rows` computes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from .descriptor import block_size
 I32, I64 = ir.IntType(32), ir.IntType(64)
 ROWS_BLOCK = 16  # values of k packed per pass over the panels of a row-contiguous side
 LINE_BYTES = 64  # a cache line: narrow panels of a row-contiguous side are packed a line of rows at a time
-STAGE_RUN = 64  # values of k a computed side contiguous along k stages per panel row at a time
+STAGE_RUN = 64  # values of k per panel row the library's staging packer (``STAGED``) asks for at a time
 
 
 def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
@@ -42,6 +42,24 @@ def linear_stride(expr: Expr, v: Expr, strides_of) -> int | None:
                 total += co.get(v, 0) * st
             return total
     return None
+
+
+def along_k(expr: Expr, kaxes, outer, strides_of) -> tuple[bool, int | None]:
+    """Whether a side's panels are packed along ``k`` (the group whose last axis ``expr`` reads
+    contiguously, the longer run if both), and its element stride along ``k``."""
+    sk = linear_stride(expr, kaxes[-1], strides_of)
+    so = linear_stride(expr, outer[-1], strides_of)
+    run_k = kaxes[-1].extent if sk in (1, -1) else 0
+    run_o = outer[-1].extent if so in (1, -1) else 0
+    return run_k > run_o, sk
+
+
+def staged(expr: Expr, kaxes, outer, width: int, vw: int, strides_of) -> bool:
+    """Whether the library packs a side (``STAGED``, :mod:`.gemm.pack_routines`) from the rows
+    :meth:`Packer.rows` computes: a side that computes its values, read contiguously along ``k``, in
+    panels a register transpose serves."""
+    k_inner, sk = along_k(expr, kaxes, outer, strides_of)
+    return expr.op is not Op.READ and k_inner and sk == 1 and bool(block_size(width, vw))
 
 
 def c64(x) -> ir.Value:
@@ -150,14 +168,29 @@ class Packer:
 
         self.runs(axes, start, count, run)
 
+    def rows(self, expr, outer, o: ir.Value, nrows: ir.Value, k: ir.Value, count: ir.Value,
+             out: ir.Value) -> None:
+        """``out[r * STAGE_RUN + c] = expr(o + r, k + c)`` for ``r < nrows``, ``c < count`` (flat positions of
+        the outer axes and of ``k``): per run along the last ``k`` axis, one rolled loop over the rows around
+        a unit-stride loop the vectorizer widens (never unrolled; masked vectors where the target has them),
+        the expression emitted once."""
+        b, em = self.b, self.em
+        klast = self.kaxes[-1]
+
+        def run(pos, seglen, first):
+            with for_range(b, 0, nrows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
+                self.bind(outer, b.add(o, r))
+                row = b.gep(out, [b.add(b.mul(r, I64(STAGE_RUN)), pos)], inbounds=True, source_etype=self.t)
+                with for_range(b, 0, seglen, name="sk", unroll=False, masked_tail=self.masked) as c, \
+                        pushed(em):
+                    em.env[klast] = b.add(first, c)
+                    b.store(em.value(expr), b.gep(row, [c], inbounds=True, source_etype=self.t))
+
+        self.runs(self.kaxes, k, count, run)
+
     def pack(self, dst, expr, outer, o0, olen, width, k0, klen) -> None:
         b, em, t = self.b, self.em, self.t
-        sk = linear_stride(expr, self.kaxes[-1], em.strides)
-        so = linear_stride(expr, outer[-1], em.strides)
-        # run along the group whose last axis reads memory contiguously, the longer run if both
-        run_k = self.kaxes[-1].extent if sk in (1, -1) else 0
-        run_o = outer[-1].extent if so in (1, -1) else 0
-        k_inner = run_k > run_o
+        k_inner, sk = along_k(expr, self.kaxes, outer, em.strides)
         bs = block_size(width, self.vw)
         transposing = k_inner and sk == 1 and bs
         npanel = b.sdiv(b.add(olen, I64(width - 1)), I64(width))
@@ -225,26 +258,10 @@ class Packer:
                                           lambda w, kk=kk: b.store(em.value(expr), put(w, kk)),
                                           vectorize=False)
 
-    def _stage(self, expr, outer, first, rows: int, count: ir.Value, staged: ir.Value) -> None:
-        """Rows ``[first, first + rows)`` of ``expr``, ``count`` (at most :data:`STAGE_RUN`) consecutive
-        values along ``k`` each (from its bound value), into the rows of ``staged``: one rolled loop over the
-        rows around a unit-stride loop the vectorizer widens (never unrolled; one loop of masked vectors
-        where the target has them: LLVM's vector epilogue and scalar remainder would copy it thrice),
-        the expression emitted once."""
-        b, em = self.b, self.em
-        klast = self.kaxes[-1]
-        k = em.env[klast]
-        with for_range(b, 0, rows, name="sr", vectorize=False, unroll=False) as r, pushed(em):
-            self.bind(outer, b.add(first, r))
-            out = b.gep(staged, [b.mul(r, I64(STAGE_RUN))], inbounds=True, source_etype=self.t)
-            with for_range(b, 0, count, name="sk", unroll=False, masked_tail=self.masked) as c, pushed(em):
-                em.env[klast] = b.add(k, c)
-                b.store(em.value(expr), b.gep(out, [c], inbounds=True, source_etype=self.t))
-
     def _run(self, dst, expr, outer, first, valid, width, p, pos, seglen, kfirst, bs, slot) -> None:
-        """One contiguous run of ``k`` for panel ``p``: in a full panel, whole ``bs``-blocks through
-        ``bs`` x ``bs`` register transposes (a side that computes its values first computes the panel's
-        rows along ``k``, :data:`STAGE_RUN` values at a time, :meth:`_stage`); the rest element by element."""
+        """One contiguous run of ``k`` for panel ``p`` of a read (a side that computes its values is the
+        library's to stage, :func:`staged`): in a full panel, whole ``bs``-blocks through ``bs`` x ``bs``
+        register transposes; the rest element by element."""
         b, em, t = self.b, self.em, self.t
         klast = self.kaxes[-1]
         vt = ir.VectorType(t, bs)
@@ -252,32 +269,19 @@ class Packer:
         full = b.icmp_signed("==", valid, I64(width))
         nb = b.select(full, b.mul(b.sdiv(seglen, I64(bs)), I64(bs)), I64(0))
 
-        def blocks(kb: ir.Value, row_address) -> None:  # the bs x bs blocks at k offset kb of the run
+        def address(row: int) -> ir.Value:
+            with pushed(em):
+                self.bind(outer, b.add(first, I64(row)))
+                return em.address(expr.arg, expr.src)
+
+        with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):  # the bs x bs blocks at k offset kb
+            em.env[klast] = b.add(kfirst, kb)
             for g in range(width // bs):
-                rows = [b.load(b.bitcast(row_address(g * bs + r), vt.as_pointer()), typ=vt, align=es)
+                rows = [b.load(b.bitcast(address(g * bs + r), vt.as_pointer()), typ=vt, align=es)
                         for r in range(bs)]
                 for c, col in enumerate(transpose(b, rows)):
                     base = slot(p, b.add(pos, b.add(kb, I64(c))), I64(g * bs))
                     b.store(col, b.bitcast(base, vt.as_pointer()), align=es)
-
-        if expr.op is Op.READ:
-            def address(row: int) -> ir.Value:
-                with pushed(em):
-                    self.bind(outer, b.add(first, I64(row)))
-                    return em.address(expr.arg, expr.src)
-            with for_range(b, 0, nb, bs, name="tk") as kb, pushed(em):
-                em.env[klast] = b.add(kfirst, kb)
-                blocks(kb, address)
-        else:
-            with b.goto_entry_block():
-                staged = b.alloca(t, size=I64(width * STAGE_RUN), name="staged")
-            with for_range(b, 0, nb, STAGE_RUN, name="tc", unroll=False) as kc, pushed(em):
-                em.env[klast] = b.add(kfirst, kc)
-                count = smin(b, I64(STAGE_RUN), b.sub(nb, kc))
-                self._stage(expr, outer, first, width, count, staged)
-                with for_range(b, 0, count, bs, name="tk", unroll=False) as kb:
-                    blocks(b.add(kc, kb), lambda row, kb=kb: b.gep(staged, [b.add(I64(row * STAGE_RUN), kb)],
-                                                                   inbounds=True, source_etype=t))
         with for_range(b, 0, valid, name="rw", vectorize=False) as w, pushed(em):
             self.bind(outer, b.add(first, w))
             with for_range(b, nb, seglen, name="rk", vectorize=False) as i, pushed(em):

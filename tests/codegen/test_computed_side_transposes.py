@@ -64,10 +64,11 @@ def test_batched_b_side_over_a_row_factor_packs_by_transposes(target):
 @pytest.mark.parametrize("m,n,k", [(64, 40, 150), (37, 19, 333)])
 def test_a_computed_side_is_staged_by_one_loop_over_the_panel_rows(target, m, n, k):
     """The staging emitted the expression once per panel row (an unrolled loop per row: a register tile's
-    height of copies for LLVM to optimize, most of a Transformer block's packing compile time).  It is one
-    rolled loop over the rows, so the packer holds the expression twice: the staging loop and the
-    remainder of the sum that no whole transpose block covers.  Sums longer than one staged block
-    (``packing.STAGE_RUN``) and not a multiple of it."""
+    height of copies for LLVM to optimize, most of a Transformer block's packing compile time).  The
+    kernel's own code is one row function holding the expression once; the library's staging packer
+    (``pack_routines.STAGED``) calls it per panel row and transposes, the remainder of the sum that no
+    whole transpose block covers included.  Sums longer than one staged block
+    (``pack_routines.STAGE_RUN``) and not a multiple of it."""
     A = ta.placeholder((m, k), name="A")
     S = ta.placeholder((m,), name="S")
     B = ta.placeholder((k, n), name="B")
@@ -75,9 +76,10 @@ def test_a_computed_side_is_staged_by_one_loop_over_the_panel_rows(target, m, n,
     C = ta.compute((m, n), lambda i, j: ta.sum(ta.exp(A[i, r] - S[i]) / S[i] * B[r, j], axis=r), name="C")
     kern = ta.build([C], [A, S, B], microkernel=True, parallel_min_work=0, target=target, cache=False)
     text = kern.compiled.llvm_ir_unoptimized
-    start = re.search(r'^define [^\n]*_packA"\(', text, re.M).start()
-    packer = text[start:text.index("\n}\n", start)]
-    assert "staged" in packer and packer.count("fdiv") == 2, packer.count("fdiv")
+    start = re.search(r'^define [^\n]*_packA_row"\(', text, re.M).start()
+    row = text[start:text.index("\n}\n", start)]
+    assert re.search(r'^declare [^\n]*_packA_staged"\(', text, re.M)
+    assert row.count("fdiv") == 1, row.count("fdiv")
     if _here(target) == target:
         a, b = (RNG.standard_normal(t.shape).astype(np.float32) for t in (A, B))
         s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
@@ -87,7 +89,7 @@ def test_a_computed_side_is_staged_by_one_loop_over_the_panel_rows(target, m, n,
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_staging_loop_is_one_loop_of_masked_vectors_on_avx512(target):
     """LLVM emitted the staged expression three times (a vector loop, a vector epilogue and a scalar
-    remainder), each unrolled, for a loop of at most ``packing.STAGE_RUN`` trips.  With cheap masked
+    remainder), each unrolled, for a loop of at most ``pack_routines.STAGE_RUN`` trips.  With cheap masked
     vector memory the remainder is folded into masked iterations: one vector copy; elsewhere it is
     vectorized as before, never unrolled."""
     A = ta.placeholder((64, 150), name="A")
@@ -97,7 +99,7 @@ def test_the_staging_loop_is_one_loop_of_masked_vectors_on_avx512(target):
     C = ta.compute((64, 40), lambda i, j: ta.sum(ta.exp(A[i, r] - S[i]) * B[r, j], axis=r), name="C")
     kern = ta.build([C], [A, S, B], microkernel=True, parallel_min_work=0, target=target, cache=False)
     text = kern.llvm_ir
-    start = re.search(r"^define [^\n]*_packA\(", text, re.M).start()
+    start = re.search(r"^define [^\n]*_packA_row\(", text, re.M).start()
     packer = text[start:text.index("\n}\n", start)]
     assert "vector.memcheck" not in packer
     if "avx512" in target:
@@ -106,3 +108,35 @@ def test_the_staging_loop_is_one_loop_of_masked_vectors_on_avx512(target):
     s = RNG.uniform(1.0, 2.0, S.shape).astype(np.float32)
     if _here(target) == target:
         _run(kern, (a, s, b), np.exp(a.astype(np.float64) - s[:, None]) @ b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_computed_sides_of_two_products_share_the_librarys_staging_packer(dtype):
+    """A computed side's transposes live in the library (one staging packer per dtype and register tile,
+    compiled once): each kernel holds only its row function, no register transpose, and two products
+    with other expressions and shapes on one tile call the same packer.  NumPy float64 formulas as
+    oracles; odd shapes, a sum longer than one staged block."""
+    rng = np.random.default_rng(3)
+    A = ta.placeholder((37, 150), dtype, "A")
+    S = ta.placeholder((150,), dtype, "S")
+    B = ta.placeholder((150, 29), dtype, "B")
+    r = ta.reduce_axis((0, 150), name="r")
+    C1 = ta.compute((37, 29), lambda i, j: ta.sum(ta.maximum(A[i, r] + S[r], 0.0) * B[r, j], axis=r),
+                    name="C1")
+    G = ta.placeholder((21, 70), dtype, "G")
+    D = ta.placeholder((70, 45), dtype, "D")
+    q = ta.reduce_axis((0, 70), name="q")
+    C2 = ta.compute((21, 45), lambda i, j: ta.sum(ta.exp(G[i, q] * 0.5) * D[q, j], axis=q), name="C2")
+    a, s, b, g, d = (rng.standard_normal(t.shape).astype(dtype) for t in (A, S, B, G, D))
+    symbols = []
+    for C, ins, arrays, want in (
+            (C1, [A, S, B], (a, s, b), np.maximum(a.astype(np.float64) + s, 0) @ b),
+            (C2, [G, D], (g, d), np.exp(g.astype(np.float64) * 0.5) @ d)):
+        kern = ta.build([C], ins, microkernel=True, parallel_min_work=0, tile=(8, 32, 16, 16))
+        text = kern.compiled.llvm_ir_unoptimized
+        assert "shufflevector" not in text and '_packA_row"' in text
+        symbols.append(re.findall(r'^declare [^\n]*@"(tensorad_gemm_\w+_packA_staged)"', text, re.M))
+        tol = 1e-4 if dtype == "float32" else 1e-10
+        _run(kern, arrays, want) if dtype == "float32" else np.testing.assert_allclose(
+            kern(*arrays), want, rtol=tol, atol=tol)
+    assert symbols[0] == symbols[1] and len(symbols[0]) == 1, symbols
