@@ -1,7 +1,8 @@
 """Shared fixtures for every test folder, and the order the tests run in (the ones marked slow first).
 
 ``--cpu-durations=N`` lists the N tests that took the most CPU time, with the process tree's (compile
-workers, started interpreters): what to compare on a shared machine, where wall times vary with the load.
+workers, started interpreters), and each folder's sum: what to compare on a shared machine, where wall
+times vary with the load.
 
 * ``rng`` -- a seeded ``numpy.random.Generator`` (a fresh one per test: tests do not depend on
   the order they run in).
@@ -197,6 +198,12 @@ class CpuDurations:
         terminalreporter.write_sep("=", f"CPU time: {sum(s for s, _ in spent):.1f} s over {len(spent)} tests")
         for seconds, nodeid in spent[:self.n or None]:
             terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
+        folders: dict[str, list[float]] = {}
+        for seconds, nodeid in spent:
+            folders.setdefault(os.path.dirname(nodeid.split("::")[0]), []).append(seconds)
+        terminalreporter.write_sep("-", "CPU time by folder (seconds, tests)")
+        for folder, times in sorted(folders.items(), key=lambda kv: -sum(kv[1])):
+            terminalreporter.write_line(f"{sum(times):8.1f}s {len(times):5d} {folder}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
