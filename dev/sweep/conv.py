@@ -9,6 +9,8 @@ from harness import sweep
 from tensorad import topi
 
 F = torch.nn.functional
+FORCE = False
+WINO = False
 
 CH = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 23, 24, 25, 31, 32, 33, 47, 48, 49, 63, 65, 130]
 IMG = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15, 16, 17, 23]
@@ -23,8 +25,8 @@ def conv_case(r):
         g, o = c, c * r.choice([1, 1, 2])
     elif c % g or o % g:
         g = 1
-    kh = r.choice([1, 1, 2, 3, 3, 3, 5, 7])
-    kw = kh if r.random() < 0.8 else r.choice([1, 2, 3, 5])
+    kh = 3 if WINO else r.choice([1, 1, 2, 3, 3, 3, 5, 7])
+    kw = kh if WINO or r.random() < 0.8 else r.choice([1, 2, 3, 5])
     s = r.choice([1, 1, 1, 2, 2, 3])
     s = (s, s) if r.random() < 0.85 else (s, r.choice([1, 2, 3]))
     p = r.choice([0, 0, 1, 1, 2])
@@ -51,7 +53,7 @@ def convt_case(r):
     n = r.choice([1, 2, 3])
     c = r.choice(CH[:18])
     o = r.choice(CH[:18])
-    k = r.choice([1, 2, 3, 4, 5])
+    k = 3 if WINO else r.choice([1, 2, 3, 4, 5])
     s = r.choice([1, 2, 3])
     p = r.choice([0, 1, 2])
     d = r.choice([1, 1, 2])
@@ -71,14 +73,28 @@ def convt_case(r):
 
 
 def configs(r):
+    opts = {}
+    if FORCE:
+        if r.random() < 0.5:
+            opts["microkernel"] = True
+        if r.random() < 0.3:
+            opts["tile"] = (r.choice([None, 1, 2, 3, 4, 5, 6, 8]), r.choice([None, 8, 16, 24, 32, 48]),
+                            r.choice([None, 1, 3, 17, 64]), r.choice([None, 1, 5, 16]))
+        if r.random() < 0.5:
+            opts["parallel_min_work"] = 0
+        if WINO and r.random() < 0.7:
+            opts["winograd"] = r.choice([2, 4])
     return [dict(dtype=r.choice(["float32", "float32", "float64"]), threads=r.choice([1, 2]),
-                 target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]), seed=r.randrange(1000))]
+                 target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]), seed=r.randrange(1000),
+                 build_opts=opts)]
 
 
 if __name__ == "__main__":
     seed, count, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     kind = sys.argv[4] if len(sys.argv) > 4 else "conv"
     r = random.Random(seed)
+    FORCE = 'force' in sys.argv[5:]
+    WINO = 'wino' in sys.argv[5:]
     done = 0
     while done < count:
         c = (conv_case if kind == "conv" else convt_case)(r)
