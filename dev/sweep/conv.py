@@ -78,8 +78,9 @@ def configs(r):
         if r.random() < 0.5:
             opts["microkernel"] = True
         if r.random() < 0.3:
-            opts["tile"] = (r.choice([None, 1, 2, 3, 4, 5, 6, 8]), r.choice([None, 8, 16, 24, 32, 48]),
-                            r.choice([None, 1, 3, 17, 64]), r.choice([None, 1, 5, 16]))
+            mr = r.choice([1, 2, 3, 4, 5, 6, 8])
+            opts["tile"] = (mr, r.choice([None, 16, 32, 48]), r.choice([None, 1, 3, 17, 64]),
+                            r.choice([None, mr, 5 * mr]))
         if r.random() < 0.5:
             opts["parallel_min_work"] = 0
         if WINO and r.random() < 0.7:
