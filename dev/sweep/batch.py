@@ -49,6 +49,35 @@ def cases():
     ]
 
 
+def rnn3(X0, X1, X2, W, U):
+    h = None
+    for x in (X0, X1, X2):
+        z = topi.nn.dense(x, W)
+        h = topi.tanh(z if h is None else topi.add(z, topi.nn.dense(h, U)))
+    return h
+
+
+def cases2():
+    """Programs that read one weight in several products (tied, shared sides, unrolled steps)."""
+    return [
+        ("tied_square", [(6,)], [(6, 6)],
+         lambda X, W: topi.nn.dense(topi.tanh(topi.nn.dense(X, W)), W),
+         lambda x, w: F.linear(torch.tanh(F.linear(x, w)), w), None),
+        ("two_products_one_side", [(7,)], [(5, 7), (5, 7)],
+         lambda X, W, V: topi.multiply(topi.nn.dense(X, W), topi.nn.dense(X, V)),
+         lambda x, w, v: F.linear(x, w) * F.linear(x, v), None),
+        ("rnn3", [(4,), (4,), (4,)], [(6, 4), (6, 6)], rnn3,
+         lambda a, b, c, w, u: torch.tanh(F.linear(c, w) + F.linear(torch.tanh(F.linear(b, w) + F.linear(
+             torch.tanh(F.linear(a, w)), u)), u)), None),
+        ("same_dense_twice_sum", [(9,)], [(5, 9)],
+         lambda X, W: topi.sum(topi.add(topi.nn.dense(X, W), topi.tanh(topi.nn.dense(X, W)))),
+         lambda x, w: (F.linear(x, w) + torch.tanh(F.linear(x, w))).sum(), None),
+        ("mean_of_squares_twice", [(3, 5)], [(4, 5)],
+         lambda X, W: topi.mean(topi.multiply(topi.matmul(X, topi.transpose(W)), topi.matmul(X, topi.transpose(W)))),
+         lambda x, w: ((x @ w.T) * (x @ w.T)).mean(), None),
+    ]
+
+
 def run(case, dtype, threads, target, counts, log, multiple_of=None):
     name, rows, fixed, ta_fn, torch_fn, ints = case
     n = ta.size_var("n")
@@ -117,7 +146,7 @@ def run(case, dtype, threads, target, counts, log, multiple_of=None):
 if __name__ == "__main__":
     log = sys.argv[1]
     names = sys.argv[2:]
-    for case in cases():
+    for case in cases() + cases2():
         if names and case[0] not in names:
             continue
         for dtype, threads, target in [("float32", 1, "llvm"), ("float32", 2, "llvm -mcpu=haswell"),
