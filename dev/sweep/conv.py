@@ -4,8 +4,8 @@ import random
 import sys
 
 import torch
-
 from harness import sweep
+
 from tensorad import topi
 
 F = torch.nn.functional
@@ -43,10 +43,13 @@ def conv_case(r):
     if n * o * oh * ow * (c // g) * kh * kw > 3e6:
         return None
     name = f"conv x{(n, c, h, w)} w{(o, c // g, kh, kw)} s{s} p{p} d{d} g{g}"
-    return (name, [(n, c, h, w), (o, c // g, kh, kw)],
-            lambda X, W, s=s, p=p, d=d, g=g: topi.nn.conv2d(X, W, s, p, d, groups=g),
-            lambda x, ww, s=s, p=p, d=d, g=g: F.conv2d(x, ww, stride=s, padding=p, dilation=d, groups=g),
-            None)
+    return (
+        name,
+        [(n, c, h, w), (o, c // g, kh, kw)],
+        lambda X, W, s=s, p=p, d=d, g=g: topi.nn.conv2d(X, W, s, p, d, groups=g),
+        lambda x, ww, s=s, p=p, d=d, g=g: F.conv2d(x, ww, stride=s, padding=p, dilation=d, groups=g),
+        None,
+    )
 
 
 def convt_case(r):
@@ -65,11 +68,15 @@ def convt_case(r):
     if oh < 1 or ow < 1 or p >= d * (k - 1) + 1:
         return None
     name = f"convT x{(n, c, h, w)} o{o} k{k} s{s} p{p} op{op} d{d}"
-    return (name, [(n, c, h, w), (c, o, k, k)],
-            lambda X, W, s=s, p=p, op=op, d=d: topi.nn.conv2d_transpose(X, W, s, p, op, d),
-            lambda x, ww, s=s, p=p, op=op, d=d: F.conv_transpose2d(x, ww, stride=s, padding=p,
-                                                                 output_padding=op, dilation=d),
-            None)
+    return (
+        name,
+        [(n, c, h, w), (c, o, k, k)],
+        lambda X, W, s=s, p=p, op=op, d=d: topi.nn.conv2d_transpose(X, W, s, p, op, d),
+        lambda x, ww, s=s, p=p, op=op, d=d: F.conv_transpose2d(
+            x, ww, stride=s, padding=p, output_padding=op, dilation=d
+        ),
+        None,
+    )
 
 
 def configs(r):
@@ -79,23 +86,33 @@ def configs(r):
             opts["microkernel"] = True
         if r.random() < 0.3:
             mr = r.choice([1, 2, 3, 4, 5, 6, 8])
-            opts["tile"] = (mr, r.choice([None, 16, 32, 48]), r.choice([None, 1, 3, 17, 64]),
-                            r.choice([None, mr, 5 * mr]))
+            opts["tile"] = (
+                mr,
+                r.choice([None, 16, 32, 48]),
+                r.choice([None, 1, 3, 17, 64]),
+                r.choice([None, mr, 5 * mr]),
+            )
         if r.random() < 0.5:
             opts["parallel_min_work"] = 0
         if WINO and r.random() < 0.7:
             opts["winograd"] = r.choice([2, 4])
-    return [dict(dtype=r.choice(["float32", "float32", "float64"]), threads=r.choice([1, 2]),
-                 target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]), seed=r.randrange(1000),
-                 build_opts=opts)]
+    return [
+        dict(
+            dtype=r.choice(["float32", "float32", "float64"]),
+            threads=r.choice([1, 2]),
+            target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]),
+            seed=r.randrange(1000),
+            build_opts=opts,
+        )
+    ]
 
 
 if __name__ == "__main__":
     seed, count, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     kind = sys.argv[4] if len(sys.argv) > 4 else "conv"
     r = random.Random(seed)
-    FORCE = 'force' in sys.argv[5:]
-    WINO = 'wino' in sys.argv[5:]
+    FORCE = "force" in sys.argv[5:]
+    WINO = "wino" in sys.argv[5:]
     done = 0
     while done < count:
         c = (conv_case if kind == "conv" else convt_case)(r)

@@ -1,7 +1,5 @@
 """Damaged disk caches: build, damage every cache file one way, build again in a fresh process.
 python dev/sweep/damage.py MODE  (MODE: build | check)"""
-import os
-import sys
 
 import numpy as np
 

@@ -20,7 +20,7 @@ def guarded(shape, dtype, fill, rng=None, values=None):
     """A C-contiguous array of ``shape`` inside a buffer whose margins hold ``fill``."""
     n = int(np.prod(shape, dtype=np.int64))
     buf = np.full(n + 2 * CANARY, fill, dtype=dtype)
-    view = buf[CANARY:CANARY + n].reshape(shape)
+    view = buf[CANARY : CANARY + n].reshape(shape)
     if values is not None:
         view[...] = values
     return buf, view
@@ -50,8 +50,20 @@ def relerr(got, want):
     return float(np.max(np.abs(got - want))) / scale
 
 
-def run_case(name, shapes, ta_fn, torch_fn, ints=None, dtype="float32", threads=1, target="llvm",
-             seed=0, grad=True, fill_out=np.nan, build_opts=None):
+def run_case(
+    name,
+    shapes,
+    ta_fn,
+    torch_fn,
+    ints=None,
+    dtype="float32",
+    threads=1,
+    target="llvm",
+    seed=0,
+    grad=True,
+    fill_out=np.nan,
+    build_opts=None,
+):
     """Returns (status, detail)."""
     ints = ints or {}
     rng = np.random.default_rng(seed)
@@ -60,8 +72,10 @@ def run_case(name, shapes, ta_fn, torch_fn, ints=None, dtype="float32", threads=
     for pos in sorted(ints):
         shape, lo, hi = ints[pos]
         args.insert(pos, rng.integers(lo, hi, size=shape).astype(np.int32))
-    phs = [ta.placeholder(a.shape, "int32" if a.dtype == np.int32 else dtype, f"in{k}")
-           for k, a in enumerate(args)]
+    phs = [
+        ta.placeholder(a.shape, "int32" if a.dtype == np.int32 else dtype, f"in{k}")
+        for k, a in enumerate(args)
+    ]
     fphs = [p for p in phs if p.dtype != "int32"]
     y = ta_fn(*phs)
     outs = [y]
@@ -105,11 +119,13 @@ def run_case(name, shapes, ta_fn, torch_fn, ints=None, dtype="float32", threads=
         if not np.array_equal(a.astype(v.dtype), v):
             errs.append("input modified")
     # reference in float64 on the rounded values
-    ts = [torch.tensor(v.astype(np.float64) if v.dtype != np.int32 else v, requires_grad=v.dtype != np.int32)
-          for v in views[:len(args)]]
+    ts = [
+        torch.tensor(v.astype(np.float64) if v.dtype != np.int32 else v, requires_grad=v.dtype != np.int32)
+        for v in views[: len(args)]
+    ]
     ref = torch_fn(*ts)
     # PyTorch at the case's dtype: its error against float64 measures the problem's conditioning
-    ts_same = [torch.tensor(v, requires_grad=v.dtype != np.int32) for v in views[:len(args)]]
+    ts_same = [torch.tensor(v, requires_grad=v.dtype != np.int32) for v in views[: len(args)]]
     same = torch_fn(*ts_same)
     allow = max(tol(dtype), 10 * relerr(same.detach().numpy(), ref.detach().numpy()))
     e = relerr(oviews[0], ref.detach().numpy())
@@ -118,8 +134,9 @@ def run_case(name, shapes, ta_fn, torch_fn, ints=None, dtype="float32", threads=
     if grad:
         floats_t = [t for t in ts if t.requires_grad]
         refs = torch.autograd.grad(ref, floats_t, torch.tensor(head.astype(np.float64)), allow_unused=True)
-        sames = torch.autograd.grad(same, [t for t in ts_same if t.requires_grad], torch.tensor(head),
-                                    allow_unused=True)
+        sames = torch.autograd.grad(
+            same, [t for t in ts_same if t.requires_grad], torch.tensor(head), allow_unused=True
+        )
         for j, (g, r, q) in enumerate(zip(oviews[1:], refs, sames)):
             r = np.zeros(g.shape) if r is None else r.numpy()
             q = np.zeros(g.shape) if q is None else q.numpy()
