@@ -98,11 +98,12 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     """The columns of the block whose ``bs`` rows are ``rows`` of ``n >= bs`` elements, as ``bs`` vectors of
     ``n`` that hold them one after another (a square block: its columns).  For blocks of ``s`` = 1, 2, 4
     ... elements, pairs of vectors (rows ``s`` apart, then whole columns ``s / bs`` apart) give the lower
-    and upper halves of each group of ``2 s`` elements, or of a 16-byte lane where that is longer,
-    interleaved block by block: shuffles within x86's lanes while they can be (unpack, shufps, then
-    vperm2f128: 24 for 8 x 8 floats, 12 for 4 x 8).  What each vector holds is followed in ``cells``."""
+    and upper halves of each group of ``2 s`` elements, or of a 16-byte lane where that is longer (a lane
+    of at most ``bs`` elements: two rows of floats interleave pairs), interleaved block by block: shuffles
+    within x86's lanes while they can be (unpack, shufps, then vperm2f128: 24 for 8 x 8 floats, 12 for
+    4 x 8).  What each vector holds is followed in ``cells``."""
     (bs, n), rows = (len(rows), rows[0].type.count), list(rows)
-    lane, cells = 16 // (8 if isinstance(rows[0].type.element, ir.DoubleType) else 4), [
+    lane, cells = min(bs, 16 // (8 if isinstance(rows[0].type.element, ir.DoubleType) else 4)), [
         [(r, c) for c in range(n)] for r in range(bs)]
     s = 1
     while s < n:

@@ -468,6 +468,32 @@ def _below(row: Expr, first: int, bound: Expr) -> Expr:
     return compare(Op.LT, row, bound - const(first, bound.dtype) if first else bound)
 
 
+def _guarded(body: tuple, conds: list[tuple[Expr, Expr]], affine: bool) -> tuple:
+    """``body`` with each run of its statements under the tests of ``conds`` (``(index along rows, its test
+    against the count)``) whose rows they reach, a loop or if whose parts reach different rows tested inside
+    it: a statement on a row within the count, fused beside one on a row past it, still runs."""
+    def tests(s) -> list[Expr]:
+        seen = {n for e in nest_exprs((s,)) for n in walk(e)}
+        return [test for row, test in conds if row in seen]
+
+    out: list = []
+    for s in body:
+        mine = tests(s)
+        parts = s.body if isinstance(s, Loop) else s.then + s.orelse if isinstance(s, If) else ()
+        own = {n for e in stmt_exprs(s) for n in walk(e)} if parts else set()  # (a loop's bounds, a test)
+        if mine and parts and not own & {row for row, _ in conds} and any(tests(x) != mine for x in parts):
+            inside = functools.partial(_guarded, conds=conds, affine=affine)
+            s, mine = (replace(s, body=inside(s.body)) if isinstance(s, Loop) else
+                       replace(s, then=inside(s.then), orelse=inside(s.orelse))), []
+        last = out[-1] if out else None
+        if mine and isinstance(last, tuple) and last[0] == mine:
+            last[1].append(s)
+        else:
+            out.append((mine, [s]) if mine else s)
+    return tuple(If(functools.reduce(lambda a, b: logical(Op.AND, a, b), x[0]), tuple(x[1]), affine=affine)
+                 if isinstance(x, tuple) else x for x in out)
+
+
 def _bounded(stmts: tuple, rows: _Rows, bound: Expr, enclosing: frozenset = frozenset()) -> tuple:
     """(A guard goes on the innermost of its loops where they enclose it: a variable's loops lie at several
     depths, a blocked sum's and its remainder's.)"""
@@ -478,13 +504,11 @@ def _bounded(stmts: tuple, rows: _Rows, bound: Expr, enclosing: frozenset = froz
             row, first = rows.vars.get(s.var, (None, 0))
             hi, body = s.hi, _bounded(s.body, rows, bound, inner)
             count = bound - const(first, bound.dtype) if first else bound  # (rows from the loop's 0)
-            conds = [_below(row, first, bound)] if row is not None and row.op is Op.MOD else []
+            conds = [(row, _below(row, first, bound))] if row is not None and row.op is Op.MOD else []
             guards = {g for found in rows.guards.values() for g in found
                       if s.var in (free := {n for n in walk(g[0]) if n.op is Op.VAR}) and free <= inner}
-            conds += [_below(e, f, bound) for e, f in sorted(guards, key=str)]
-            if conds:
-                body = (If(functools.reduce(lambda a, b: logical(Op.AND, a, b), conds), body,
-                           affine=bound.op is Op.CONST),)
+            conds += [(e, _below(e, f, bound)) for e, f in sorted(guards, key=str)]
+            body = _guarded(body, conds, bound.op is Op.CONST)
             if row is not None and row.op is not Op.MOD:
                 hi = binary(Op.MINIMUM, s.hi, count if row is s.var else binary(Op.MUL, count, row.src[1]))
             out.append(replace(s, hi=hi, body=body))

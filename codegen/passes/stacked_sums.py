@@ -268,10 +268,14 @@ def stack_shared_sides(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
     readers read the new op; ``bodies`` is updated in place."""
     stacks = _Stacks(ops)
     kept = {t.op for t in outputs}
-    for members in _shared_groups(ops, bodies, kept, stacks):
+    tried: set[tuple[ComputeOp, ...]] = set()
+    while True:  # (groups found anew after each stack: a member's sum may read one stacked before it)
+        members = next((g for g in _shared_groups(ops, bodies, kept, stacks)
+                        if tuple(m[0] for m in g) not in tried), None)
+        if members is None:
+            return ops
+        tried.add(tuple(m[0] for m in members))
         first, red, _, other, shared = members[0]
-        if any(m[0] not in ops for m in members):
-            continue
         rs = red.arg.axes
         others = [substitute(side, dict(zip(op.axes, first.axes)) | dict(zip(r.arg.axes, rs)))
                   for op, r, side, *_ in members]
@@ -304,4 +308,4 @@ def stack_shared_sides(ops: list[ComputeOp], bodies: dict, outputs: frozenset,
         bodies[whole] = (body,)
         bodies[side] = side.body
         ops = remaining[:place] + ([side] if new else []) + [whole] + remaining[place:]
-    return ops
+        kept |= {side, whole}  # (made here: never stacked again)
