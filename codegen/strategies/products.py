@@ -289,8 +289,9 @@ class GatheredRows:
         if found is None:
             return []
         copies, product = found
-        if any(math.prod(a.extent for a in c.axes) > ctx.largest for c in copies):
-            return []  # (a temporary never outgrows the kernel's arguments)
+        held = max([ctx.largest, *(math.prod(a.extent for a in o.axes) for o in ctx.position)])
+        if any(math.prod(a.extent for a in c.axes) > held for c in copies):
+            return []  # (a copy never outgrows the program's arguments and the buffers it holds anyway)
         spec = default_spec(product, product.body, ctx)
         return [] if spec is None else [Candidate(self, op, bodies, (copies, product, spec))]
 
