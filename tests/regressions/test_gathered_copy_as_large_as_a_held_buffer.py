@@ -1,4 +1,4 @@
-"""A product reading embedding rows, ``C[i, j] = sum_k (E[I[i], k] + T[i, k]) * W[k, j]`` with ``T`` a
+"""A product reading embedding rows, ``C[i, j] = sum_k (E[Ix[i], k] + T[i, k]) * W[k, j]`` with ``T`` a
 product the program stores anyway, copied its gathered rows (and so ran as a matrix product) only
 while the copy held no more elements than the largest input or output.  The outputs of a model's head
 are small beside its activations, so past a few hundred rows the product ran as plain loops: a
@@ -14,15 +14,15 @@ import tensorad as ta
 
 def _program(n: int):
     E = ta.placeholder((10, 64), "float64", name="E")
-    I = ta.placeholder((n,), "int32", name="I")
+    Ix = ta.placeholder((n,), "int32", name="I")
     X = ta.placeholder((n, 4), "float64", name="X")
     U = ta.placeholder((4, 64), "float64", name="U")
     W = ta.placeholder((64, 32), "float64", name="W")
     r = ta.reduce_axis((0, 4), name="r")
     T = ta.compute((n, 64), lambda i, k: ta.sum(X[i, r] * U[r, k], axis=r), name="T")
     k = ta.reduce_axis((0, 64), name="k")
-    C = ta.compute((n, 32), lambda i, j: ta.sum((E[I[i], k] + T[i, k]) * W[k, j], axis=k), name="C")
-    return [C], [E, I, X, U, W]
+    C = ta.compute((n, 32), lambda i, j: ta.sum((E[Ix[i], k] + T[i, k]) * W[k, j], axis=k), name="C")
+    return [C], [E, Ix, X, U, W]
 
 
 def test_a_gathered_copy_larger_than_every_argument_is_offered():
