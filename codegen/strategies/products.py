@@ -285,8 +285,7 @@ class GatheredRows:
     def match(self, op, bodies, ctx):
         if not op.is_reduction or len(bodies) != 1:
             return []
-        found = gather_rows(op, bodies[0])
-        if found is None:
+        if (found := gather_rows(op, bodies[0])) is None:
             return []
         copies, product = found
         held = max([ctx.largest, *(math.prod(a.extent for a in o.axes) for o in ctx.position)])
