@@ -285,12 +285,12 @@ class GatheredRows:
     def match(self, op, bodies, ctx):
         if not op.is_reduction or len(bodies) != 1:
             return []
-        found = gather_rows(op, bodies[0])
-        if found is None:
+        if (found := gather_rows(op, bodies[0])) is None:
             return []
         copies, product = found
-        if any(math.prod(a.extent for a in c.axes) > ctx.largest for c in copies):
-            return []  # (a temporary never outgrows the kernel's arguments)
+        held = max([ctx.largest, *(math.prod(a.extent for a in o.axes) for o in ctx.position)])
+        if any(math.prod(a.extent for a in c.axes) > held for c in copies):
+            return []  # (a copy never outgrows the program's arguments and the buffers it holds anyway)
         spec = default_spec(product, product.body, ctx)
         return [] if spec is None else [Candidate(self, op, bodies, (copies, product, spec))]
 
