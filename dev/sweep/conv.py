@@ -4,7 +4,7 @@ import random
 import sys
 
 import torch
-from harness import sweep
+from harness import configs, sweep
 
 from tensorad import topi
 
@@ -79,33 +79,6 @@ def convt_case(r):
     )
 
 
-def configs(r):
-    opts = {}
-    if FORCE:
-        if r.random() < 0.5:
-            opts["microkernel"] = True
-        if r.random() < 0.3:
-            mr = r.choice([1, 2, 3, 4, 5, 6, 8])
-            opts["tile"] = (
-                mr,
-                r.choice([None, 16, 32, 48]),
-                r.choice([None, 1, 3, 17, 64]),
-                r.choice([None, mr, 5 * mr]),
-            )
-        if r.random() < 0.5:
-            opts["parallel_min_work"] = 0
-        if WINO and r.random() < 0.7:
-            opts["winograd"] = r.choice([2, 4])
-    return [
-        dict(
-            dtype=r.choice(["float32", "float32", "float64"]),
-            threads=r.choice([1, 2]),
-            target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]),
-            seed=r.randrange(1000),
-            build_opts=opts,
-        )
-    ]
-
 
 if __name__ == "__main__":
     seed, count, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -119,4 +92,4 @@ if __name__ == "__main__":
         if c is None:
             continue
         done += 1
-        sweep([c], configs(r), log)
+        sweep([c], configs(r, FORCE, WINO), log)

@@ -169,3 +169,32 @@ def sweep(cases, configs, log):
                 f.flush()
     print(f"{n} cases, {bad} bad", file=sys.stderr)
     return n, bad
+
+
+def configs(r, force=False, wino=False):
+    """One random build configuration: dtype, threads, target, seed and (forced) options."""
+    opts = {}
+    if force:
+        if r.random() < 0.5:
+            opts["microkernel"] = True
+        if r.random() < 0.3:
+            mr = r.choice([1, 2, 3, 4, 5, 6, 8])
+            opts["tile"] = (
+                mr,
+                r.choice([None, 16, 32, 48]),
+                r.choice([None, 1, 3, 17, 64]),
+                r.choice([None, mr, 5 * mr]),
+            )
+        if r.random() < 0.5:
+            opts["parallel_min_work"] = 0
+        if wino and r.random() < 0.7:
+            opts["winograd"] = r.choice([2, 4])
+    return [
+        dict(
+            dtype=r.choice(["float32", "float32", "float64"]),
+            threads=r.choice([1, 2]),
+            target=r.choice(["llvm", "llvm", "llvm -mcpu=haswell"]),
+            seed=r.randrange(1000),
+            build_opts=opts,
+        )
+    ]
