@@ -178,11 +178,12 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
 
 
 def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mapping[str, Expr] | None = None,
-             new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
+             new: dict[Tensor, Tensor] | None = None, strict: bool = False) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``, or,
     made per case of a size's values, its case that holds there bound (the size given an integer) or
     every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
-    expression (a generic kernel's count of rows); ``new``: images found before, extended in place."""
+    expression (a generic kernel's count of rows); ``new``: images found before, extended in place;
+    ``strict``: a name the program lacks is an error (sizes a user names)."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
     kept: dict[CasesCall, CasesCall] = {}
 
@@ -206,7 +207,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mappin
             else:
                 made[call] = call.redo(_image(sizes, new, resolve, counts))
         return new.get(made[call][k], made[call][k])
-    return bind_program(tensors, sizes, resolve, new, counts)
+    return bind_program(tensors, sizes, resolve, new, counts, strict)
 
 
 def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None, **sizes: int) -> Any:
@@ -214,7 +215,7 @@ def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None =
     given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
     if feed:
         sizes = {**read_sizes(list(feed), list(feed.values()), "bind"), **sizes}
-    return _like(tensors, bind_all(listed(tensors), sizes))
+    return _like(tensors, bind_all(listed(tensors), sizes, strict=True))
 
 
 def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
@@ -297,7 +298,7 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
     if sizes is None:
         return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
-    new = bind_all(listed(outputs) + listed(inputs), sizes)
+    new = bind_all(listed(outputs) + listed(inputs), sizes, strict=True)
     return _lower(_like(outputs, new), _like(inputs, new), name, **options)
 
 
@@ -320,7 +321,7 @@ class SizedCallable:
         if self.free is not None:
             sizes = {k: v for k, v in sizes.items() if k != self.free.name}
         bound = {**sizes, self.free.name: self.free} if self.free is not None else sizes
-        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(bind_all(self.roots, bound)))
+        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(bind_all(self.roots, bound, strict=True)))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -942,7 +943,7 @@ class SizedFunction(Function):
     def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
         plan, heads = parent.plan, [h for h in parent.heads if h is not None]
         roots = [*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved]
-        self.images = new = bind_all(roots, sizes)  # (the gradients bound into it when asked for)
+        self.images = new = bind_all(roots, sizes, strict=True)  # (the gradients bound into it when asked for)
         self.parent, self.sizes = parent, dict(sizes)
         self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
         self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
