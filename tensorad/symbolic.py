@@ -1014,7 +1014,8 @@ class SizedFunction(Function):
             return ()
         given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
                  for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
-        res = self.backward_kernel(*residuals, *given, out=out)
+        kernel = self.backward_kernel  # (at these sizes: its arrays may hold none, a gradient read of no input)
+        res = (kernel.at(**self.sizes) if isinstance(kernel, SizedCallable) else kernel)(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
