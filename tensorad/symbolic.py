@@ -321,7 +321,8 @@ class SizedCallable:
         if self.free is not None:
             sizes = {k: v for k, v in sizes.items() if k != self.free.name}
         bound = {**sizes, self.free.name: self.free} if self.free is not None else sizes
-        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(bind_all(self.roots, bound, strict=True)))
+        return self.static.get(tuple(sorted(sizes.items())),
+                               lambda: self.make(bind_all(self.roots, bound, strict=True)))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -943,7 +944,7 @@ class SizedFunction(Function):
     def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
         plan, heads = parent.plan, [h for h in parent.heads if h is not None]
         roots = [*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved]
-        self.images = new = bind_all(roots, sizes, strict=True)  # (the gradients bound into it when asked for)
+        self.images = new = bind_all(roots, sizes, strict=True)  # (the gradients bound into it when asked)
         self.parent, self.sizes = parent, dict(sizes)
         self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
         self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
@@ -1014,8 +1015,9 @@ class SizedFunction(Function):
             return ()
         given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
                  for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
-        kernel = self.backward_kernel  # (at these sizes: its arrays may hold none, a gradient read of no input)
-        res = (kernel.at(**self.sizes) if isinstance(kernel, SizedCallable) else kernel)(*residuals, *given, out=out)
+        kernel = self.backward_kernel  # (at these sizes: its arrays may hold none, reading no input)
+        kernel = kernel.at(**self.sizes) if isinstance(kernel, SizedCallable) else kernel
+        res = kernel(*residuals, *given, out=out)
         return res if isinstance(res, tuple) else (res,)
 
 
