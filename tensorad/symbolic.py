@@ -158,9 +158,8 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
         if any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
                for t in tensor_graph(derivatives)):
             return None
-        back = {b: t for t, b in new.items()}
-        sizes = {s.name: v if s is value else s for s in program_sizes(derivatives)}
-        bind_program(derivatives, sizes, None, back)
+        back = {b: t for t, b in new.items()}  # (the case's size read as ``v``)
+        bind_program(derivatives, {**{s.name: s for s in program_sizes(derivatives)}, v.name: v}, None, back)
         made.append((lo, hi, tuple(back[d] for d in derivatives)))
     return CasesCall(v, tuple(made), redo)
 
@@ -183,7 +182,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mappin
     made per case of a size's values, its case that holds there bound (the size given an integer) or
     every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
     expression (a generic kernel's count of rows); ``new``: images found before, extended in place;
-    ``strict``: a name the program lacks is an error (sizes a user names)."""
+    ``strict``: as ``bind_program``'s."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
     kept: dict[CasesCall, CasesCall] = {}
 
@@ -318,11 +317,10 @@ class SizedCallable:
 
     def at(self, **sizes: int) -> Any:
         """The static kernel or function at ``sizes`` (made on first use); the size ``free`` is not read."""
-        if self.free is not None:
-            sizes = {k: v for k, v in sizes.items() if k != self.free.name}
-        bound = {**sizes, self.free.name: self.free} if self.free is not None else sizes
+        free = {} if self.free is None else {self.free.name: self.free}
+        sizes = {k: v for k, v in sizes.items() if k not in free}
         return self.static.get(tuple(sorted(sizes.items())),
-                               lambda: self.make(bind_all(self.roots, bound, strict=True)))
+                               lambda: self.make(bind_all(self.roots, {**sizes, **free}, strict=True)))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -517,8 +515,7 @@ def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:
     """``tensors`` with each deferred derivative the one of case ``i`` of its :class:`CasesCall`."""
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
         call, k = t.op.provenance.source
-        d = call.cases[i][2][k]
-        bind_program([d], {size.name: size}, resolve, new)
+        bind_program([d := call.cases[i][2][k]], {size.name: size}, resolve, new)  # (none where d lacks it)
         return new[d]
     new = bind_program(tensors, {size.name: size}, resolve)
     return [new[t] for t in tensors]
@@ -1015,9 +1012,8 @@ class SizedFunction(Function):
             return ()
         given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
                  for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
-        kernel = self.backward_kernel  # (at these sizes: its arrays may hold none, reading no input)
-        kernel = kernel.at(**self.sizes) if isinstance(kernel, SizedCallable) else kernel
-        res = kernel(*residuals, *given, out=out)
+        run = k.at(**self.sizes) if isinstance(k := self.backward_kernel, SizedCallable) else k
+        res = run(*residuals, *given, out=out)  # (at these sizes: its arrays may hold none of them)
         return res if isinstance(res, tuple) else (res,)
 
 

@@ -133,9 +133,8 @@ def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
                  new: dict[Tensor, Tensor] | None = None, counts: Mapping[str, Expr] | None = None,
                  strict: bool = False) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static program
-    maps to itself.  Each size is checked (:func:`check_size`); a size of the program without a value is an
-    error, a name it lacks binds nothing (a derivative that no longer reads a size), or, ``strict`` (sizes
-    a user names), is an error too.
+    maps to itself.  Each size is checked (:func:`check_size`); a missing one is an error, a name the program
+    lacks binds nothing (a derivative's case that reads no such size) or, ``strict`` (a user's), is an error.
     ``resolve(t, new)`` gives the image of a tensor of role ``DEFERRED`` (else it is bound as it is); ``new``,
     the images found so far, is extended in place.  ``counts``: sizes whose value in bodies (a sum's count,
     ``float64(n)``) is an index expression, while shapes and ranges take ``sizes``'s."""
