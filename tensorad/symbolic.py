@@ -313,14 +313,15 @@ class SizedCallable:
                  free: Expr | None = None) -> None:
         self.make, self.roots, self.inputs, self.name, self.why = make, roots, inputs, name, why
         self.free = free  # a size ``make`` is given unbound (its callable serves every value of it)
+        self.names = {v.name for v in program_sizes(roots) if v is not free}  # (the sizes ``at`` reads)
         self.static: SignatureCache[Any] = SignatureCache(max_sizes)
 
     def at(self, **sizes: int) -> Any:
-        """The static kernel or function at ``sizes`` (made on first use); the size ``free`` is not read."""
+        """The static kernel or function at ``sizes`` (made on first use); only ``names`` are read."""
         free = {} if self.free is None else {self.free.name: self.free}
-        sizes = {k: v for k, v in sizes.items() if k not in free}
+        sizes = {k: v for k, v in sizes.items() if k in self.names}
         return self.static.get(tuple(sorted(sizes.items())),
-                               lambda: self.make(bind_all(self.roots, {**sizes, **free}, strict=True)))
+                               lambda: self.make(bind_all(self.roots, {**sizes, **free})))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
