@@ -158,7 +158,7 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
         if any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
                for t in tensor_graph(derivatives)):
             return None
-        back = {b: t for t, b in new.items()}  # (the case's size read as ``v``)
+        back = {b: t for t, b in new.items()}  # (then each size by name; the case's is read as ``v``)
         bind_program(derivatives, {**{s.name: s for s in program_sizes(derivatives)}, v.name: v}, None, back)
         made.append((lo, hi, tuple(back[d] for d in derivatives)))
     return CasesCall(v, tuple(made), redo)
