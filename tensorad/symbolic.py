@@ -158,9 +158,8 @@ def _cases(condition: Expr | None, redo: Callable[[Callable[[Any], Any]], list[T
         if any(not t.is_placeholder and t.op.provenance.role is Role.DEFERRED
                for t in tensor_graph(derivatives)):
             return None
-        back = {b: t for t, b in new.items()}
-        sizes = {s.name: v if s is value else s for s in program_sizes(derivatives)}
-        bind_program(derivatives, sizes, None, back)
+        back = {b: t for t, b in new.items()}  # (then each size by name; the case's is read as ``v``)
+        bind_program(derivatives, {**{s.name: s for s in program_sizes(derivatives)}, v.name: v}, None, back)
         made.append((lo, hi, tuple(back[d] for d in derivatives)))
     return CasesCall(v, tuple(made), redo)
 
@@ -178,11 +177,12 @@ def _image(sizes: Mapping[str, int | Expr], new: dict[Tensor, Tensor],
 
 
 def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mapping[str, Expr] | None = None,
-             new: dict[Tensor, Tensor] | None = None) -> dict[Tensor, Tensor]:
+             new: dict[Tensor, Tensor] | None = None, strict: bool = False) -> dict[Tensor, Tensor]:
     """:func:`~tensorad.lang.sizes.bind_program`, each deferred derivative redone once at ``sizes``, or,
     made per case of a size's values, its case that holds there bound (the size given an integer) or
     every case bound (the size left itself); ``counts``: sizes whose value in bodies is an index
-    expression (a generic kernel's count of rows); ``new``: images found before, extended in place."""
+    expression (a generic kernel's count of rows); ``new``: images found before, extended in place;
+    ``strict``: as ``bind_program``'s."""
     made: dict[DeferredCall | CasesCall, list[Tensor]] = {}
     kept: dict[CasesCall, CasesCall] = {}
 
@@ -206,7 +206,7 @@ def bind_all(tensors: Sequence[Tensor], sizes: Mapping[str, int], counts: Mappin
             else:
                 made[call] = call.redo(_image(sizes, new, resolve, counts))
         return new.get(made[call][k], made[call][k])
-    return bind_program(tensors, sizes, resolve, new, counts)
+    return bind_program(tensors, sizes, resolve, new, counts, strict)
 
 
 def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None = None, **sizes: int) -> Any:
@@ -214,7 +214,7 @@ def bind(tensors: Tensor | Sequence[Tensor], feed: Mapping[Tensor, Any] | None =
     given by name (``n=7``) or read from the arrays of ``feed`` (placeholder to array)."""
     if feed:
         sizes = {**read_sizes(list(feed), list(feed.values()), "bind"), **sizes}
-    return _like(tensors, bind_all(listed(tensors), sizes))
+    return _like(tensors, bind_all(listed(tensors), sizes, strict=True))
 
 
 def evaluate(outputs: Tensor | Sequence[Tensor], feed: dict) -> Any:
@@ -297,7 +297,7 @@ def lower(outputs: Any, inputs: Any = (), name: str = "kernel", *, sizes: dict[s
     if sizes is None:
         return SymbolicLowered(outputs, inputs, {"name": name, **options}) if symbolic(outputs, inputs) \
             else _lower(outputs, inputs, name, **options)
-    new = bind_all(listed(outputs) + listed(inputs), sizes)
+    new = bind_all(listed(outputs) + listed(inputs), sizes, strict=True)
     return _lower(_like(outputs, new), _like(inputs, new), name, **options)
 
 
@@ -313,14 +313,15 @@ class SizedCallable:
                  free: Expr | None = None) -> None:
         self.make, self.roots, self.inputs, self.name, self.why = make, roots, inputs, name, why
         self.free = free  # a size ``make`` is given unbound (its callable serves every value of it)
+        self.names = {v.name for v in program_sizes(roots) if v is not free}  # (the sizes ``at`` reads)
         self.static: SignatureCache[Any] = SignatureCache(max_sizes)
 
     def at(self, **sizes: int) -> Any:
-        """The static kernel or function at ``sizes`` (made on first use); the size ``free`` is not read."""
-        if self.free is not None:
-            sizes = {k: v for k, v in sizes.items() if k != self.free.name}
-        bound = {**sizes, self.free.name: self.free} if self.free is not None else sizes
-        return self.static.get(tuple(sorted(sizes.items())), lambda: self.make(bind_all(self.roots, bound)))
+        """The static kernel or function at ``sizes`` (made on first use); only ``names`` are read."""
+        free = {} if self.free is None else {self.free.name: self.free}
+        sizes = {k: v for k, v in sizes.items() if k in self.names}
+        return self.static.get(tuple(sorted(sizes.items())),
+                               lambda: self.make(bind_all(self.roots, {**sizes, **free})))
 
     def __call__(self, *arrays: Any, **kwargs: Any) -> Any:
         return self.at(**read_sizes(self.inputs, arrays, self.name))(*arrays, **kwargs)
@@ -515,8 +516,7 @@ def _case(tensors: list[Tensor], size: Expr, i: int) -> list[Tensor]:
     """``tensors`` with each deferred derivative the one of case ``i`` of its :class:`CasesCall`."""
     def resolve(t: Tensor, new: dict[Tensor, Tensor]) -> Tensor:
         call, k = t.op.provenance.source
-        d = call.cases[i][2][k]
-        bind_program([d], {size.name: size}, resolve, new)
+        bind_program([d := call.cases[i][2][k]], {size.name: size}, resolve, new)  # (none where d lacks it)
         return new[d]
     new = bind_program(tensors, {size.name: size}, resolve)
     return [new[t] for t in tensors]
@@ -942,7 +942,7 @@ class SizedFunction(Function):
     def __init__(self, parent: GenericFunction, sizes: Mapping[str, int]) -> None:
         plan, heads = parent.plan, [h for h in parent.heads if h is not None]
         roots = [*parent.outputs, *parent.inputs, *heads, *plan.outputs, *plan.saved]
-        self.images = new = bind_all(roots, sizes)  # (the gradients bound into it when asked for)
+        self.images = new = bind_all(roots, sizes, strict=True)  # (the gradients bound into it when asked)
         self.parent, self.sizes = parent, dict(sizes)
         self.inputs, self.outputs = [new[x] for x in parent.inputs], [new[t] for t in parent.outputs]
         self.wrt, self.single, self.policy = [new[x] for x in parent.wrt], parent.single, parent.policy
@@ -1013,7 +1013,8 @@ class SizedFunction(Function):
             return ()
         given = [Kernel.check_input(head_array(h, spec), (name, spec[0], spec[1]))
                  for h, spec, name in zip(heads, specs, self.head_names) if spec is not None]
-        res = self.backward_kernel(*residuals, *given, out=out)
+        run = k.at(**self.sizes) if isinstance(k := self.backward_kernel, SizedCallable) else k
+        res = run(*residuals, *given, out=out)  # (at these sizes: its arrays may hold none of them)
         return res if isinstance(res, tuple) else (res,)
 
 

@@ -130,16 +130,17 @@ def read_sizes(inputs: Sequence[Tensor], arrays: Sequence[Any], who: str) -> dic
 
 def bind_program(tensors: Sequence[Tensor], sizes: Mapping[str, int | Expr],
                  resolve: Callable[[Tensor, dict[Tensor, Tensor]], Tensor] | None = None,
-                 new: dict[Tensor, Tensor] | None = None, counts: Mapping[str, Expr] | None = None
-                 ) -> dict[Tensor, Tensor]:
+                 new: dict[Tensor, Tensor] | None = None, counts: Mapping[str, Expr] | None = None,
+                 strict: bool = False) -> dict[Tensor, Tensor]:
     """Every tensor of the program of ``tensors`` to its static form at ``sizes`` (by name); a static program
-    maps to itself.  Each size is checked (:func:`check_size`); a missing or unknown name is an error.
+    maps to itself.  Each size is checked (:func:`check_size`); a missing one is an error, a name the program
+    lacks binds nothing (a derivative's case that reads no such size) or, ``strict`` (a user's), is an error.
     ``resolve(t, new)`` gives the image of a tensor of role ``DEFERRED`` (else it is bound as it is); ``new``,
     the images found so far, is extended in place.  ``counts``: sizes whose value in bodies (a sum's count,
     ``float64(n)``) is an index expression, while shapes and ranges take ``sizes``'s."""
     found = program_sizes(tensors)
     names = [v.name for v in found]
-    for bad, says in ((sorted(set(sizes) - set(names)), "the program has no size named"),
+    for bad, says in ((sorted(set(sizes) - set(names)) if strict else [], "the program has no size named"),
                       ([m for m in names if m not in sizes], "no value given for size")):
         if bad:
             raise ValueError(f"bind: {says} {', '.join(bad)} (its sizes: {', '.join(names) or 'none'})")

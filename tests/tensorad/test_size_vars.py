@@ -145,7 +145,19 @@ def test_bind_checks_each_size_and_names_it():
         ta.bind(Y, n=8)
 
 
-def test_definition_proven_in_bounds_for_every_size():
+def test_a_size_the_program_lacks_is_refused_where_a_user_binds_it():
+    """Binding inside a build skips a size a derivative's case no longer reads; a size a user names is
+    checked against the program where it binds a program (``kernel.at`` reads the sizes it has)."""
+    n = ta.size_var("n")
+    X = ta.placeholder((n, 3), "float64", name="X")
+    Y = ta.compute((n,), lambda i: X[i, 0] * X[n - 1 - i, 2], name="Y")  # (rows not independent)
+    for call in (lambda: ta.lower(Y, [X], sizes={"n": 2, "m": 1}), lambda: ta.function(Y, [X]).at(n=2, m=1)):
+        with pytest.raises(ValueError, match="has no size named m"):
+            call()
+    kernel = ta.build(Y, [X])
+    assert kernel.at(n=2, m=1) is kernel.at(n=2)
+    with pytest.raises(ValueError, match="no value given for size n"):
+        kernel.at(m=1)
     n = ta.size_var("n")
     X = ta.placeholder((n,), name="X")
     with pytest.raises(ta.OutOfBoundsError, match="leaves \\[0, n\\) at i=0, n=1"):
