@@ -88,9 +88,7 @@ def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
     dom = space.universe()
     while body.op in (Op.SELECT, Op.IF_THEN_ELSE, Op.ADD):
         if body.op is Op.ADD:  # a sum of guarded terms: zero off the union of their domains
-            (da, _), (db, _) = (peel_zero_select(space, t) for t in body.src)
-            union = da.union(db).coalesce()
-            if not union.is_equal(space.universe()):
+            if not (union := _terms_union(space, body)).is_equal(space.universe()):
                 dom = dom.intersect(union)
             break
         c, a, b = body.src
@@ -107,6 +105,27 @@ def peel_zero_select(space: IndexSpace, body: Expr) -> tuple[isl.Set, Expr]:
         zero = const(0, body.dtype)
         body = e if rest is TRUE else choice(body.op, rest, e, zero)
     return dom, body
+
+
+def _terms_union(space: IndexSpace, body: Expr) -> isl.Set:
+    """The union of the domains :func:`peel_zero_select` gives the two terms of the sum ``body`` (a term
+    that is a sum: the union of its own, as that function gives it), its sums walked with a stack: a
+    sum of thousands of terms is no recursion of that depth."""
+    stack, done = [(body, False)], []
+    while stack:
+        e, ready = stack.pop()
+        if not ready and e.op is Op.ADD:
+            stack += [(e, True), (e.src[1], False), (e.src[0], False)]
+        elif not ready:
+            done.append(peel_zero_select(space, e)[0])
+        else:
+            db, da = done.pop(), done.pop()
+            union = da.union(db).coalesce()
+            if stack:  # (a sum within the sum: its domain as peel_zero_select gives it)
+                whole = space.universe()
+                union = whole if union.is_equal(whole) else whole.intersect(union)
+            done.append(union)
+    return done[0]
 
 
 def elementwise_domain(op: ComputeOp, bodies: tuple[Expr, ...], buffers: list[Buffer | None],
